@@ -1,0 +1,2 @@
+class AnnotationError(Exception):
+    """An error a user can cause; the message is written for that user."""

@@ -1,0 +1,166 @@
+"""The one work queue every crowd stage draws from.
+
+A worker asks for the next unit of a stage and gets a lease on one that still has room under its
+overlap, which they have never held before and (for verification) whose instruction or caption they
+did not write. Leases expire and give their slot back. On PostgreSQL, concurrent requests skip rows
+another request has locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind them.
+"""
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from annotation.exceptions import AnnotationError
+from annotation.models import Assignment, Stage, StageConfig, Worker, WorkUnit
+
+DEFAULT_LEASE_MINUTES = 30
+
+
+def _slots_taken_subquery(now):
+    taken = (
+        Assignment.objects.holding_a_slot(now)
+        .filter(unit=OuterRef("pk"))
+        .order_by()
+        .values("unit")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(taken), 0)
+
+
+def units_open_to(*, worker, stage, family=None, now=None):
+    """Open units of a launched stage that this worker may take, with room under their overlap."""
+    now = now or timezone.now()
+    units = WorkUnit.objects.filter(
+        stage=stage,
+        status=WorkUnit.Status.OPEN,
+        family__stage_configs__stage=stage,
+        family__stage_configs__launched_at__isnull=False,
+    ).exclude(assignments__worker=worker)
+    if family is not None:
+        units = units.filter(family=family)
+    if stage == Stage.VERIFICATION:
+        # A worker never verifies an instance whose instruction or caption they wrote.
+        units = units.exclude(instance__author=worker).exclude(reference__caption__author=worker)
+    return units.annotate(slots_taken=_slots_taken_subquery(now)).filter(slots_taken__lt=F("overlap"))
+
+
+def lease_minutes_for(unit):
+    config = StageConfig.objects.filter(family_id=unit.family_id, stage=unit.stage).first()
+    return config.lease_minutes if config else DEFAULT_LEASE_MINUTES
+
+
+def next_assignment(*, worker, stage, family=None):
+    """Lease the next unit of `stage` to `worker`, or return None when there is nothing for them.
+
+    A worker holding an unexpired lease in the stage gets that lease back, so a reload resumes.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        # Serialise one worker's own requests (two tabs, a double click) without blocking others.
+        Worker.objects.select_for_update().filter(pk=worker.pk).first()
+        held = (
+            Assignment.objects.filter(
+                worker=worker, unit__stage=stage, status=Assignment.Status.LEASED,
+                lease_expires_at__gt=now,
+            )
+            .filter(Q(unit__family=family) if family is not None else Q())
+            .select_related("unit")
+            .first()
+        )
+        if held:
+            return held
+
+        candidates = units_open_to(worker=worker, stage=stage, family=family, now=now).order_by("id")
+        passed_over = []
+        while True:
+            unit = (
+                candidates.exclude(pk__in=passed_over)
+                .select_for_update(skip_locked=True, of=("self",))
+                .first()
+            )
+            if unit is None:
+                return None
+            # Counted again in a new statement now that we hold the lock: a transaction that held
+            # it before us has committed by now, and its lease is visible only to a new snapshot.
+            if unit.assignments.holding_a_slot(now).count() >= unit.overlap:
+                passed_over.append(unit.pk)
+                continue
+            return Assignment.objects.create(
+                unit=unit,
+                worker=worker,
+                leased_at=now,
+                lease_expires_at=now + timedelta(minutes=lease_minutes_for(unit)),
+            )
+
+
+def lock_assignment_for_submission(*, assignment_id, worker, stage):
+    """Lock an assignment so its submission is stored once, and say whether it already was.
+
+    Returns (assignment, already_submitted). Must run inside a transaction.
+    """
+    try:
+        assignment = (
+            Assignment.objects.select_for_update(of=("self",))
+            .select_related("unit")
+            .get(pk=assignment_id)
+        )
+    except Assignment.DoesNotExist:
+        raise AnnotationError("This task is not known; please ask for a new one.") from None
+    if assignment.worker_id != worker.pk:
+        raise AnnotationError("This task was given to someone else.")
+    if assignment.unit.stage != stage:
+        raise AnnotationError("This answer does not belong to this kind of task.")
+    if assignment.status == Assignment.Status.SUBMITTED:
+        return assignment, True
+    if assignment.status == Assignment.Status.RETURNED:
+        raise AnnotationError("You returned this task; please ask for a new one.")
+    if assignment.unit.status != WorkUnit.Status.OPEN:
+        raise AnnotationError("This task has been closed; please ask for a new one.")
+    now = timezone.now()
+    if assignment.lease_expires_at <= now:
+        # A late submission is still welcome while its slot has not gone to somebody else.
+        WorkUnit.objects.select_for_update().filter(pk=assignment.unit_id).first()
+        others = assignment.unit.assignments.holding_a_slot(now).exclude(pk=assignment.pk).count()
+        if others >= assignment.unit.overlap:
+            raise AnnotationError(
+                "Your time for this task ran out and it went to someone else. "
+                "Your text is still on this page; please ask for a new task."
+            )
+    return assignment, False
+
+
+def mark_submitted(assignment, *, active_seconds=None):
+    """Record the submission and close the unit once it has all its answers. Returns True if closed."""
+    assignment.status = Assignment.Status.SUBMITTED
+    assignment.submitted_at = timezone.now()
+    if active_seconds is not None:
+        assignment.active_seconds = max(0.0, float(active_seconds))
+    assignment.save(update_fields=["status", "submitted_at", "active_seconds"])
+    unit = WorkUnit.objects.select_for_update().get(pk=assignment.unit_id)
+    submitted = unit.assignments.filter(status=Assignment.Status.SUBMITTED).count()
+    if submitted >= unit.overlap:
+        unit.status = WorkUnit.Status.DONE
+        unit.save(update_fields=["status"])
+        return True
+    return False
+
+
+def return_assignment(*, assignment):
+    """The worker gives the unit back before submitting; its slot is free at once."""
+    with transaction.atomic():
+        updated = Assignment.objects.filter(
+            pk=assignment.pk, status=Assignment.Status.LEASED
+        ).update(status=Assignment.Status.RETURNED)
+    return bool(updated)
+
+
+def expire_leases(*, now=None):
+    """Mark expired leases, so progress counts say 'waiting' rather than 'leased'."""
+    now = now or timezone.now()
+    return Assignment.objects.filter(
+        status=Assignment.Status.LEASED, lease_expires_at__lte=now
+    ).update(status=Assignment.Status.EXPIRED)

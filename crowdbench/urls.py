@@ -1,0 +1,13 @@
+from django.conf import settings
+from django.contrib import admin
+from django.urls import path
+from django.views.static import serve
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]
+
+if not settings.AWS_STORAGE_BUCKET_NAME:
+    # Local media in the embedded default; production serves media from S3.
+    urlpatterns += [path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", serve,
+                         {"document_root": settings.MEDIA_ROOT})]
