@@ -77,11 +77,12 @@ def next_assignment(*, worker, stage, family=None):
         candidates = units_open_to(worker=worker, stage=stage, family=family, now=now).order_by("id")
         passed_over = []
         while True:
-            unit = (
-                candidates.exclude(pk__in=passed_over)
-                .select_for_update(skip_locked=True, of=("self",))
-                .first()
-            )
+            remaining = candidates.exclude(pk__in=passed_over)
+            unit = remaining.select_for_update(skip_locked=True, of=("self",)).first()
+            if unit is None:
+                # Every candidate is locked by another request, but with an overlap above one a
+                # locked unit may still have room once that request commits: wait for it.
+                unit = remaining.select_for_update(of=("self",)).first()
             if unit is None:
                 return None
             # Counted again in a new statement now that we hold the lock: a transaction that held

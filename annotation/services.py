@@ -178,6 +178,12 @@ def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
         image_count = instance.instanceimage_set.count()
         if len(texts) != image_count:
             raise AnnotationError(f"Please write one caption for each of the {image_count} images.")
+        if instance.captions.filter(texts=texts).exists():
+            # The same text would give the model the same prompt, and the same rejected reference.
+            raise AnnotationError(
+                "This caption is the same as one that was sent back. Please describe what the "
+                "instruction needs in more detail."
+            )
         for position, text in enumerate(texts, start=1):
             if len(text) < MIN_CAPTION_CHARS:
                 which = f"image {position}" if image_count > 1 else "the image"
@@ -211,9 +217,9 @@ def use_caption(*, instance, caption):
 
 
 def _enqueue_reference_generation(instance_id):
-    from django.conf import settings
+    from annotation.references import reference_model_configured
 
-    if not settings.OPENAI_REFERENCE_MODEL:
+    if not reference_model_configured():
         logger.info("No reference model configured; instance %s waits for a pasted reference.",
                     instance_id)
         return
@@ -226,7 +232,7 @@ def _enqueue_reference_generation(instance_id):
 
 
 def store_reference(*, instance, text, source, caption=None, created_by=None, **details):
-    """Store a candidate reference and send the instance to verification.
+    """Store a candidate reference and send the instance to verification, in one transaction.
 
     A generated reference is unique per (instance, model, prompt); storing it again returns the
     one already there.
@@ -234,18 +240,18 @@ def store_reference(*, instance, text, source, caption=None, created_by=None, **
     text = (text or "").strip()
     if not text:
         raise AnnotationError("A reference needs some text.")
-    try:
-        with transaction.atomic():
-            reference = Reference.objects.create(
-                instance=instance, caption=caption or instance.current_caption, text=text,
-                source=source, created_by=created_by, **details,
-            )
-    except IntegrityError:
-        return Reference.objects.get(
-            instance=instance, model=details.get("model", ""),
-            prompt_sha256=details.get("prompt_sha256", ""), source=Reference.Source.GENERATED,
-        )
     with transaction.atomic():
+        try:
+            with transaction.atomic():
+                reference = Reference.objects.create(
+                    instance=instance, caption=caption or instance.current_caption, text=text,
+                    source=source, created_by=created_by, **details,
+                )
+        except IntegrityError:
+            return Reference.objects.get(
+                instance=instance, model=details.get("model", ""),
+                prompt_sha256=details.get("prompt_sha256", ""), source=Reference.Source.GENERATED,
+            )
         Instance.objects.filter(pk=instance.pk).update(
             status=Instance.Status.AWAITING_VERIFICATION, updated_at=timezone.now()
         )

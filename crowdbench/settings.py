@@ -132,6 +132,7 @@ OPENAI_BASE_URL = env("OPENAI_BASE_URL", default=None)
 OPENAI_REFERENCE_MODEL = env("OPENAI_REFERENCE_MODEL", default="")
 OPENAI_MAX_RETRIES = env.int("OPENAI_MAX_RETRIES", default=5)
 OPENAI_TIMEOUT_SECONDS = env.float("OPENAI_TIMEOUT_SECONDS", default=120.0)
+REFERENCE_JOB_RETRY_BACKOFF_SECONDS = env.int("REFERENCE_JOB_RETRY_BACKOFF_SECONDS", default=30)
 OPENAI_MAX_OUTPUT_TOKENS = env.int("OPENAI_MAX_OUTPUT_TOKENS", default=512)
 # USD per million tokens (input, output); extend through OPENAI_PRICES_JSON for other models.
 OPENAI_PRICES = {
@@ -156,3 +157,4 @@ LOGGING = {
 # Keyed hash for worker pseudonyms in exports and reports; rotate it and old pseudonyms stop matching.
 PSEUDONYM_KEY = env("PSEUDONYM_KEY", default=SECRET_KEY)
 CELERY_IMPORTS = ["tasks.pipeline"]
+FORMS_URLFIELD_ASSUME_HTTPS = True

@@ -45,6 +45,7 @@ class FamilyFactory(factory.django.DjangoModelFactory):
 class InstanceFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Instance
+        skip_postgeneration_save = True
 
     family = factory.SubFactory(FamilyFactory)
     instruction = factory.Sequence(lambda n: f"What is unusual about this picture? ({n})")

@@ -4,8 +4,17 @@ import pytest
 from django.utils import timezone
 
 from annotation import queue
+from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Stage, WorkUnit
-from tests.factories import FamilyFactory, WorkerFactory, launch
+from annotation.services import submit_verification
+from tests.factories import (
+    CaptionFactory,
+    FamilyFactory,
+    InstanceFactory,
+    ReferenceFactory,
+    WorkerFactory,
+    launch,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -19,9 +28,96 @@ def make_units(family, stage, count, overlap=1):
 
 
 def test_worker_gets_a_lease_on_an_open_unit(worker):
-    family = FamilyFactory()
-    unit, = make_units(family, Stage.INSTRUCTION_GENERATION, 1)
+    unit, = make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1)
     assignment = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
     assert assignment.unit == unit
     assert assignment.status == Assignment.Status.LEASED
     assert assignment.lease_expires_at > timezone.now() + timedelta(minutes=29)
+
+
+def test_worker_holding_a_lease_gets_the_same_unit_back(worker):
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 3)
+    first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    again = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    assert again.pk == first.pk
+
+
+def test_unit_is_not_handed_out_beyond_its_overlap():
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1, overlap=2)
+    got = [queue.next_assignment(worker=WorkerFactory(), stage=Stage.INSTRUCTION_GENERATION)
+           for _ in range(3)]
+    assert [a is not None for a in got] == [True, True, False]
+
+
+def test_unit_of_an_unlaunched_stage_is_not_handed_out(worker):
+    family = FamilyFactory()
+    WorkUnit.objects.create(stage=Stage.CAPTION, key="k", family=family)
+    assert queue.next_assignment(worker=worker, stage=Stage.CAPTION) is None
+
+
+def test_expired_lease_returns_unit_to_pool(worker):
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1)
+    first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    Assignment.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    other = queue.next_assignment(worker=WorkerFactory(), stage=Stage.INSTRUCTION_GENERATION)
+    assert other is not None and other.unit_id == first.unit_id
+    assert queue.expire_leases() == 1
+    first.refresh_from_db()
+    assert first.status == Assignment.Status.EXPIRED
+
+
+def test_worker_never_gets_the_same_unit_twice(worker):
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1, overlap=3)
+    first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    Assignment.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION) is None
+
+
+def test_returned_unit_is_free_for_someone_else(worker):
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1)
+    first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    assert queue.return_assignment(assignment=first)
+    assert queue.next_assignment(worker=WorkerFactory(), stage=Stage.INSTRUCTION_GENERATION)
+
+
+def _verification_unit(*, instruction_author=None, caption_author=None):
+    instance = InstanceFactory(author=instruction_author)
+    caption = CaptionFactory(instance=instance, author=caption_author)
+    reference = ReferenceFactory(instance=instance, caption=caption)
+    launch(instance.family, Stage.VERIFICATION)
+    return WorkUnit.objects.create(stage=Stage.VERIFICATION, key=f"reference-{reference.pk}",
+                                   family=instance.family, instance=instance, reference=reference)
+
+
+def test_worker_never_verifies_an_instruction_they_wrote(worker):
+    _verification_unit(instruction_author=worker)
+    assert queue.next_assignment(worker=worker, stage=Stage.VERIFICATION) is None
+    assert queue.next_assignment(worker=WorkerFactory(), stage=Stage.VERIFICATION) is not None
+
+
+def test_worker_never_verifies_a_caption_they_wrote(worker):
+    _verification_unit(caption_author=worker)
+    assert queue.next_assignment(worker=worker, stage=Stage.VERIFICATION) is None
+
+
+def test_late_submission_is_refused_once_the_slot_went_to_someone_else(worker):
+    unit = _verification_unit()
+    mine = queue.next_assignment(worker=worker, stage=Stage.VERIFICATION)
+    Assignment.objects.filter(pk=mine.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert queue.next_assignment(worker=WorkerFactory(), stage=Stage.VERIFICATION).unit == unit
+    with pytest.raises(AnnotationError, match="went to someone else"):
+        submit_verification(assignment_id=mine.pk, worker=worker, is_correct=True)
+
+
+def test_late_submission_is_accepted_while_the_slot_is_free(worker):
+    _verification_unit()
+    mine = queue.next_assignment(worker=worker, stage=Stage.VERIFICATION)
+    Assignment.objects.filter(pk=mine.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert submit_verification(assignment_id=mine.pk, worker=worker, is_correct=True).is_correct
+
+
+def test_submission_by_another_worker_is_refused(worker):
+    _verification_unit()
+    mine = queue.next_assignment(worker=worker, stage=Stage.VERIFICATION)
+    with pytest.raises(AnnotationError, match="someone else"):
+        submit_verification(assignment_id=mine.pk, worker=WorkerFactory(), is_correct=True)

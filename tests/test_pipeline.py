@@ -1,0 +1,221 @@
+"""Each stage's transitions, from instruction family to verified or discarded instance."""
+
+import pytest
+
+from annotation import queue, services
+from annotation.exceptions import AnnotationError
+from annotation.models import Instance, InstructionFamily, Reference, Stage, StageConfig, WorkUnit
+from tests.factories import (
+    CaptionFactory,
+    FamilyFactory,
+    ImageAssetFactory,
+    InstanceFactory,
+    WorkerFactory,
+    launch,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def lease(stage, worker=None):
+    worker = worker or WorkerFactory()
+    return worker, queue.next_assignment(worker=worker, stage=stage)
+
+
+def test_launching_generation_creates_one_unit_per_missing_instance():
+    family = FamilyFactory(target_instances=4)
+    InstanceFactory(family=family)
+    launch(family, Stage.INSTRUCTION_GENERATION)
+    assert services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 3
+    assert services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 0
+
+
+def test_unlaunched_stage_gets_no_units():
+    family = FamilyFactory()
+    assert services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 0
+
+
+def test_reformatted_family_cannot_launch_instruction_generation():
+    family = FamilyFactory(source=InstructionFamily.Source.REFORMATTED, source_dataset="NLVR2")
+    with pytest.raises(AnnotationError, match="bulk import"):
+        services.launch_stage(family=family, stage=Stage.INSTRUCTION_GENERATION)
+
+
+def test_submitted_instruction_creates_an_instance_awaiting_a_caption():
+    family = FamilyFactory(target_instances=1)
+    launch(family, Stage.INSTRUCTION_GENERATION)
+    launch(family, Stage.CAPTION)
+    services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
+    worker, assignment = lease(Stage.INSTRUCTION_GENERATION)
+    instance = services.submit_instruction(
+        assignment_id=assignment.pk, worker=worker, images=[ImageAssetFactory()],
+        instruction="Why is the crowd gathered here?", active_seconds=42.5,
+    )
+    assert instance.status == Instance.Status.AWAITING_CAPTION
+    assert instance.author == worker
+    assert WorkUnit.objects.filter(stage=Stage.CAPTION, instance=instance).exists()
+    assignment.refresh_from_db()
+    assert assignment.active_seconds == 42.5
+    assert assignment.unit.status == WorkUnit.Status.DONE
+
+
+def test_double_submitted_instruction_is_stored_once():
+    family = FamilyFactory(target_instances=1)
+    launch(family, Stage.INSTRUCTION_GENERATION)
+    services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
+    worker, assignment = lease(Stage.INSTRUCTION_GENERATION)
+    kwargs = dict(assignment_id=assignment.pk, worker=worker, images=[ImageAssetFactory()],
+                  instruction="What is the man holding and why?")
+    assert services.submit_instruction(**kwargs) == services.submit_instruction(**kwargs)
+    assert Instance.objects.count() == 1
+
+
+def test_single_image_family_refuses_two_images():
+    family = FamilyFactory(target_instances=1)
+    launch(family, Stage.INSTRUCTION_GENERATION)
+    services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
+    worker, assignment = lease(Stage.INSTRUCTION_GENERATION)
+    with pytest.raises(AnnotationError, match="exactly one image"):
+        services.submit_instruction(assignment_id=assignment.pk, worker=worker,
+                                    images=[ImageAssetFactory(), ImageAssetFactory()],
+                                    instruction="Which of these is older?")
+    assert Instance.objects.count() == 0
+
+
+def caption_unit(*, image_count=1):
+    instance = InstanceFactory(image_count=image_count)
+    launch(instance.family, Stage.CAPTION)
+    services.create_work_units(family=instance.family, stage=Stage.CAPTION)
+    return instance
+
+
+def test_caption_needs_one_text_per_image():
+    caption_unit(image_count=2)
+    worker, assignment = lease(Stage.CAPTION)
+    with pytest.raises(AnnotationError, match="each of the 2 images"):
+        services.submit_caption(assignment_id=assignment.pk, worker=worker,
+                                texts=["A long caption of the first image, with details."])
+
+
+def test_short_caption_is_refused_with_the_guidance():
+    caption_unit()
+    worker, assignment = lease(Stage.CAPTION)
+    with pytest.raises(AnnotationError, match="sees only your text"):
+        services.submit_caption(assignment_id=assignment.pk, worker=worker, texts=["A dog."])
+
+
+def test_submitted_caption_makes_the_instance_await_its_reference():
+    instance = caption_unit()
+    worker, assignment = lease(Stage.CAPTION)
+    caption = services.submit_caption(
+        assignment_id=assignment.pk, worker=worker,
+        texts=["A border collie runs beside six sheep on a green hill."],
+    )
+    instance.refresh_from_db()
+    assert instance.status == Instance.Status.AWAITING_REFERENCE
+    assert instance.current_caption == caption
+    assert caption.author == worker
+
+
+def reference_under_verification(*, overlap=1, rule=StageConfig.VerificationRule.UNANIMOUS,
+                                 on_incorrect=StageConfig.IncorrectAction.DISCARD):
+    instance = InstanceFactory(status=Instance.Status.AWAITING_REFERENCE)
+    instance.current_caption = CaptionFactory(instance=instance)
+    instance.save()
+    launch(instance.family, Stage.VERIFICATION, overlap=overlap, verification_rule=rule,
+           on_incorrect=on_incorrect)
+    reference = services.store_reference(instance=instance, text="Three sheep.",
+                                         source=Reference.Source.MANUAL)
+    return instance, reference
+
+
+def verify(**answer):
+    worker, assignment = lease(Stage.VERIFICATION)
+    return services.submit_verification(assignment_id=assignment.pk, worker=worker, **answer)
+
+
+def test_stored_reference_opens_a_verification_unit():
+    instance, reference = reference_under_verification()
+    instance.refresh_from_db()
+    assert instance.status == Instance.Status.AWAITING_VERIFICATION
+    assert WorkUnit.objects.get(stage=Stage.VERIFICATION).reference == reference
+
+
+def test_correct_verification_verifies_the_instance():
+    instance, reference = reference_under_verification()
+    verify(is_correct=True)
+    instance.refresh_from_db()
+    reference.refresh_from_db()
+    assert reference.verdict == Reference.Verdict.CORRECT
+    assert instance.status == Instance.Status.VERIFIED
+    assert instance.reference_output == "Three sheep."
+
+
+def test_incorrect_response_discards_the_instance_as_in_the_paper():
+    instance, reference = reference_under_verification()
+    verify(is_correct=False, problem_in_response=True)
+    instance.refresh_from_db()
+    reference.refresh_from_db()
+    assert instance.status == Instance.Status.DISCARDED
+    assert reference.problem_in_response and not reference.problem_in_caption
+
+
+def test_incorrect_needs_to_say_where_the_problem_is():
+    reference_under_verification()
+    with pytest.raises(AnnotationError, match="where the problem is"):
+        verify(is_correct=False)
+
+
+def test_caption_problem_sends_the_instance_back_for_a_new_caption_when_asked():
+    instance, _ = reference_under_verification(on_incorrect=StageConfig.IncorrectAction.RECAPTION)
+    launch(instance.family, Stage.CAPTION)
+    verify(is_correct=False, problem_in_caption=True, is_harmful=True)
+    instance.refresh_from_db()
+    assert instance.status == Instance.Status.AWAITING_CAPTION
+    assert WorkUnit.objects.filter(stage=Stage.CAPTION, instance=instance,
+                                   status=WorkUnit.Status.OPEN).exists()
+    assert Reference.objects.get().flagged_harmful
+
+
+def test_reference_waits_for_every_verifier_before_it_is_decided():
+    instance, reference = reference_under_verification(overlap=3)
+    verify(is_correct=True)
+    verify(is_correct=True)
+    reference.refresh_from_db()
+    assert reference.verdict == Reference.Verdict.PENDING
+    verify(is_correct=False, problem_in_response=True)
+    reference.refresh_from_db()
+    assert reference.verdict == Reference.Verdict.INCORRECT
+
+
+@pytest.mark.parametrize(
+    ("rule", "verdict"),
+    [
+        (StageConfig.VerificationRule.UNANIMOUS, Reference.Verdict.INCORRECT),
+        (StageConfig.VerificationRule.MAJORITY, Reference.Verdict.CORRECT),
+        (StageConfig.VerificationRule.ANY, Reference.Verdict.CORRECT),
+    ],
+)
+def test_agreement_rule_decides_two_correct_one_incorrect(rule, verdict):
+    _, reference = reference_under_verification(overlap=3, rule=rule)
+    verify(is_correct=True)
+    verify(is_correct=True)
+    verify(is_correct=False, problem_in_response=True)
+    reference.refresh_from_db()
+    assert reference.verdict == verdict
+
+
+def test_manual_reference_needs_a_caption_first():
+    instance = InstanceFactory()
+    with pytest.raises(AnnotationError, match="once it has a caption"):
+        services.add_manual_reference(instance=instance, text="Two cats.", user=None)
+
+
+def test_new_caption_identical_to_a_sent_back_one_is_refused():
+    instance, _ = reference_under_verification(on_incorrect=StageConfig.IncorrectAction.RECAPTION)
+    launch(instance.family, Stage.CAPTION)
+    verify(is_correct=False, problem_in_caption=True)
+    worker, assignment = lease(Stage.CAPTION)
+    with pytest.raises(AnnotationError, match="same as one that was sent back"):
+        services.submit_caption(assignment_id=assignment.pk, worker=worker,
+                                texts=instance.captions.get().texts)

@@ -1,0 +1,116 @@
+"""The queue under real concurrency on PostgreSQL: 20 threads, each its own connection."""
+
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from annotation import queue
+from annotation.models import Assignment, Instance, Stage, WorkUnit
+from annotation.services import submit_instruction
+from tests.factories import FamilyFactory, ImageAssetFactory, WorkerFactory, launch
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+THREADS = 20
+
+
+def run_at_once(requests):
+    """Run each callable in its own thread, released together by a barrier."""
+    barrier = threading.Barrier(len(requests))
+    results, errors = [None] * len(requests), []
+
+    def run(index, request):
+        try:
+            barrier.wait()
+            results[index] = request()
+        except Exception as error:  # noqa: BLE001 - every failure is reported by the test
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    return results
+
+
+def test_twenty_workers_at_once_hold_the_overlap_exactly():
+    assert connection.vendor == "postgresql", "the concurrency test needs SELECT ... FOR UPDATE SKIP LOCKED"
+    family = FamilyFactory()
+    launch(family, Stage.CAPTION, overlap=3)
+    units = [WorkUnit.objects.create(stage=Stage.CAPTION, key=f"k{n}", family=family, overlap=3)
+             for n in range(5)]
+    workers = [WorkerFactory() for _ in range(THREADS)]
+
+    leases = run_at_once([
+        lambda w=w: queue.next_assignment(worker=w, stage=Stage.CAPTION) for w in workers
+    ])
+
+    granted = [lease for lease in leases if lease is not None]
+    assert len(granted) == 15
+    per_unit = Counter(lease.unit_id for lease in granted)
+    assert per_unit == {unit.pk: 3 for unit in units}
+    assert Assignment.objects.count() == 15
+    assert len({(a.unit_id, a.worker_id) for a in Assignment.objects.all()}) == 15
+
+
+def test_one_worker_asking_twenty_times_at_once_gets_one_lease():
+    family = FamilyFactory()
+    launch(family, Stage.CAPTION, overlap=1)
+    for n in range(5):
+        WorkUnit.objects.create(stage=Stage.CAPTION, key=f"k{n}", family=family)
+    worker = WorkerFactory()
+
+    leases = run_at_once([
+        lambda: queue.next_assignment(worker=worker, stage=Stage.CAPTION) for _ in range(THREADS)
+    ])
+
+    assert {lease.pk for lease in leases} == {Assignment.objects.get().pk}
+
+
+def test_twenty_workers_draining_the_queue_fill_every_unit_exactly():
+    family = FamilyFactory(target_instances=8)
+    launch(family, Stage.INSTRUCTION_GENERATION, overlap=3)
+    units = [WorkUnit.objects.create(stage=Stage.INSTRUCTION_GENERATION, key=f"slot-{n}",
+                                     family=family, overlap=3) for n in range(8)]
+    image = ImageAssetFactory()
+    workers = [WorkerFactory() for _ in range(THREADS)]
+
+    def drain(worker):
+        done = 0
+        while (lease := queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)):
+            submit_instruction(assignment_id=lease.pk, worker=worker, images=[image],
+                               instruction=f"Count the red objects in this photo ({worker.pk}).")
+            done += 1
+        return done
+
+    counts = run_at_once([lambda w=w: drain(w) for w in workers])
+
+    assert sum(counts) == 24
+    assert Instance.objects.count() == 24
+    for unit in units:
+        unit.refresh_from_db()
+        assert unit.status == WorkUnit.Status.DONE
+        assert unit.assignments.filter(status=Assignment.Status.SUBMITTED).count() == 3
+
+
+def test_a_submission_posted_twenty_times_at_once_is_stored_once():
+    family = FamilyFactory()
+    launch(family, Stage.INSTRUCTION_GENERATION)
+    WorkUnit.objects.create(stage=Stage.INSTRUCTION_GENERATION, key="slot-1", family=family)
+    worker = WorkerFactory()
+    lease = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    image = ImageAssetFactory()
+
+    instances = run_at_once([
+        lambda: submit_instruction(assignment_id=lease.pk, worker=worker, images=[image],
+                                   instruction="What season is it in this photo, and why?")
+        for _ in range(THREADS)
+    ])
+
+    assert {instance.pk for instance in instances} == {Instance.objects.get().pk}
