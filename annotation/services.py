@@ -370,7 +370,11 @@ def record_imported_verdict(*, reference, gpt4_correct, problem_in_caption, prob
     reference.decided_at = timezone.now()
     reference.save()
     instance = reference.instance
-    instance.status = Instance.Status.VERIFIED if gpt4_correct else Instance.Status.DISCARDED
+    # A published sheet keeps a row whose candidate was wrong when it gives a human-written
+    # reference_output (most of visit_bench_multi_images.csv does), so only a row without one
+    # is discarded.
+    kept = gpt4_correct or bool(instance.reference_output.strip())
+    instance.status = Instance.Status.VERIFIED if kept else Instance.Status.DISCARDED
     instance.save(update_fields=["status", "updated_at"])
     return reference
 

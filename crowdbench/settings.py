@@ -157,4 +157,3 @@ LOGGING = {
 # Keyed hash for worker pseudonyms in exports and reports; rotate it and old pseudonyms stop matching.
 PSEUDONYM_KEY = env("PSEUDONYM_KEY", default=SECRET_KEY)
 CELERY_IMPORTS = ["tasks.pipeline"]
-FORMS_URLFIELD_ASSUME_HTTPS = True

@@ -1,0 +1,263 @@
+"""Reports on the collection pipeline: the paper's Table 2 and per-stage progress."""
+
+from dataclasses import dataclass
+
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import GreaterThan
+from django.utils import timezone
+
+from annotation.models import (
+    Assignment,
+    Instance,
+    InstanceImage,
+    Reference,
+    Stage,
+    StageConfig,
+    WorkUnit,
+)
+from annotation.queue import _slots_taken_subquery
+
+# --- Table 2 -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table2Column:
+    """One column of Table 2: counts, and the paper's percentages derived from them."""
+
+    references: int = 0
+    correct: int = 0
+    problem_in_caption: int = 0
+    problem_in_response: int = 0
+    verified: int = 0
+    ended: int = 0
+
+    @property
+    def correct_pct(self):
+        return _percent(self.correct, self.references)
+
+    @property
+    def problem_in_caption_pct(self):
+        return _percent(self.problem_in_caption, self.references)
+
+    @property
+    def problem_in_response_pct(self):
+        return _percent(self.problem_in_response, self.references)
+
+    @property
+    def yield_pct(self):
+        return _percent(self.verified, self.ended)
+
+    def __add__(self, other):
+        return Table2Column(*(a + b for a, b in zip(_counts(self), _counts(other), strict=True)))
+
+
+@dataclass(frozen=True)
+class Table2:
+    overall: Table2Column
+    single: Table2Column
+    multi: Table2Column
+    family_name: str = ""
+
+    def columns(self):
+        return (("Overall", self.overall), ("Single", self.single), ("Multi", self.multi))
+
+
+def _counts(column):
+    return (column.references, column.correct, column.problem_in_caption,
+            column.problem_in_response, column.verified, column.ended)
+
+
+def _percent(part, whole):
+    return 100 * part / whole if whole else None
+
+
+def _is_multi_image(instance_path):
+    """Multi-image as Table 2 counts it: the family says so, or the instance has several images.
+
+    `instance_path` is the lookup from the queried model to its instance ("" for Instance).
+    """
+    prefix = f"{instance_path}__" if instance_path else ""
+    image_count = (
+        InstanceImage.objects.filter(instance=OuterRef(instance_path or "pk"))
+        .order_by()
+        .values("instance")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Case(
+        When(Q(**{f"{prefix}family__is_multi_image": True}), then=Value(True)),
+        When(GreaterThan(Coalesce(Subquery(image_count), 0), 1), then=Value(True)),
+        default=Value(False),
+        output_field=BooleanField(),
+    )
+
+
+def table2(*, family=None):
+    """The paper's Table 2 from decided references, and the yield of verification.
+
+    Percentages are over the references verification decided (correct or incorrect), as in the
+    paper, where correct + problem in caption + problem in GPT-4 come to about 100%. The yield
+    (the paper's "yield from the original candidate set") is the share of instances with a decided
+    model candidate that ended with one accepted; an instance sent back for a new caption and then
+    accepted counts as kept. Human-written references imported with the fully annotated example
+    are left out: nobody rated them, and Table 2 is about model-written candidates.
+    """
+    references = Reference.objects.filter(
+        verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT]
+    ).exclude(source=Reference.Source.IMPORTED, model="")
+    candidates = references.filter(instance=OuterRef("pk"))
+    instances = Instance.objects.filter(
+        Exists(candidates),
+        status__in=[Instance.Status.VERIFIED, Instance.Status.DISCARDED],
+    ).annotate(accepted=Exists(candidates.filter(verdict=Reference.Verdict.CORRECT)))
+    if family is not None:
+        references = references.filter(instance__family=family)
+        instances = instances.filter(family=family)
+
+    reference_rows = (
+        references.annotate(multi=_is_multi_image("instance"))
+        .values("multi")
+        .annotate(
+            references=Count("pk"),
+            correct=Count("pk", filter=Q(verdict=Reference.Verdict.CORRECT)),
+            problem_in_caption=Count("pk", filter=Q(problem_in_caption=True)),
+            problem_in_response=Count("pk", filter=Q(problem_in_response=True)),
+        )
+        .order_by()
+    )
+    instance_rows = (
+        instances.annotate(multi=_is_multi_image(""))
+        .values("multi")
+        .annotate(
+            verified=Count("pk", filter=Q(accepted=True)),
+            ended=Count("pk"),
+        )
+        .order_by()
+    )
+    counts = {False: {}, True: {}}
+    for row in (*reference_rows, *instance_rows):
+        is_multi = row.pop("multi")
+        counts[is_multi].update(row)
+    single, multi = Table2Column(**counts[False]), Table2Column(**counts[True])
+    return Table2(overall=single + multi, single=single, multi=multi,
+                  family_name=family.name if family is not None else "")
+
+
+TABLE2_ROWS = (
+    ("GPT-4 Correct (%)", "correct_pct"),
+    ("Problem in Caption (%)", "problem_in_caption_pct"),
+    ("Problem in GPT-4 (%)", "problem_in_response_pct"),
+    ("References rated (n)", "references"),
+    ("Yield (%)", "yield_pct"),
+    ("Instances with a decided candidate (n)", "ended"),
+)
+
+
+def format_table2(table):
+    """Table 2 as plain text, laid out as in the paper; '-' where a column has nothing yet."""
+    title = "Table 2: human rating metrics"
+    if table.family_name:
+        title += f" for “{table.family_name}”"
+    label_width = max(len(label) for label, _ in TABLE2_ROWS)
+    lines = [title, "Metrics".ljust(label_width) + "".join(
+        f"{name:>9}" for name, _ in table.columns()
+    )]
+    for label, attribute in TABLE2_ROWS:
+        cells = []
+        for _, column in table.columns():
+            value = getattr(column, attribute)
+            if value is None:
+                cells.append("-")
+            elif isinstance(value, float):
+                cells.append(f"{value:.1f}")
+            else:
+                cells.append(str(value))
+        lines.append(label.ljust(label_width) + "".join(f"{cell:>9}" for cell in cells))
+    return "\n".join(lines)
+
+
+# --- stage progress ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageProgress:
+    """Per-stage rows (iterate over it) and the family's instances per status.
+
+    Each stage row is a dict: stage, label, launched, waiting, leased, done, discarded.
+    """
+
+    stages: tuple[dict, ...]
+    instances: dict  # Instance.Status value -> count, in the pipeline's order
+
+    def __iter__(self):
+        return iter(self.stages)
+
+    def instance_rows(self):
+        """(label, count) per instance status, for display."""
+        return [(status.label, self.instances[status.value]) for status in Instance.Status]
+
+
+def stage_progress(family):
+    """Where a family's crowd work stands, stage by stage, in four queries.
+
+    waiting: open units with a free slot; leased: unexpired leases; done: units with all their
+    answers; discarded: instances that went through the stage and were later discarded.
+    """
+    now = timezone.now()
+    launched = set(
+        StageConfig.objects.filter(family=family, launched_at__isnull=False)
+        .values_list("stage", flat=True)
+    )
+    unit_rows = (
+        WorkUnit.objects.filter(family=family)
+        .annotate(slots_taken=_slots_taken_subquery(now))
+        .values("stage")
+        .annotate(
+            waiting=Count("pk", filter=Q(status=WorkUnit.Status.OPEN,
+                                         slots_taken__lt=F("overlap"))),
+            done=Count("pk", filter=Q(status=WorkUnit.Status.DONE)),
+            discarded=Count("instance", filter=Q(instance__status=Instance.Status.DISCARDED),
+                            distinct=True),
+        )
+        .order_by()
+    )
+    leased_rows = (
+        Assignment.objects.filter(unit__family=family, status=Assignment.Status.LEASED,
+                                  lease_expires_at__gt=now)
+        .values("unit__stage")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    instance_counts = Instance.objects.filter(family=family).aggregate(
+        **{status.value: Count("pk", filter=Q(status=status)) for status in Instance.Status},
+        # Instruction-generation units name no instance; the instance hangs off the submission.
+        written_then_discarded=Count(
+            "pk", filter=Q(status=Instance.Status.DISCARDED, instruction_submission__isnull=False)
+        ),
+    )
+
+    stages = {
+        stage.value: {"stage": stage.value, "label": stage.label,
+                      "launched": stage.value in launched,
+                      "waiting": 0, "leased": 0, "done": 0, "discarded": 0}
+        for stage in Stage
+    }
+    for row in unit_rows:
+        stages[row.pop("stage")].update(row)
+    for row in leased_rows:
+        stages[row["unit__stage"]]["leased"] = row["n"]
+    written_then_discarded = instance_counts.pop("written_then_discarded")
+    stages[Stage.INSTRUCTION_GENERATION]["discarded"] = written_then_discarded
+    return StageProgress(stages=tuple(stages.values()), instances=instance_counts)
