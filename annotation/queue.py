@@ -98,6 +98,43 @@ def next_assignment(*, worker, stage, family=None):
             )
 
 
+def lease_unit(*, worker, unit):
+    """Lease one given unit (an MTurk HIT points at its unit), under the same rules as the queue.
+
+    Returns the worker's assignment on it (an existing one is returned, so a reload resumes), or
+    raises AnnotationError saying why they cannot have it.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        Worker.objects.select_for_update().filter(pk=worker.pk).first()
+        mine = Assignment.objects.filter(unit=unit, worker=worker).first()
+        if mine is not None:
+            if mine.status == Assignment.Status.SUBMITTED:
+                raise AnnotationError("You have already done this task.")
+            if mine.status == Assignment.Status.LEASED and mine.lease_expires_at > now:
+                return mine
+        open_to_worker = units_open_to(worker=worker, stage=unit.stage, now=now).filter(pk=unit.pk)
+        if mine is None and not open_to_worker.exists():
+            raise AnnotationError(
+                "This task is not available to you: it is complete, it is about your own work, "
+                "or its stage is paused."
+            )
+        locked = WorkUnit.objects.select_for_update().get(pk=unit.pk)
+        taken = locked.assignments.holding_a_slot(now)
+        if mine is not None:
+            taken = taken.exclude(pk=mine.pk)
+        if locked.status != WorkUnit.Status.OPEN or taken.count() >= locked.overlap:
+            raise AnnotationError("This task already has all the answers it needs.")
+        expires = now + timedelta(minutes=lease_minutes_for(locked))
+        if mine is not None:
+            # An expired or returned lease of this worker's own is renewed rather than duplicated.
+            mine.status, mine.leased_at, mine.lease_expires_at = Assignment.Status.LEASED, now, expires
+            mine.save(update_fields=["status", "leased_at", "lease_expires_at"])
+            return mine
+        return Assignment.objects.create(unit=locked, worker=worker, leased_at=now,
+                                         lease_expires_at=expires)
+
+
 def lock_assignment_for_submission(*, assignment_id, worker, stage):
     """Lock an assignment so its submission is stored once, and say whether it already was.
 

@@ -121,3 +121,24 @@ def test_submission_by_another_worker_is_refused(worker):
     mine = queue.next_assignment(worker=worker, stage=Stage.VERIFICATION)
     with pytest.raises(AnnotationError, match="someone else"):
         submit_verification(assignment_id=mine.pk, worker=WorkerFactory(), is_correct=True)
+
+
+def test_given_unit_is_leased_and_a_reload_resumes_it(worker):
+    unit, = make_units(FamilyFactory(), Stage.CAPTION, 1)
+    first = queue.lease_unit(worker=worker, unit=unit)
+    assert queue.lease_unit(worker=worker, unit=unit).pk == first.pk
+
+
+def test_given_unit_with_no_room_is_refused(worker):
+    unit, = make_units(FamilyFactory(), Stage.CAPTION, 1)
+    queue.lease_unit(worker=WorkerFactory(), unit=unit)
+    with pytest.raises(AnnotationError, match="not available"):
+        queue.lease_unit(worker=worker, unit=unit)
+
+
+def test_own_expired_lease_on_a_given_unit_is_renewed(worker):
+    unit, = make_units(FamilyFactory(), Stage.CAPTION, 1)
+    first = queue.lease_unit(worker=worker, unit=unit)
+    Assignment.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    renewed = queue.lease_unit(worker=worker, unit=unit)
+    assert renewed.pk == first.pk and renewed.lease_expires_at > timezone.now()
