@@ -70,12 +70,16 @@ def pause_stage(*, family, stage):
 
 def _unit_specs(family, stage):
     """(key, instance, reference) of every unit the stage needs now."""
+    if stage == Stage.PAIRWISE:
+        # Battles belong to a preference study, which makes their units when it is launched
+        # (annotation/preferences.py: launch_study); a family alone does not say which battles.
+        return []
     if stage == Stage.INSTRUCTION_GENERATION:
         made = family.instances.exclude(status=Instance.Status.DISCARDED).count()
         open_slots = family.work_units.filter(stage=stage, status=WorkUnit.Status.OPEN).count()
         start = family.work_units.filter(stage=stage).count()
         missing = max(0, family.target_instances - made - open_slots)
-        return [(f"slot-{start + k + 1}", None, None) for k in range(missing)]
+        return [(f"family-{family.pk}-slot-{start + k + 1}", None, None) for k in range(missing)]
     if stage == Stage.CAPTION:
         instances = family.instances.filter(status=Instance.Status.AWAITING_CAPTION)
         return [(_caption_key(instance), instance, None) for instance in instances]

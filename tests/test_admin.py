@@ -1,0 +1,110 @@
+"""The researchers' admin: launching stages, progress, imports, references by hand, Table 2."""
+
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from annotation.models import ImageAsset, Instance, Reference, Stage, StageConfig
+from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory
+
+pytestmark = pytest.mark.django_db
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "visit-bench"
+
+
+@pytest.fixture
+def researcher(admin_client):
+    return admin_client
+
+
+def test_launch_action_opens_the_stage_and_its_units(researcher, django_capture_on_commit_callbacks):
+    family = FamilyFactory(target_instances=3)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = researcher.post(
+            reverse("admin:annotation_instructionfamily_changelist"),
+            {"action": "launch_instruction_generation", "_selected_action": [family.pk]},
+            follow=True,
+        )
+    assert "Instruction generation launched" in response.content.decode()
+    assert StageConfig.objects.get(family=family, stage=Stage.INSTRUCTION_GENERATION).launched_at
+    assert len(callbacks) == 1
+
+
+def test_family_page_shows_progress_per_stage(researcher):
+    family = FamilyFactory()
+    StageConfig.objects.create(family=family, stage=Stage.CAPTION)
+    InstanceFactory(family=family)
+    response = researcher.get(reverse("admin:annotation_instructionfamily_change", args=[family.pk]))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Instruction-conditioned caption" in page and "waiting" in page
+
+
+def test_admin_import_of_the_published_sheet_then_table2(researcher):
+    sheet = (SHARED_DATA / "visit_bench_multi_images.csv").read_bytes()
+    response = researcher.post(
+        reverse("admin:annotation_instructionfamily_import"),
+        {"sheet": SimpleUploadedFile("visit_bench_multi_images.csv", sheet, "text/csv")},
+        follow=True,
+    )
+    assert "100 instance(s) imported" in response.content.decode()
+    assert Instance.objects.count() == 100
+    report = researcher.get(reverse("admin:annotation_instructionfamily_table2")).content.decode()
+    correct_row = next(line for line in report.splitlines() if "GPT-4 Correct" in line)
+    assert correct_row.split()[-1] == "63.0"
+
+
+def test_admin_import_of_a_malformed_sheet_names_the_row_and_imports_nothing(researcher):
+    sheet = (SHARED_DATA / "visit_bench_multi_images.csv").read_text().replace(
+        '"[""https://visit-instruction-tuning', '"[oops ""https://visit-instruction-tuning', 1
+    )
+    response = researcher.post(
+        reverse("admin:annotation_instructionfamily_import"),
+        {"sheet": SimpleUploadedFile("broken.csv", sheet.encode(), "text/csv")},
+    )
+    assert response.status_code == 200
+    assert 'column &quot;images&quot;' in response.content.decode()
+    assert Instance.objects.count() == 0
+
+
+def test_instances_page_says_plainly_when_no_model_is_configured(researcher, settings):
+    settings.OPENAI_REFERENCE_MODEL = ""
+    page = researcher.get(reverse("admin:annotation_instance_changelist")).content.decode()
+    assert "No reference model is configured" in page
+
+
+def test_researcher_pastes_a_reference_by_hand(researcher):
+    instance = InstanceFactory(status=Instance.Status.AWAITING_REFERENCE)
+    instance.current_caption = CaptionFactory(instance=instance)
+    instance.save()
+    response = researcher.post(
+        reverse("admin:annotation_instance_add_reference", args=[instance.pk]),
+        {"text": "The dog is herding the sheep."}, follow=True,
+    )
+    assert response.status_code == 200
+    reference = Reference.objects.get()
+    assert reference.source == Reference.Source.MANUAL and reference.created_by is not None
+    instance.refresh_from_db()
+    assert instance.status == Instance.Status.AWAITING_VERIFICATION
+
+
+def test_worker_text_is_escaped_in_the_admin(researcher):
+    InstanceFactory(instruction='<script>alert("x")</script> What is shown?')
+    page = researcher.get(reverse("admin:annotation_instance_changelist")).content.decode()
+    assert '<script>alert("x")</script>' not in page
+    assert "&lt;script&gt;" in page
+
+
+def test_refused_upload_is_a_form_error_and_stores_nothing(researcher, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    response = researcher.post(
+        reverse("admin:annotation_imageasset_add"),
+        {"upload": SimpleUploadedFile("photo.jpg", b"not an image at all", "image/jpeg"),
+         "licence": "CC0"},
+    )
+    assert response.status_code == 200
+    assert "not a JPEG, PNG, WebP or GIF image" in response.content.decode()
+    assert ImageAsset.objects.count() == 0
+    assert not any(tmp_path.rglob("*.*"))
