@@ -8,7 +8,7 @@ verifications of those references. Every crowd stage draws work units from one q
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 
@@ -16,6 +16,7 @@ class Stage(models.TextChoices):
     INSTRUCTION_GENERATION = "instruction_generation", "Instruction generation"
     CAPTION = "caption", "Instruction-conditioned caption"
     VERIFICATION = "verification", "Verification"
+    PAIRWISE = "pairwise", "Pairwise preference"
 
 
 class ImageAsset(models.Model):
@@ -394,3 +395,308 @@ class Verification(models.Model):
                 name="correct_verification_names_no_problem",
             ),
         ]
+
+
+# --- scoring: model responses, pairwise preference, LLM judges (paper §4; CHIRP; Prometheus) ---
+
+# The verified reference takes part in battles as one more "model" (paper Table 3's
+# "Human Verified GPT-4 Reference"); win-rates are measured against it.
+REFERENCE_MODEL_NAME = "human-verified reference"
+
+# CHIRP's five criteria (Appendix C.2.1), overall first: it is the forced choice of every battle.
+CHIRP_CRITERIA = (
+    "overall",
+    "relevance_and_completeness",
+    "understanding_and_reasoning",
+    "hallucination",
+    "detail",
+)
+
+
+class ModelResponse(models.Model):
+    """A model's answer to an instance (a `<model name> prediction` cell of predictions.csv)."""
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="model_responses")
+    model_name = models.CharField(max_length=200)
+    text = models.TextField()
+    imported_from = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["instance_id", "model_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "model_name"],
+                                    name="model_response_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.model_name} on #{self.instance_id}"
+
+
+class PreferenceStudy(models.Model):
+    """Which battles to sample, and how the crowd judges them (paper §4; CHIRP C.2.2)."""
+
+    class Sampling(models.TextChoices):
+        UNIFORM = "uniform", "Uniform: a fixed number of random (instance, pair) battles"
+        ALL_PAIRS = "all_pairs", "All pairs of models on every instance"
+        K_MATCHUPS = "k_matchups", "k random pairs per instance (CHIRP)"
+
+    class ImageKind(models.TextChoices):
+        ALL = "all", "Single- and multi-image"
+        SINGLE = "single", "Single-image only"
+        MULTI = "multi", "Multi-image only"
+
+    name = models.CharField(max_length=200, unique=True)
+    families = models.ManyToManyField(InstructionFamily, blank=True,
+                                      related_name="preference_studies",
+                                      help_text="None chosen: every family.")
+    image_kind = models.CharField(max_length=10, choices=ImageKind.choices, default=ImageKind.ALL)
+    model_names = models.JSONField(default=list, blank=True,
+                                   help_text='A JSON list of model names; empty: every model.')
+    include_reference = models.BooleanField(
+        default=True, help_text="The verified reference takes part as a model.")
+    sampling = models.CharField(max_length=20, choices=Sampling.choices, default=Sampling.ALL_PAIRS)
+    battle_count = models.PositiveIntegerField(default=0,
+                                               help_text="Uniform sampling: how many battles.")
+    matchups_per_question = models.PositiveIntegerField(default=5,
+                                                        help_text="k matchups: pairs per instance.")
+    judgements_per_pair = models.PositiveSmallIntegerField(default=5)
+    with_criteria = models.BooleanField(default=False,
+                                        help_text="Ask CHIRP's five criteria, not only overall.")
+    with_rubric = models.BooleanField(default=False,
+                                      help_text="Ask Prometheus-style 1-5 scores against a rubric.")
+    rubric = models.TextField(blank=True,
+                              help_text="Default score rubric (description and scores 1-5).")
+    lease_minutes = models.PositiveIntegerField(default=30)
+    seed = models.PositiveIntegerField(default=0)
+    launched_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "preference studies"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(judgements_per_pair__gte=1),
+                                   name="study_judgements_per_pair_positive"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    def rubric_for(self, instance):
+        """The most specific rubric: the instance's, then its family's, then the study's."""
+        rubrics = {(r.family_id, r.instance_id): r.text for r in self.rubrics.all()}
+        return (
+            rubrics.get((None, instance.pk))
+            or rubrics.get((instance.family_id, None))
+            or self.rubric
+        )
+
+
+class Rubric(models.Model):
+    """A score rubric for one family or one instance of a study (Prometheus-Vision §3)."""
+
+    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="rubrics")
+    family = models.ForeignKey(InstructionFamily, null=True, blank=True, on_delete=models.CASCADE)
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.CASCADE)
+    text = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(family__isnull=False, instance__isnull=True)
+                           | Q(family__isnull=True, instance__isnull=False)),
+                name="rubric_for_family_or_instance",
+            ),
+            models.UniqueConstraint(fields=["study", "family"], name="rubric_family_unique"),
+            models.UniqueConstraint(fields=["study", "instance"], name="rubric_instance_unique"),
+        ]
+
+    def __str__(self):
+        return f"Rubric of {self.instance or self.family} in {self.study}"
+
+
+class Battle(models.Model):
+    """Two responses to one instance, judged by the crowd and by LLM judges.
+
+    A and B are fixed when the battle is sampled; the side each is shown on is drawn per human
+    assignment and stored on the judgement.
+    """
+
+    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="battles")
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="battles")
+    response_a = models.ForeignKey(ModelResponse, on_delete=models.PROTECT, related_name="+")
+    response_b = models.ForeignKey(ModelResponse, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "response_a", "response_b"],
+                                    name="battle_pair_unique"),
+            models.CheckConstraint(condition=~Q(response_a=F("response_b")),
+                                   name="battle_two_different_responses"),
+        ]
+
+    def __str__(self):
+        return f"Battle #{self.pk}: {self.response_a.model_name} vs {self.response_b.model_name}"
+
+    @property
+    def unit_key(self):
+        return f"battle-{self.pk}"
+
+
+class Side(models.TextChoices):
+    """Where a response was shown to a worker."""
+
+    LEFT = "left", "Left (Response 1)"
+    RIGHT = "right", "Right (Response 2)"
+
+
+class HumanJudgement(models.Model):
+    """One worker's forced choice on a battle, as they saw it: choices name the shown side."""
+
+    class ShownLeft(models.TextChoices):
+        A = "a", "Response A on the left"
+        B = "b", "Response B on the left"
+
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="human_judgements")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="human_judgements")
+    assignment = models.OneToOneField(Assignment, on_delete=models.PROTECT,
+                                      related_name="human_judgement")
+    shown_left = models.CharField(max_length=1, choices=ShownLeft.choices)
+    choice = models.CharField(max_length=5, choices=Side.choices)
+    criteria = models.JSONField(default=dict, blank=True,
+                                help_text='CHIRP criteria, e.g. {"detail": "left"}.')
+    rubric_scores = models.JSONField(default=dict, blank=True,
+                                     help_text='1-5 per shown side, e.g. {"left": 4, "right": 2}.')
+    active_seconds = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["battle", "worker"],
+                                    name="human_judgement_once_per_worker"),
+        ]
+
+    def __str__(self):
+        return f"{self.worker} on battle #{self.battle_id}"
+
+    def winner_side(self, side):
+        """'model_a' or 'model_b' for a shown side."""
+        on_left = "model_a" if self.shown_left == self.ShownLeft.A else "model_b"
+        on_right = "model_b" if on_left == "model_a" else "model_a"
+        return on_left if side == Side.LEFT else on_right
+
+
+class JudgeRun(models.Model):
+    """One LLM judge over every battle of a study, with its cost and progress."""
+
+    class Mode(models.TextChoices):
+        REFERENCE_FREE = "reference_free", "Text, reference-free (paper Fig. 16)"
+        REFERENCE_BACKED = "reference_backed", "Text, reference-backed (paper Fig. 17)"
+        VISION = "vision", "Vision, images attached (CHIRP GPT-4V)"
+        PROMETHEUS = "prometheus", "Absolute 1-5 scores against a rubric (Prometheus-Vision)"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="judge_runs")
+    engine = models.CharField(max_length=200, help_text="The judge model, e.g. gpt-4-0613.")
+    base_url_label = models.CharField(max_length=300, blank=True,
+                                      help_text="Which server answered (no credentials).")
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.REFERENCE_FREE)
+    concurrency = models.PositiveSmallIntegerField(default=0, help_text="0: JUDGE_CONCURRENCY.")
+    use_batch_api = models.BooleanField(default=False)
+    batch_ids = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    total_calls = models.PositiveIntegerField(default=0)
+    done_calls = models.PositiveIntegerField(default=0)
+    cached_calls = models.PositiveIntegerField(default=0)
+    fallback_calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.engine} ({self.get_mode_display()}) on {self.study}"
+
+    @property
+    def judge_name(self):
+        return f"{self.engine} ({self.mode})"
+
+    @property
+    def progress(self):
+        return f"{self.done_calls}/{self.total_calls}"
+
+
+class JudgeCall(models.Model):
+    """A chat completion request and its answer, keyed by the whole request: asking again is free.
+    """
+
+    request_sha256 = models.CharField(max_length=64, unique=True)
+    request = models.JSONField()
+    response = models.JSONField()
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    via_batch = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.request.get('model', '?')} call {self.request_sha256[:12]}"
+
+
+class Judgement(models.Model):
+    """One judge answer on a battle in one ordering (and criterion), mapped back to A/B."""
+
+    class Ordering(models.TextChoices):
+        AB = "ab", "A shown first"
+        BA = "ba", "B shown first"
+
+    class Winner(models.TextChoices):
+        A = "a", "Response A"
+        B = "b", "Response B"
+        TIE = "tie", "Tie / undecided"
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="judgements")
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="judgements")
+    ordering = models.CharField(max_length=2, choices=Ordering.choices)
+    criterion = models.CharField(max_length=40, default="overall")
+    cot = models.TextField(blank=True, help_text="The judge's chain of thought, as it answered.")
+    winner = models.CharField(max_length=3, choices=Winner.choices)
+    used_fallback = models.BooleanField(default=False)
+    refused = models.BooleanField(default=False)
+    score_a = models.PositiveSmallIntegerField(null=True, blank=True)
+    score_b = models.PositiveSmallIntegerField(null=True, blank=True)
+    call = models.ForeignKey(JudgeCall, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    fallback_call = models.ForeignKey(JudgeCall, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="+")
+    # Prometheus scores each response on its own: `call` scored A, this one scored B.
+    call_b = models.ForeignKey(JudgeCall, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "battle", "ordering", "criterion"],
+                                    name="judgement_unique_per_ordering"),
+        ]
+
+    def __str__(self):
+        return f"{self.run.engine} on battle #{self.battle_id} ({self.ordering}, {self.criterion})"
+
+
+# --- snapshots: versioned, immutable exports (DESIGN.md step 10) ---

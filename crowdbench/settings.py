@@ -63,11 +63,15 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'crowdbench.sqlite3'}")}
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'crowdbench.sqlite3'}"),
+}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default runs the web server and a worker side by side on one file.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    # SQLite creates the database file but not its folder, and var/ is absent on a fresh checkout.
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -106,13 +110,14 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = IMAGE_UPLOAD_MAX_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 # Celery. The default broker keeps messages in files under var/, so `make run` needs no server.
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://localhost//")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue_dir = VAR_DIR / "celery-queue"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
         "processed_folder": str(VAR_DIR / "celery-processed"),
+        "control_folder": str(VAR_DIR / "celery-control"),
         "store_processed": False,
     }
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=None)
@@ -154,6 +159,19 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
 
-# Keyed hash for worker pseudonyms in exports and reports; rotate it and old pseudonyms stop matching.
+# Keyed hash for worker pseudonyms in exports and reports; rotating it breaks old pseudonyms.
 PSEUDONYM_KEY = env("PSEUDONYM_KEY", default=SECRET_KEY)
-CELERY_IMPORTS = ["tasks.pipeline"]
+CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging"]
+
+# LLM judge (paper §4, Appendix F): any OpenAI-compatible server; unset values use OPENAI_*.
+JUDGE_MODEL = env("JUDGE_MODEL", default="gpt-4")
+JUDGE_BASE_URL = env("JUDGE_BASE_URL", default=None) or OPENAI_BASE_URL
+JUDGE_API_KEY = env("JUDGE_API_KEY", default="") or OPENAI_API_KEY
+# The paper extracts ill-formatted answers with ChatGPT (Fig. 18); empty: the judge model itself.
+JUDGE_FALLBACK_MODEL = env("JUDGE_FALLBACK_MODEL", default="")
+JUDGE_CONCURRENCY = env.int("JUDGE_CONCURRENCY", default=4)
+JUDGE_MAX_OUTPUT_TOKENS = env.int("JUDGE_MAX_OUTPUT_TOKENS", default=1024)
+JUDGE_TEMPERATURE = env.float("JUDGE_TEMPERATURE", default=0.0)
+JUDGE_BATCH_POLL_SECONDS = env.float("JUDGE_BATCH_POLL_SECONDS", default=30.0)
+# OpenAI bills Batch API tokens at half price.
+JUDGE_BATCH_PRICE_FACTOR = env.float("JUDGE_BATCH_PRICE_FACTOR", default=0.5)

@@ -1,10 +1,11 @@
 from django.conf import settings
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.static import serve
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("dashboard/", include("frontend.urls")),
 ]
 
 if not settings.AWS_STORAGE_BUCKET_NAME:

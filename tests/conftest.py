@@ -19,3 +19,23 @@ def openai_server(settings):
     settings.OPENAI_REFERENCE_MODEL = "gpt-4"
     yield server
     server.stop()
+
+
+@pytest.fixture
+def judge_server(openai_server, settings):
+    """The loopback server as the LLM judge's endpoint, with batch polling that does not sleep."""
+    settings.JUDGE_BASE_URL = openai_server.base_url
+    settings.JUDGE_API_KEY = "judge-key"
+    settings.JUDGE_MODEL = "gpt-4"
+    settings.JUDGE_FALLBACK_MODEL = ""
+    settings.JUDGE_BATCH_POLL_SECONDS = 0
+    return openai_server
+
+
+@pytest.fixture
+def mturk(settings, monkeypatch):
+    """botocore's Stubber on the MTurk client our code uses (see tests/mturk_wire.py)."""
+    from tests.mturk_wire import MTurkWire
+
+    with MTurkWire(settings, monkeypatch) as wire:
+        yield wire

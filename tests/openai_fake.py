@@ -4,6 +4,7 @@ The real `openai` client talks to it over TCP, so its retries, headers and parsi
 production runs. Each request is recorded; responses are played from a script, then `default`.
 """
 
+import email.parser
 import json
 import threading
 import time
@@ -70,6 +71,10 @@ class FakeOpenAI:
         self.default = default
         self.requests = []
         self._script = []
+        # The Batch API (files + batches): a batch answers its lines from the same script, so a
+        # test scripts batch answers exactly as it scripts direct calls.
+        self.files = {}
+        self.batches = {}
         self._lock = threading.Lock()
         self._server = None
         self._thread = None
@@ -97,6 +102,70 @@ class FakeOpenAI:
             {"x-should-retry": "false"},
         )
 
+    # --- Batch API ------------------------------------------------------------------------------
+
+    def _create_file(self, content_type, raw):
+        message = email.parser.BytesParser().parsebytes(
+            f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+        )
+        fields = {
+            part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+            for part in message.get_payload()
+        }
+        with self._lock:
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = fields["file"]
+        return ScriptedResponse(200, _file_object(file_id, len(fields["file"]),
+                                                  fields.get("purpose", b"batch").decode()))
+
+    def _create_batch(self, body):
+        raw_lines = self.files[body["input_file_id"]].splitlines()
+        lines = [json.loads(line) for line in raw_lines if line]
+        output = []
+        for line in lines:
+            request = RecordedRequest(line["url"], {"x-batch": "1"}, line["body"])
+            answer = self._next_response(request)
+            output.append({
+                "id": f"batch_req_{len(output)}",
+                "custom_id": line["custom_id"],
+                "response": {"status_code": answer.status, "request_id": "req",
+                             "body": answer.body},
+                "error": None,
+            })
+        with self._lock:
+            batch_id = f"batch_{len(self.batches) + 1}"
+            output_id = f"file-out-{batch_id}"
+            self.files[output_id] = "".join(json.dumps(row) + "\n" for row in output).encode()
+            # Reported once as in progress, so the client's polling is exercised.
+            self.batches[batch_id] = {"polls": 0, "output_file_id": output_id, "total": len(lines),
+                                      "input_file_id": body["input_file_id"]}
+        return ScriptedResponse(200, self._batch_object(batch_id))
+
+    def _batch_object(self, batch_id):
+        batch = self.batches[batch_id]
+        done = batch["polls"] > 0
+        return {
+            "id": batch_id, "object": "batch", "endpoint": "/v1/chat/completions",
+            "input_file_id": batch["input_file_id"], "completion_window": "24h",
+            "status": "completed" if done else "in_progress",
+            "output_file_id": batch["output_file_id"] if done else None, "error_file_id": None,
+            "created_at": int(time.time()),
+            "request_counts": {"total": batch["total"], "completed": batch["total"] if done else 0,
+                               "failed": 0},
+        }
+
+    def _get(self, path):
+        parts = path.strip("/").split("/")
+        with self._lock:
+            if parts[:2] == ["v1", "batches"] and len(parts) == 3 and parts[2] in self.batches:
+                response = ScriptedResponse(200, self._batch_object(parts[2]))
+                self.batches[parts[2]]["polls"] += 1
+                return response
+            if (parts[:2] == ["v1", "files"] and len(parts) == 4 and parts[3] == "content"
+                    and parts[2] in self.files):
+                return ScriptedResponse(200, self.files[parts[2]])
+        return _not_found(path)
+
     def start(self):
         fake = self
 
@@ -108,19 +177,30 @@ class FakeOpenAI:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     body = {"unparsable": raw.decode("utf-8", "replace")}
-                if self.path != "/v1/chat/completions":
-                    self._send(ScriptedResponse(404, {"error": {"message": f"No route {self.path}",
-                                                                 "type": "invalid_request_error",
-                                                                 "param": None, "code": None}}))
-                    return
                 headers = {name.lower(): value for name, value in self.headers.items()}
+                if self.path == "/v1/files":
+                    self._send(fake._create_file(headers.get("content-type", ""), raw))
+                    return
+                if self.path == "/v1/batches":
+                    self._send(fake._create_batch(body))
+                    return
+                if self.path != "/v1/chat/completions":
+                    self._send(_not_found(self.path))
+                    return
                 request = RecordedRequest(self.path, headers, body)
                 self._send(fake._next_response(request))
 
+            def do_GET(self):
+                self._send(fake._get(self.path))
+
             def _send(self, response):
-                payload = json.dumps(response.body).encode("utf-8")
+                if isinstance(response.body, bytes):
+                    payload, content_type = response.body, "application/octet-stream"
+                else:
+                    payload = json.dumps(response.body).encode("utf-8")
+                    content_type = "application/json"
                 self.send_response(response.status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 for name, value in response.headers.items():
                     self.send_header(name, value)
@@ -141,3 +221,14 @@ class FakeOpenAI:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+def _not_found(path):
+    return ScriptedResponse(404, {"error": {"message": f"No route {path}",
+                                            "type": "invalid_request_error",
+                                            "param": None, "code": None}})
+
+
+def _file_object(file_id, size, purpose):
+    return {"id": file_id, "object": "file", "bytes": size, "created_at": int(time.time()),
+            "filename": f"{file_id}.jsonl", "purpose": purpose, "status": "processed"}

@@ -1,0 +1,249 @@
+"""How far a judge agrees with people, and how consistent either is.
+
+- ``majority_agreement``: VisIT-Bench §4.3 / Fig. 9, how often a judge reconstructs the majority
+  of five crowd votes, per majority strength (5/5, 4/5, 3/5), beside a random and a length
+  baseline.
+- ``cohen_kappa``: agreement beyond chance (CHIRP §6.2.1, Appendix C.2.5).
+- ``ranking_spearman``: do two leaderboards order the systems alike (VisIT-Bench reports rho=1.0
+  between human and GPT-4 Elo rankings).
+- ``contradiction_cycles``: intransitive preferences on one question (CHIRP Appendix C.2.8).
+- ``rubric_correlations``: Pearson, Kendall tau and Spearman between two sets of 1-5 rubric scores
+  (Prometheus-Vision §5).
+
+Frames follow ``annotation.ratings``: one row per judgement with ``model_a``, ``model_b``,
+``winner`` in {"model_a", "model_b", "tie"}, keyed to an instance by ``question_id``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.metrics import cohen_kappa_score
+from statsmodels.stats.proportion import proportion_confint
+
+from annotation.ratings import WINNER_SCORES
+
+RANDOM_BASELINE = 0.5
+
+
+class CorrelationResult(NamedTuple):
+    statistic: float
+    pvalue: float
+    n: int
+
+
+def _oriented(frame: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Each judgement as (key, low model, high model, score of the low model).
+
+    Sides are randomised per judgement (and a judge sees both orderings), so a pair is named by
+    its two models in sorted order and the outcome is re-expressed for the first of them.
+    """
+    missing = {key, "model_a", "model_b", "winner"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"judgements lack the column(s) {sorted(missing)}")
+    score_a = frame["winner"].map(WINNER_SCORES).to_numpy(dtype=np.float64)
+    if np.isnan(score_a).any():
+        raise ValueError(f"unknown winner value(s); expected one of {list(WINNER_SCORES)}")
+    a = frame["model_a"].astype(str).to_numpy()
+    b = frame["model_b"].astype(str).to_numpy()
+    a_is_low = a <= b
+    out = pd.DataFrame(
+        {
+            "key": frame[key].to_numpy(),
+            "low": np.where(a_is_low, a, b),
+            "high": np.where(a_is_low, b, a),
+            "score_low": np.where(a_is_low, score_a, 1.0 - score_a),
+        },
+        index=frame.index,
+    )
+    if {"response_a_len", "response_b_len"} <= set(frame.columns):
+        len_a = frame["response_a_len"].to_numpy(dtype=np.float64)
+        len_b = frame["response_b_len"].to_numpy(dtype=np.float64)
+        out["len_low"] = np.where(a_is_low, len_a, len_b)
+        out["len_high"] = np.where(a_is_low, len_b, len_a)
+    return out
+
+
+_PAIR = ["key", "low", "high"]
+
+
+def _lengths(*frames: pd.DataFrame) -> pd.DataFrame | None:
+    """Both responses' lengths per (question, pair), from whichever frame carries them."""
+    with_lengths = [f[_PAIR + ["len_low", "len_high"]] for f in frames if "len_low" in f]
+    if not with_lengths:
+        return None
+    lengths = pd.concat(with_lengths).dropna(subset=["len_low", "len_high"])
+    return lengths.groupby(_PAIR).first()
+
+
+def majority_agreement(
+    human_votes: pd.DataFrame, judge_battles: pd.DataFrame, *, key: str = "question_id"
+) -> pd.DataFrame:
+    """Judge accuracy at reconstructing the crowd's majority, per majority strength.
+
+    ``human_votes`` holds several votes per (question, pair), typically five; ``judge_battles``
+    the judge's verdicts on the same pairs (one row per ordering it was asked). Returns one row
+    per strength ("5/5", "4/5", "3/5", ... strongest first) and "all", with n_pairs,
+    judge_accuracy and its 95% Wilson interval, random_baseline and length_baseline.
+
+    Choices, each from the paper where it speaks:
+    - Pairs whose votes split evenly have no majority and are left out, as are pairs the judge
+      never saw; n_pairs counts what was scored.
+    - A judge tie scores 0.5: VisIT-Bench breaks GPT-4's ties by a coin flip (§4.3), and 0.5 is
+      that flip's expected value, without the noise. When the judge saw both orderings each one
+      counts half, so two orderings that disagree also score 0.5.
+    - Random is 50% in a forced choice (Fig. 9's bottom line). Length prefers the longer
+      response (§4.3: "a score equal to the number of non-whitespace tokens"); equal lengths
+      score 0.5. It needs response_a_len and response_b_len in either frame, NaN otherwise.
+    """
+    human = _oriented(human_votes, key)
+    judge = _oriented(judge_battles, key)
+
+    human["for_low"] = (human["score_low"] == 1.0).astype(int)
+    human["for_high"] = (human["score_low"] == 0.0).astype(int)
+    votes = human.groupby(_PAIR).agg(
+        votes=("score_low", "size"), for_low=("for_low", "sum"), for_high=("for_high", "sum")
+    )
+    votes = votes[votes["for_low"] != votes["for_high"]]
+    votes["majority_low"] = votes["for_low"] > votes["for_high"]
+    votes["top"] = votes[["for_low", "for_high"]].max(axis=1)
+    votes["strength"] = votes["top"].astype(str) + "/" + votes["votes"].astype(str)
+
+    judged = judge.groupby(_PAIR)["score_low"].mean().rename("judge_low")
+    scored = votes.join(judged, how="inner")
+    scored["judge_credit"] = np.where(scored["majority_low"], scored["judge_low"], 1.0 - scored["judge_low"])
+
+    lengths = _lengths(human, judge)
+    if lengths is not None:
+        scored = scored.join(lengths, how="left")
+        longer_low = np.sign(scored["len_low"] - scored["len_high"])
+        credit_low = (longer_low + 1.0) / 2.0  # 1 if low is longer, 0 if shorter, 0.5 if equal
+        scored["length_credit"] = np.where(scored["majority_low"], credit_low, 1.0 - credit_low)
+    else:
+        scored["length_credit"] = np.nan
+
+    buckets = scored.sort_values(["top", "votes"], ascending=[False, True])["strength"].unique()
+    rows = []
+    for label, part in [(b, scored[scored["strength"] == b]) for b in buckets] + [("all", scored)]:
+        rows.append(_agreement_row(label, part))
+    return pd.DataFrame(rows)
+
+
+def _agreement_row(label: str, part: pd.DataFrame) -> dict:
+    n = len(part)
+    credit = float(part["judge_credit"].sum())
+    if n:
+        lower, upper = proportion_confint(credit, n, alpha=0.05, method="wilson")
+    else:
+        lower = upper = np.nan
+    length = part["length_credit"].dropna()
+    return {
+        "strength": label,
+        "n_pairs": n,
+        "judge_accuracy": credit / n if n else np.nan,
+        "judge_ci_lower": lower,
+        "judge_ci_upper": upper,
+        "random_baseline": RANDOM_BASELINE,
+        "length_baseline": float(length.mean()) if len(length) else np.nan,
+        "n_length": len(length),
+    }
+
+
+def cohen_kappa(a, b, *, matchups=None) -> float:
+    """Cohen's kappa between two evaluators' labels for the same judgements.
+
+    Without ``matchups`` it is the textbook statistic (scikit-learn). With ``matchups`` (one
+    label per judgement naming the model pair) chance agreement is computed per matchup and
+    averaged by matchup frequency, as CHIRP does (Appendix C.2.5): an evaluator that always
+    prefers the stronger model of a pair then gets no credit for agreeing by that bias alone.
+    """
+    a = np.asarray(a, dtype=object)
+    b = np.asarray(b, dtype=object)
+    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
+        raise ValueError("cohen_kappa needs two equally long, non-empty label sequences")
+    if matchups is None:
+        return float(cohen_kappa_score(a, b))
+    frame = pd.DataFrame({"a": a, "b": b, "matchup": np.asarray(matchups, dtype=object)})
+    observed = float((frame["a"] == frame["b"]).mean())
+    chance = 0.0
+    for _, group in frame.groupby("matchup", sort=False):
+        share_a = group["a"].value_counts(normalize=True)
+        share_b = group["b"].value_counts(normalize=True)
+        agree = share_a.mul(share_b, fill_value=0.0).sum()
+        chance += len(group) / len(frame) * agree
+    if chance == 1.0:
+        return float("nan")
+    return (observed - chance) / (1.0 - chance)
+
+
+def ranking_spearman(ratings_a: pd.Series, ratings_b: pd.Series) -> CorrelationResult:
+    """Spearman's rho between two rating series (indexed by model) over the models in both."""
+    joined = pd.concat([ratings_a.rename("a"), ratings_b.rename("b")], axis=1, join="inner")
+    joined = joined.dropna()
+    result = stats.spearmanr(joined["a"], joined["b"])
+    return CorrelationResult(float(result.statistic), float(result.pvalue), len(joined))
+
+
+def rubric_correlations(scores_a, scores_b) -> pd.DataFrame:
+    """Pearson, Kendall tau-b and Spearman between paired scores, with p-values; pairs with a
+    missing score are dropped."""
+    frame = pd.DataFrame({"a": np.asarray(scores_a, float), "b": np.asarray(scores_b, float)})
+    frame = frame.dropna()
+    rows = []
+    for name, func in (
+        ("pearson", stats.pearsonr),
+        ("kendall", stats.kendalltau),
+        ("spearman", stats.spearmanr),
+    ):
+        result = func(frame["a"], frame["b"])
+        rows.append(
+            {
+                "method": name,
+                "statistic": float(result.statistic),
+                "pvalue": float(result.pvalue),
+                "n": len(frame),
+            }
+        )
+    return pd.DataFrame(rows).set_index("method")
+
+
+def contradiction_cycles(battles: pd.DataFrame, *, key: str = "question_id") -> pd.DataFrame:
+    """Preference cycles among the models compared on each question (CHIRP Appendix C.2.8).
+
+    Per question (and per ``criterion`` when that column exists) a directed graph gets an edge
+    from the loser to the winner of each pair. Repeated judgements of one pair are first reduced
+    to their majority, with ties and even splits giving no edge: two evaluators disagreeing on
+    one pair is disagreement, whereas a cycle A>B>C>A is a contradiction no single ranking can
+    explain. Returns per group n_models, n_edges, n_cycles (simple cycles) and has_contradiction.
+    """
+    groups = ["key"] + (["criterion"] if "criterion" in battles.columns else [])
+    oriented = _oriented(battles, key)
+    for extra in groups[1:]:
+        oriented[extra] = battles[extra].to_numpy()
+    margin = oriented.assign(margin=oriented["score_low"] - 0.5)
+    per_pair = margin.groupby(groups + ["low", "high"], sort=False)["margin"].sum().reset_index()
+    rows = []
+    for group_key, pairs in per_pair.groupby(groups, sort=False):
+        graph = nx.DiGraph()
+        graph.add_nodes_from(pd.unique(pairs[["low", "high"]].to_numpy().ravel()))
+        for low, high, m in pairs[["low", "high", "margin"]].itertuples(index=False):
+            if m > 0:
+                graph.add_edge(high, low)
+            elif m < 0:
+                graph.add_edge(low, high)
+        n_cycles = sum(1 for _ in nx.simple_cycles(graph))
+        values = group_key if isinstance(group_key, tuple) else (group_key,)
+        row = dict(zip(groups, values, strict=True))
+        row.update(
+            n_models=graph.number_of_nodes(),
+            n_edges=graph.number_of_edges(),
+            n_cycles=n_cycles,
+            has_contradiction=n_cycles > 0,
+        )
+        rows.append(row)
+    columns = groups + ["n_models", "n_edges", "n_cycles", "has_contradiction"]
+    return pd.DataFrame(rows, columns=columns).rename(columns={"key": key})

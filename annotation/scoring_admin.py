@@ -1,0 +1,284 @@
+"""The researchers' side of scoring (paper §4): responses, preference studies, battles, judges."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import Count
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from annotation import judge, preferences
+from annotation.exceptions import AnnotationError
+from annotation.models import (
+    Battle,
+    HumanJudgement,
+    JudgeCall,
+    Judgement,
+    JudgeRun,
+    ModelResponse,
+    PreferenceStudy,
+    Rubric,
+)
+
+
+class PredictionsImportForm(forms.Form):
+    predictions = forms.FileField(help_text="predictions.csv, UTF-8.")
+
+
+@admin.register(ModelResponse)
+class ModelResponseAdmin(admin.ModelAdmin):
+    list_display = ["id", "model_name", "instance", "imported_from", "created_at"]
+    list_filter = ["model_name"]
+    search_fields = ["model_name", "text", "instance__instruction"]
+    raw_id_fields = ["instance"]
+    change_list_template = "admin/annotation/modelresponse_changelist.html"
+
+    def get_urls(self):
+        return [
+            path(
+                "import-predictions/",
+                self.admin_site.admin_view(self.import_view),
+                name="annotation_modelresponse_import",
+            ),
+        ] + super().get_urls()
+
+    def import_view(self, request):
+        if not request.user.has_perm("annotation.add_modelresponse"):
+            self.message_user(request, "You may not import predictions.", messages.ERROR)
+            return redirect("admin:annotation_modelresponse_changelist")
+        form = PredictionsImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                result = preferences.import_predictions(
+                    path_or_file=form.cleaned_data["predictions"]
+                )
+            except AnnotationError as error:
+                form.add_error("predictions", str(error))
+            else:
+                self.message_user(request, result.summary())
+                return redirect("admin:annotation_modelresponse_changelist")
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "opts": self.model._meta,
+            "title": "Import model predictions",
+        }
+        return TemplateResponse(request, "admin/annotation/import_predictions.html", context)
+
+
+class RubricInline(admin.TabularInline):
+    model = Rubric
+    extra = 0
+    raw_id_fields = ["family", "instance"]
+
+
+def _judge_action(mode):
+    def action(modeladmin, request, queryset):
+        from tasks.judging import run_judge_job
+
+        for study in queryset:
+            try:
+                run = judge.create_judge_run(study=study, mode=mode)
+            except AnnotationError as error:
+                modeladmin.message_user(request, str(error), messages.ERROR)
+                continue
+            transaction.on_commit(lambda run_id=run.pk: run_judge_job.delay(run_id))
+            modeladmin.message_user(request, f"{study}: judge run #{run.pk} ({run.engine}) queued.")
+
+    action.__name__ = f"run_judge_{mode}"
+    return admin.action(description=f"Run the LLM judge: {JudgeRun.Mode(mode).label}")(action)
+
+
+@admin.register(PreferenceStudy)
+class PreferenceStudyAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "sampling",
+        "judgements_per_pair",
+        "with_criteria",
+        "with_rubric",
+        "battle_total",
+        "human_progress",
+        "launched_at",
+        "leaderboard_link",
+    ]
+    filter_horizontal = ["families"]
+    inlines = [RubricInline]
+    readonly_fields = ["launched_at", "created_at"]
+    actions = ["sample", "launch", *(_judge_action(mode) for mode in JudgeRun.Mode.values)]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                battle_total=Count("battles", distinct=True),
+                human_total=Count("battles__human_judgements", distinct=True),
+            )
+        )
+
+    @admin.display(description="battles", ordering="battle_total")
+    def battle_total(self, study):
+        return study.battle_total
+
+    @admin.display(description="human judgements")
+    def human_progress(self, study):
+        return f"{study.human_total}/{study.battle_total * study.judgements_per_pair}"
+
+    @admin.display(description="leaderboard")
+    def leaderboard_link(self, study):
+        return format_html(
+            '<a href="{}">leaderboard</a>', reverse("dashboard:leaderboard", args=[study.pk])
+        )
+
+    @admin.action(description="Sample battles (with the study's seed)")
+    def sample(self, request, queryset):
+        for study in queryset:
+            try:
+                count = preferences.sample_battles(study=study)
+            except AnnotationError as error:
+                self.message_user(request, str(error), messages.ERROR)
+            else:
+                self.message_user(request, f"{study}: {count} battles sampled.")
+
+    @admin.action(description="Launch: put the battles in the crowd work queue")
+    def launch(self, request, queryset):
+        for study in queryset:
+            try:
+                preferences.launch_study(study=study)
+            except AnnotationError as error:
+                self.message_user(request, str(error), messages.ERROR)
+            else:
+                self.message_user(request, f"{study}: launched.")
+
+
+@admin.register(Battle)
+class BattleAdmin(admin.ModelAdmin):
+    list_display = ["id", "study", "instance", "model_a", "model_b", "human_judgement_count"]
+    list_filter = ["study"]
+    list_select_related = ["study", "instance", "response_a", "response_b"]
+    raw_id_fields = ["instance", "response_a", "response_b"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(n_human=Count("human_judgements"))
+
+    @admin.display(description="model A", ordering="response_a__model_name")
+    def model_a(self, battle):
+        return battle.response_a.model_name
+
+    @admin.display(description="model B", ordering="response_b__model_name")
+    def model_b(self, battle):
+        return battle.response_b.model_name
+
+    @admin.display(description="human judgements", ordering="n_human")
+    def human_judgement_count(self, battle):
+        return battle.n_human
+
+
+@admin.register(HumanJudgement)
+class HumanJudgementAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "battle",
+        "worker",
+        "shown_left",
+        "choice",
+        "criteria",
+        "rubric_scores",
+        "active_seconds",
+        "created_at",
+    ]
+    list_filter = ["battle__study", "choice"]
+    raw_id_fields = ["battle", "worker", "assignment"]
+    readonly_fields = ["created_at"]
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "study",
+        "engine",
+        "mode",
+        "status",
+        "progress",
+        "cached_calls",
+        "fallback_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "started_at",
+        "finished_at",
+    ]
+    list_filter = ["status", "mode", "engine"]
+    readonly_fields = [
+        "status",
+        "total_calls",
+        "done_calls",
+        "cached_calls",
+        "fallback_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "batch_ids",
+        "error",
+        "base_url_label",
+        "created_at",
+        "started_at",
+        "finished_at",
+    ]
+    actions = ["rerun"]
+
+    @admin.display(description="done / total")
+    def progress(self, run):
+        return run.progress
+
+    @admin.action(description="Run again (cached answers cost nothing)")
+    def rerun(self, request, queryset):
+        from tasks.judging import run_judge_job
+
+        for run in queryset:
+            transaction.on_commit(lambda run_id=run.pk: run_judge_job.delay(run_id))
+        self.message_user(request, f"{queryset.count()} judge run(s) queued.")
+
+
+@admin.register(Judgement)
+class JudgementAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "run",
+        "battle",
+        "ordering",
+        "criterion",
+        "winner",
+        "used_fallback",
+        "refused",
+        "score_a",
+        "score_b",
+    ]
+    list_filter = ["run", "winner", "used_fallback", "refused", "criterion"]
+    raw_id_fields = ["run", "battle", "call", "fallback_call", "call_b"]
+
+
+@admin.register(JudgeCall)
+class JudgeCallAdmin(admin.ModelAdmin):
+    list_display = [
+        "request_sha256",
+        "prompt_tokens",
+        "completion_tokens",
+        "via_batch",
+        "created_at",
+    ]
+    list_filter = ["via_batch"]
+    search_fields = ["request_sha256"]
+    readonly_fields = [
+        "request_sha256",
+        "request",
+        "response",
+        "prompt_tokens",
+        "completion_tokens",
+        "via_batch",
+        "created_at",
+    ]

@@ -1,0 +1,224 @@
+"""Battles as the rating and agreement functions take them (annotation/ratings.py, agreement.py).
+
+A battles frame has one row per decided battle: `model_a`, `model_b`, `winner` (model_a, model_b
+or tie), and `instruction_category` (the family), `question_id` (the instance), `is_multi_image`,
+`judge`, `criterion` and `battle_id`. Human battles have a row per worker's judgement; a judge's
+battles have a row per battle, its orderings combined by the VisIT-Bench tie rule.
+"""
+
+import pandas as pd
+
+from annotation.judge import combine_orderings
+from annotation.models import (
+    CHIRP_CRITERIA,
+    HumanJudgement,
+    Judgement,
+    JudgeRun,
+    Side,
+)
+
+HUMAN_JUDGE = "human"
+BATTLE_COLUMNS = [
+    "model_a",
+    "model_b",
+    "winner",
+    "instruction_category",
+    "question_id",
+    "is_multi_image",
+    "judge",
+    "criterion",
+    "battle_id",
+    "response_a_len",
+    "response_b_len",
+]
+SCORE_COLUMNS = ["model", "question_id", "instruction_category", "is_multi_image", "judge", "score"]
+_WINNER = {
+    Judgement.Winner.A: "model_a",
+    Judgement.Winner.B: "model_b",
+    Judgement.Winner.TIE: "tie",
+}
+
+
+def _frame(rows, columns):
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _battle_fields(battle, multi_image_by_instance):
+    instance = battle.instance
+    return {
+        "model_a": battle.response_a.model_name,
+        "model_b": battle.response_b.model_name,
+        "instruction_category": instance.family.name,
+        "question_id": instance.pk,
+        "is_multi_image": multi_image_by_instance[instance.pk],
+        "battle_id": battle.pk,
+        # Non-whitespace tokens, the length baseline of VisIT-Bench §4.3.
+        "response_a_len": len(battle.response_a.text.split()),
+        "response_b_len": len(battle.response_b.text.split()),
+    }
+
+
+def _multi_image(battles):
+    flags = {}
+    for battle in battles:
+        instance = battle.instance
+        if instance.pk not in flags:
+            flags[instance.pk] = (
+                instance.family.is_multi_image or len(instance.instanceimage_set.all()) > 1
+            )
+    return flags
+
+
+def _battle_related(queryset, prefix):
+    return queryset.select_related(
+        f"{prefix}instance__family", f"{prefix}response_a", f"{prefix}response_b"
+    ).prefetch_related(f"{prefix}instance__instanceimage_set")
+
+
+def human_battles(*, study, criterion="overall"):
+    """One row per worker's judgement, the shown side mapped back to model_a / model_b.
+
+    For a CHIRP criterion other than overall, only judgements that answered it count.
+    """
+    judgements = list(
+        _battle_related(
+            HumanJudgement.objects.filter(battle__study=study).order_by("id"), "battle__"
+        )
+    )
+    flags = _multi_image([j.battle for j in judgements])
+    rows = []
+    for judgement in judgements:
+        side = judgement.choice if criterion == "overall" else judgement.criteria.get(criterion)
+        if side not in Side.values:
+            continue
+        rows.append(
+            {
+                **_battle_fields(judgement.battle, flags),
+                "winner": judgement.winner_side(side),
+                "judge": HUMAN_JUDGE,
+                "criterion": criterion,
+            }
+        )
+    return _frame(rows, BATTLE_COLUMNS)
+
+
+def judge_battles(*, run, criterion="overall"):
+    """One row per battle the run judged, its orderings combined: more wins, else a tie."""
+    judgements = list(
+        _battle_related(
+            Judgement.objects.filter(run=run, criterion=criterion).order_by(
+                "battle_id", "ordering"
+            ),
+            "battle__",
+        )
+    )
+    flags = _multi_image([j.battle for j in judgements])
+    by_battle = {}
+    for judgement in judgements:
+        by_battle.setdefault(judgement.battle_id, []).append(judgement)
+    rows = []
+    for battle_judgements in by_battle.values():
+        battle = battle_judgements[0].battle
+        winner = combine_orderings([j.winner for j in battle_judgements])
+        rows.append(
+            {
+                **_battle_fields(battle, flags),
+                "winner": _WINNER[winner],
+                "judge": run.judge_name,
+                "criterion": criterion,
+            }
+        )
+    return _frame(rows, BATTLE_COLUMNS)
+
+
+def judge_orderings(*, run, criterion="overall"):
+    """One row per judgement, each ordering on its own (the agreement measures want both)."""
+    judgements = list(
+        _battle_related(
+            Judgement.objects.filter(run=run, criterion=criterion).order_by(
+                "battle_id", "ordering"
+            ),
+            "battle__",
+        )
+    )
+    flags = _multi_image([j.battle for j in judgements])
+    rows = [
+        {
+            **_battle_fields(j.battle, flags),
+            "winner": _WINNER[j.winner],
+            "judge": run.judge_name,
+            "criterion": criterion,
+        }
+        for j in judgements
+    ]
+    return _frame(rows, BATTLE_COLUMNS)
+
+
+def all_criteria_battles(*, study, run=None):
+    """Human (or, given a run, that judge's) battles for each of CHIRP's criteria, stacked."""
+    frames = [
+        judge_battles(run=run, criterion=c) if run else human_battles(study=study, criterion=c)
+        for c in CHIRP_CRITERIA
+    ]
+    frames = [frame for frame in frames if not frame.empty]
+    return pd.concat(frames, ignore_index=True) if frames else _frame([], BATTLE_COLUMNS)
+
+
+def finished_runs(*, study):
+    return list(JudgeRun.objects.filter(study=study, status=JudgeRun.Status.DONE).order_by("id"))
+
+
+def human_rubric_scores(*, study):
+    """One row per (worker's judgement, response) with its 1-5 rubric score."""
+    judgements = _battle_related(
+        HumanJudgement.objects.filter(battle__study=study).exclude(rubric_scores={}), "battle__"
+    )
+    judgements = list(judgements)
+    flags = _multi_image([j.battle for j in judgements])
+    rows = []
+    for judgement in judgements:
+        fields = _battle_fields(judgement.battle, flags)
+        for side, score in judgement.rubric_scores.items():
+            model = fields[judgement.winner_side(side)]
+            rows.append(
+                {
+                    "model": model,
+                    "question_id": fields["question_id"],
+                    "instruction_category": fields["instruction_category"],
+                    "is_multi_image": fields["is_multi_image"],
+                    "judge": HUMAN_JUDGE,
+                    "score": score,
+                }
+            )
+    return _frame(rows, SCORE_COLUMNS)
+
+
+def judge_rubric_scores(*, run):
+    """One row per (battle, response) a Prometheus run scored."""
+    judgements = list(
+        _battle_related(
+            Judgement.objects.filter(run=run, score_a__isnull=False, score_b__isnull=False),
+            "battle__",
+        )
+    )
+    flags = _multi_image([j.battle for j in judgements])
+    rows = []
+    for judgement in judgements:
+        fields = _battle_fields(judgement.battle, flags)
+        for model, score in (
+            (fields["model_a"], judgement.score_a),
+            (fields["model_b"], judgement.score_b),
+        ):
+            rows.append(
+                {
+                    "model": model,
+                    "question_id": fields["question_id"],
+                    "instruction_category": fields["instruction_category"],
+                    "is_multi_image": fields["is_multi_image"],
+                    "judge": run.judge_name,
+                    "score": score,
+                }
+            )
+    # A response meets several opponents but is scored once: the request, hence the answer, is
+    # the same (and was cached), so one row per response.
+    return _frame(rows, SCORE_COLUMNS).drop_duplicates(["model", "question_id"], ignore_index=True)

@@ -1,0 +1,23 @@
+"""The researcher dashboard (staff only), mounted at /dashboard/."""
+
+from django.urls import path
+
+from frontend import dashboard
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", dashboard.index, name="index"),
+    path("studies/<int:study_id>/leaderboard/", dashboard.leaderboard, name="leaderboard"),
+    path("studies/<int:study_id>/plots/elo-<str:judge>.png", dashboard.elo_plot, name="elo_plot"),
+    path(
+        "studies/<int:study_id>/plots/categories-<str:judge>.png",
+        dashboard.category_plot,
+        name="category_plot",
+    ),
+    path(
+        "studies/<int:study_id>/plots/agreement-<str:judge>.png",
+        dashboard.agreement_plot,
+        name="agreement_plot",
+    ),
+]

@@ -1,0 +1,169 @@
+"""Human-vs-judge agreement, kappa, rank and rubric correlations, contradiction cycles."""
+
+import pandas as pd
+import pytest
+
+from annotation import agreement
+from annotation.plots import agreement_bars
+
+
+def votes(rows):
+    return pd.DataFrame(rows, columns=["question_id", "model_a", "model_b", "winner"])
+
+
+def human_votes():
+    """Five crowd votes per pair, sides randomised as in the collection (recorded per vote)."""
+    rows = []
+    # q1: A over B by 5/5, shown both ways round
+    rows += [("q1", "A", "B", "model_a")] * 3 + [("q1", "B", "A", "model_b")] * 2
+    # q2: C over A by 4/5
+    rows += [("q2", "A", "C", "model_b")] * 3 + [("q2", "C", "A", "model_a")] + [("q2", "A", "C", "model_a")]
+    # q3: B over C by 3/5
+    rows += [("q3", "B", "C", "model_a")] * 2 + [("q3", "C", "B", "model_b")] + [("q3", "B", "C", "model_b")] * 2
+    # q4: an even split (a vote was lost), so no majority to reconstruct
+    rows += [("q4", "A", "C", "model_a")] * 2 + [("q4", "A", "C", "model_b")] * 2
+    # q5: 5/5 for A over C, but the judge never saw it
+    rows += [("q5", "A", "C", "model_a")] * 5
+    return votes(rows)
+
+
+def judge_battles():
+    rows = [
+        ("q1", "A", "B", "model_a"),  # right, in both orderings
+        ("q1", "B", "A", "model_b"),
+        ("q2", "A", "C", "model_a"),  # wrong
+        ("q3", "C", "B", "tie"),  # undecided: half credit
+        ("q4", "A", "C", "model_a"),
+    ]
+    frame = votes(rows)
+    # q1: A's response is longer (right); q2: A's is longer (wrong); q3: equal lengths (half)
+    frame["response_a_len"] = [120, 80, 200, 50, 10]
+    frame["response_b_len"] = [80, 120, 90, 50, 10]
+    return frame
+
+
+def test_majority_agreement_per_strength_bucket():
+    table = agreement.majority_agreement(human_votes(), judge_battles()).set_index("strength")
+    assert list(table.index) == ["5/5", "4/5", "3/5", "all"]
+    assert table.loc["5/5", "n_pairs"] == 1  # q5 has no judge verdict, q4 no majority
+    assert table.loc["5/5", "judge_accuracy"] == 1.0
+    assert table.loc["4/5", "judge_accuracy"] == 0.0
+    assert table.loc["3/5", "judge_accuracy"] == 0.5
+    assert table.loc["all", "n_pairs"] == 3
+    assert table.loc["all", "judge_accuracy"] == pytest.approx(0.5)
+    assert (table["random_baseline"] == 0.5).all()
+
+
+def test_length_baseline_prefers_the_longer_response():
+    table = agreement.majority_agreement(human_votes(), judge_battles()).set_index("strength")
+    assert table.loc["5/5", "length_baseline"] == 1.0
+    assert table.loc["4/5", "length_baseline"] == 0.0
+    assert table.loc["3/5", "length_baseline"] == 0.5
+    assert table.loc["all", "n_length"] == 3
+
+
+def test_length_baseline_is_nan_without_lengths():
+    judge = judge_battles().drop(columns=["response_a_len", "response_b_len"])
+    table = agreement.majority_agreement(human_votes(), judge)
+    assert table["length_baseline"].isna().all()
+
+
+def test_orderings_that_disagree_score_half():
+    judge = votes([("q1", "A", "B", "model_a"), ("q1", "B", "A", "model_a")])
+    table = agreement.majority_agreement(human_votes(), judge).set_index("strength")
+    assert table.loc["5/5", "judge_accuracy"] == 0.5
+
+
+def test_wilson_interval_brackets_accuracy():
+    table = agreement.majority_agreement(human_votes(), judge_battles())
+    assert (table["judge_ci_lower"] <= table["judge_accuracy"]).all()
+    assert (table["judge_accuracy"] <= table["judge_ci_upper"]).all()
+
+
+def test_cohen_kappa_known_value():
+    # p_o = 3/4; chance = 1/2 * 1/4 + 1/2 * 3/4 = 1/2; kappa = (3/4 - 1/2) / (1 - 1/2) = 1/2
+    assert agreement.cohen_kappa(["A", "A", "B", "B"], ["A", "B", "B", "B"]) == pytest.approx(0.5)
+    assert agreement.cohen_kappa(["A", "B", "A"], ["A", "B", "A"]) == pytest.approx(1.0)
+
+
+def test_cohen_kappa_per_matchup_chance_as_chirp():
+    # Same labels, but the second matchup is one both evaluators always call for B: CHIRP's
+    # per-matchup chance is 1/2 * 1/2 + 1/2 * 1 = 3/4 = p_o, so no agreement beyond chance.
+    a = ["A", "A", "B", "B"]
+    b = ["A", "B", "B", "B"]
+    matchups = ["A-B", "A-B", "B-C", "B-C"]
+    assert agreement.cohen_kappa(a, b, matchups=matchups) == pytest.approx(0.0)
+
+
+def test_ranking_spearman_on_common_models():
+    human = pd.Series({"ref": 1223, "llava": 1085, "adapter": 1061, "panda": 786})
+    judge = pd.Series({"ref": 1382, "llava": 1095, "adapter": 1066, "panda": 775, "new": 900})
+    result = agreement.ranking_spearman(human, judge)
+    assert result.statistic == pytest.approx(1.0)
+    assert result.n == 4
+    flipped = agreement.ranking_spearman(human, -judge)
+    assert flipped.statistic == pytest.approx(-1.0)
+
+
+def test_rubric_correlations_perfect_and_reversed():
+    human = [1, 2, 3, 4, 5, 3, 2]
+    table = agreement.rubric_correlations(human, [2 * s + 1 for s in human])
+    assert list(table.index) == ["pearson", "kendall", "spearman"]
+    assert table["statistic"].to_list() == pytest.approx([1.0, 1.0, 1.0])
+    assert (table["pvalue"] < 0.01).all()
+    assert (table["n"] == 7).all()
+    reversed_table = agreement.rubric_correlations(human, [6 - s for s in human])
+    assert reversed_table["statistic"].to_list() == pytest.approx([-1.0, -1.0, -1.0])
+
+
+def test_rubric_correlations_drop_missing_pairs():
+    table = agreement.rubric_correlations([1, 2, None, 4], [1, 2, 3, None])
+    assert (table["n"] == 2).all()
+
+
+def test_contradiction_found_on_a_cycle_and_not_on_a_transitive_set():
+    battles = votes(
+        [
+            ("cyc", "A", "B", "model_a"),  # A > B
+            ("cyc", "C", "B", "model_b"),  # B > C
+            ("cyc", "C", "A", "model_a"),  # C > A
+            ("ok", "A", "B", "model_a"),  # A > B
+            ("ok", "B", "C", "model_a"),  # B > C
+            ("ok", "A", "C", "model_a"),  # A > C
+        ]
+    )
+    table = agreement.contradiction_cycles(battles).set_index("question_id")
+    assert table.loc["cyc", "has_contradiction"]
+    assert table.loc["cyc", "n_cycles"] == 1
+    assert not table.loc["ok", "has_contradiction"]
+    assert table.loc["ok", "n_edges"] == 3
+    assert table.loc["ok", "n_models"] == 3
+
+
+def test_repeated_judgements_of_a_pair_are_reduced_to_their_majority():
+    battles = votes(
+        [
+            ("q", "A", "B", "model_a"),
+            ("q", "B", "A", "model_a"),  # one dissent on A-B: majority still A > B
+            ("q", "A", "B", "model_a"),
+            ("q", "B", "C", "model_a"),
+            ("q", "A", "C", "tie"),  # a tie adds no edge
+        ]
+    )
+    row = agreement.contradiction_cycles(battles).iloc[0]
+    assert row["n_edges"] == 2
+    assert not row["has_contradiction"]
+
+
+def test_contradictions_are_counted_per_criterion():
+    battles = votes([("q", "A", "B", "model_a"), ("q", "B", "C", "model_a"), ("q", "C", "A", "model_a")] * 2)
+    battles["criterion"] = ["overall"] * 3 + ["hallucination"] * 3
+    battles.loc[5, "winner"] = "model_b"  # on hallucination A > C, so no cycle there
+    table = agreement.contradiction_cycles(battles).set_index("criterion")
+    assert table.loc["overall", "has_contradiction"]
+    assert not table.loc["hallucination", "has_contradiction"]
+
+
+def test_agreement_bars_returns_png():
+    table = agreement.majority_agreement(human_votes(), judge_battles())
+    assert agreement_bars(table).startswith(b"\x89PNG")

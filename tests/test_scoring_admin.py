@@ -1,0 +1,42 @@
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from annotation.judge import create_judge_run
+from annotation.models import JudgeRun, ModelResponse
+from annotation.preferences import create_study
+from tests.scoring_factories import verified_instance, with_responses
+from tests.test_preferences import predictions_csv, row_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client_(client):
+    user = get_user_model().objects.create_superuser("admin", "admin@example.org", "pw")
+    client.force_login(user)
+    return client
+
+
+def test_scoring_changelists_render_with_progress(admin_client_, judge_server):
+    instance = verified_instance()
+    with_responses(instance, "llava", "otter")
+    study = create_study(name="admin study")
+    create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    for name in ("preferencestudy", "battle", "modelresponse", "humanjudgement", "judgerun", "judgement", "judgecall"):
+        response = admin_client_.get(reverse(f"admin:annotation_{name}_changelist"))
+        assert response.status_code == 200, name
+    page = admin_client_.get(reverse("admin:annotation_judgerun_changelist")).content.decode()
+    assert "0/0" in page
+    page = admin_client_.get(reverse("admin:annotation_preferencestudy_changelist")).content.decode()
+    assert "0/15" in page  # 3 battles x 5 judgements each
+
+
+def test_predictions_import_view_reports_errors_by_row(admin_client_):
+    instance = verified_instance()
+    sheet = predictions_csv([row_for(instance, "A red bike.", ""), ["nope", "x", "https://x.org/a.jpg", "a", "b"]])
+    response = admin_client_.post(reverse("admin:annotation_modelresponse_import"), {"predictions": sheet})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "row 2, column" in page and "row 3: no instance" in page
+    assert not ModelResponse.objects.exists()
