@@ -33,6 +33,11 @@ def _slots_taken_subquery(now):
 
 def units_open_to(*, worker, stage, family=None, now=None):
     """Open units of a launched stage that this worker may take, with room under their overlap."""
+    from mturk.qualifications import may_work
+
+    if not may_work(worker, stage):
+        # Blocked, not qualified for the stage, or paused for low accuracy on gold items.
+        return WorkUnit.objects.none()
     now = now or timezone.now()
     units = WorkUnit.objects.filter(
         stage=stage,

@@ -175,3 +175,66 @@ JUDGE_TEMPERATURE = env.float("JUDGE_TEMPERATURE", default=0.0)
 JUDGE_BATCH_POLL_SECONDS = env.float("JUDGE_BATCH_POLL_SECONDS", default=30.0)
 # OpenAI bills Batch API tokens at half price.
 JUDGE_BATCH_PRICE_FACTOR = env.float("JUDGE_BATCH_PRICE_FACTOR", default=0.5)
+
+# Annotator pages (frontend/annotator_views.py). MTurk shows them inside its iframe
+# (ExternalQuestion), where browsers send cookies only when they are SameSite=None; Secure, and
+# Secure needs HTTPS: so cross-site cookies follow DEBUG unless set. Safari may drop them anyway,
+# which is why task forms carry their own signed token (frontend/tokens.py).
+ANNOTATOR_CROSS_SITE_COOKIES = env.bool("DJANGO_CROSS_SITE_COOKIES", default=not DEBUG)
+SESSION_COOKIE_SECURE = ANNOTATOR_CROSS_SITE_COOKIES
+CSRF_COOKIE_SECURE = ANNOTATOR_CROSS_SITE_COOKIES
+SESSION_COOKIE_SAMESITE = "None" if ANNOTATOR_CROSS_SITE_COOKIES else "Lax"
+CSRF_COOKIE_SAMESITE = SESSION_COOKIE_SAMESITE
+# Who may frame the annotator pages (CSP frame-ancestors; every other page keeps X-Frame-Options).
+# CloudResearch Connect and Prolific open study links in a tab of their own, so they need no entry.
+ANNOTATOR_FRAME_ANCESTORS = env.list(
+    "ANNOTATOR_FRAME_ANCESTORS",
+    default=["https://worker.mturk.com", "https://workersandbox.mturk.com"],
+)
+# Where a `turkSubmitTo` may point; anything else is refused rather than posted to.
+MTURK_SUBMIT_ORIGINS = env.list(
+    "MTURK_SUBMIT_ORIGINS", default=["https://www.mturk.com", "https://workersandbox.mturk.com"]
+)
+# Hosts whose images a worker's browser may load (CSP img-src). An image URL on any other host is
+# shown as text, so a worker-given URL never makes another worker's browser call an unknown server.
+IMAGE_URL_ALLOWED_HOSTS = env.list(
+    "IMAGE_URL_ALLOWED_HOSTS",
+    default=["upload.wikimedia.org", "live.staticflickr.com", "api.openverse.org"],
+)
+# Origins serving our own stored media when it is not on this site (an S3 bucket or its CDN).
+IMAGE_MEDIA_ORIGINS = env.list("IMAGE_MEDIA_ORIGINS", default=[])
+# How long a task page's signed token stays good; MTurk assignments may run for hours.
+ANNOTATOR_TOKEN_MAX_AGE_SECONDS = env.int("ANNOTATOR_TOKEN_MAX_AGE_SECONDS", default=24 * 3600)
+CLOUDRESEARCH_COMPLETE_URL = "https://connect.cloudresearch.com/participant/project/{code}/complete"
+PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+
+# Crowd platforms (mturk/). MTurk: sandbox unless MTURK_SANDBOX=false; credentials from boto3's
+# usual chain (AWS_ACCESS_KEY_ID, ...) or MTURK_ACCESS_KEY_ID / MTURK_SECRET_ACCESS_KEY.
+PUBLIC_BASE_URL = env("PUBLIC_BASE_URL", default="https://127.0.0.1:8000")
+MTURK_SANDBOX = env.bool("MTURK_SANDBOX", default=True)
+MTURK_ENDPOINT_URL = env("MTURK_ENDPOINT_URL", default="")
+MTURK_ACCESS_KEY_ID = env("MTURK_ACCESS_KEY_ID", default="")
+MTURK_SECRET_ACCESS_KEY = env("MTURK_SECRET_ACCESS_KEY", default="")
+MTURK_MAX_ATTEMPTS = env.int("MTURK_MAX_ATTEMPTS", default=5)
+MTURK_RETRY_BASE_SECONDS = env.float("MTURK_RETRY_BASE_SECONDS", default=1.0)
+MTURK_RETRY_MAX_SECONDS = env.float("MTURK_RETRY_MAX_SECONDS", default=30.0)
+MTURK_SQS_QUEUE_URL = env("MTURK_SQS_QUEUE_URL", default="")
+MTURK_SQS_REGION = env("MTURK_SQS_REGION", default="us-east-1")
+CLOUDRESEARCH_API_URL = env("CLOUDRESEARCH_API_URL",
+                            default="https://connect-api.cloudresearch.com/api/v1")
+CLOUDRESEARCH_API_KEY = env("CLOUDRESEARCH_API_KEY", default="")
+PROLIFIC_API_URL = env("PROLIFIC_API_URL", default="https://api.prolific.com/api/v1")
+PROLIFIC_API_TOKEN = env("PROLIFIC_API_TOKEN", default="")
+PLATFORM_HTTP_TIMEOUT_SECONDS = env.float("PLATFORM_HTTP_TIMEOUT_SECONDS", default=30.0)
+PLATFORM_HTTP_MAX_ATTEMPTS = env.int("PLATFORM_HTTP_MAX_ATTEMPTS", default=4)
+PLATFORM_HTTP_RETRY_BASE_SECONDS = env.float("PLATFORM_HTTP_RETRY_BASE_SECONDS", default=1.0)
+PLATFORM_HTTP_RETRY_MAX_SECONDS = env.float("PLATFORM_HTTP_RETRY_MAX_SECONDS", default=30.0)
+# Pay planning (paper §2.2 paid $18/h). MTurk's fees are built in; the others' service fees depend
+# on the account, so they are values to set (e.g. {"prolific": 0.333}); unset means none counted.
+TARGET_HOURLY_WAGE_USD = env("TARGET_HOURLY_WAGE_USD", default="18.00")
+PLATFORM_FEE_RATES = env.json("PLATFORM_FEE_RATES_JSON", default={})
+CELERY_IMPORTS = [*CELERY_IMPORTS, "tasks.platforms"]
+CELERY_BEAT_SCHEDULE["sync-platforms"] = {"task": "tasks.sync_platforms", "schedule": 300.0}
+CELERY_BEAT_SCHEDULE["poll-mturk-notifications"] = {
+    "task": "tasks.poll_mturk_notifications", "schedule": 60.0,
+}

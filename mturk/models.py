@@ -1,10 +1,18 @@
-"""Crowd platforms: where a stage's work is published and how its workers come back to us."""
+"""Crowd platforms: where a stage's work is published and how its workers come back to us.
 
+Platform worker ids (Worker.external_id) are kept as they are because payment needs them; every
+export, report and admin list outside payment shows `Worker.pseudonym` instead.
+"""
+
+import hashlib
 from decimal import Decimal
 
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import Q
 
-from annotation.models import InstructionFamily, Stage, Worker
+from annotation.models import Assignment, InstructionFamily, Stage, Worker, WorkUnit
 
 
 class CrowdStudy(models.Model):
@@ -23,13 +31,45 @@ class CrowdStudy(models.Model):
     name = models.CharField(max_length=200)
     external_id = models.CharField(
         max_length=128, blank=True,
-        help_text="MTurk HIT type id, CloudResearch project id or Prolific study id.",
+        help_text="CloudResearch project id or Prolific study id. (An MTurk study's HIT type "
+                  "changes with its reward, so it is kept in hit_type_id.)",
     )
     completion_code = models.CharField(max_length=64, blank=True)
     reward_usd = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("0.00"))
     budget_usd = models.DecimalField(max_digits=10, decimal_places=2, null=True, blank=True,
                                      help_text="Publishing stops once planned spend would pass it.")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # What workers see of the task (MTurk HIT type; the other platforms show their own listing).
+    title = models.CharField(max_length=128, blank=True, help_text="Defaults to the name.")
+    description = models.TextField(blank=True, max_length=2000)
+    keywords = models.CharField(max_length=1000, blank=True, help_text="Comma-separated.")
+    assignment_duration_minutes = models.PositiveIntegerField(
+        default=60, validators=[MinValueValidator(1), MaxValueValidator(365 * 24 * 60)])
+    lifetime_hours = models.PositiveIntegerField(
+        default=72, validators=[MinValueValidator(1), MaxValueValidator(365 * 24)])
+    auto_approval_days = models.PositiveIntegerField(
+        default=3, validators=[MaxValueValidator(30)],
+        help_text="MTurk approves submitted work by itself after this; review before it.")
+    frame_height = models.PositiveIntegerField(default=0, help_text="0: the full window.")
+    worker_countries = models.CharField(max_length=200, default="US",
+                                        help_text="ISO country codes, comma-separated; empty: any.")
+    min_approval_rate = models.PositiveSmallIntegerField(
+        default=98, validators=[MaxValueValidator(100)])
+    min_approved_hits = models.PositiveIntegerField(default=1000)
+    requires_stage_qualification = models.BooleanField(
+        default=True, help_text="Only workers who passed the stage's qualification test.")
+    # Pay planning (paper §2.2: $18/h; CHIRP C.2.2: $0.10/min).
+    target_hourly_wage_usd = models.DecimalField(max_digits=6, decimal_places=2,
+                                                 default=Decimal("18.00"))
+    estimated_seconds = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Time per task used for pay until enough work has been measured.")
+    hit_type_id = models.CharField(max_length=64, blank=True, editable=False)
+    hit_type_environment = models.CharField(max_length=12, blank=True, editable=False)
+    hit_type_signature = models.CharField(max_length=64, blank=True, editable=False)
+    places_published = models.PositiveIntegerField(
+        default=0, help_text="CloudResearch / Prolific: places opened so far (set them there).")
 
     class Meta:
         verbose_name_plural = "crowd studies"
@@ -42,3 +82,360 @@ class CrowdStudy(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.get_platform_display()}, {self.get_stage_display()})"
+
+    @property
+    def hit_title(self):
+        return self.title or self.name
+
+
+class Environment(models.TextChoices):
+    SANDBOX = "sandbox", "Sandbox"
+    PRODUCTION = "production", "Production"
+
+
+class Hit(models.Model):
+    """An MTurk HIT: one work unit, its overlap as MaxAssignments."""
+
+    class Status(models.TextChoices):
+        CREATING = "creating", "Being created"
+        OPEN = "open", "Open"
+        EXPIRED = "expired", "Expired"
+
+    study = models.ForeignKey(CrowdStudy, on_delete=models.PROTECT, related_name="hits")
+    unit = models.ForeignKey(WorkUnit, on_delete=models.PROTECT, related_name="hits")
+    hit_id = models.CharField(max_length=64, blank=True)
+    hit_type_id = models.CharField(max_length=64, blank=True)
+    environment = models.CharField(max_length=12, choices=Environment.choices)
+    max_assignments = models.PositiveSmallIntegerField()
+    reward_usd = models.DecimalField(max_digits=8, decimal_places=2)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.CREATING)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "HIT"
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "unit"], name="hit_one_per_study_unit"),
+            models.UniqueConstraint(fields=["hit_id"], condition=~Q(hit_id=""), name="hit_id_unique"),
+            models.CheckConstraint(condition=Q(max_assignments__gte=1), name="hit_assignments_positive"),
+        ]
+
+    def __str__(self):
+        return self.hit_id or f"HIT for {self.unit} (being created)"
+
+    @property
+    def request_token(self):
+        # Deterministic, so a retried CreateHIT (a crash, a timeout) never makes a second HIT.
+        return f"crowdbench-hit-{self.study_id}-{self.unit_id}"
+
+
+class Submission(models.Model):
+    """A worker's work as their platform sees it: an MTurk assignment, a Connect assignment or a
+    Prolific submission, reconciled with what our pages stored (`assignments`).
+
+    Keyed by (platform assignment id, worker): MTurk reuses an assignment id after a worker
+    returns a HIT.
+    """
+
+    class Review(models.TextChoices):
+        IN_PROGRESS = "in_progress", "Not submitted yet"
+        READY = "ready", "Ready for review (our checks passed)"
+        FLAGGED = "flagged", "Flagged: nothing or something wrong on our side"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
+    study = models.ForeignKey(CrowdStudy, on_delete=models.PROTECT, related_name="submissions")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="platform_submissions")
+    hit = models.ForeignKey(Hit, null=True, blank=True, on_delete=models.PROTECT,
+                            related_name="submissions")
+    platform_assignment_id = models.CharField(
+        max_length=128, blank=True,
+        help_text="MTurk AssignmentId, Connect assignmentId or Prolific submission id.")
+    session_id = models.CharField(max_length=128, blank=True,
+                                  help_text="Prolific SESSION_ID as the study link brought it.")
+    assignments = models.ManyToManyField(Assignment, blank=True, related_name="platform_submissions")
+    platform_status = models.CharField(max_length=30, blank=True)
+    review = models.CharField(max_length=12, choices=Review.choices, default=Review.IN_PROGRESS)
+    flag_reason = models.TextField(blank=True)
+    feedback = models.TextField(blank=True, help_text="What the worker was told on approval or rejection.")
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    platform_record = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "platform_assignment_id", "worker"],
+                                    name="submission_key_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.platform_assignment_id or 'session'} by {self.worker}"
+
+
+class Bonus(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Not paid yet"
+        SET_UP = "set_up", "Set up on Prolific, not paid yet"
+        PAYING = "paying", "Pay request sent; outcome unknown (check on the platform)"
+        PAID = "paid", "Paid"
+        FAILED = "failed", "Failed"
+
+    submission = models.ForeignKey(Submission, on_delete=models.PROTECT, related_name="bonuses")
+    amount_usd = models.DecimalField(max_digits=8, decimal_places=2)
+    reason = models.TextField(help_text="Shown to the worker.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    platform_reference = models.CharField(max_length=128, blank=True,
+                                          help_text="Prolific bulk bonus payment id.")
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "bonuses"
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount_usd__gt=0), name="bonus_amount_positive"),
+        ]
+
+    def __str__(self):
+        return f"${self.amount_usd} to {self.submission.worker}"
+
+    @property
+    def request_token(self):
+        # Derived from our row, so retrying SendBonus for this bonus can never pay twice.
+        return f"crowdbench-bonus-{self.pk}"
+
+
+class WorkerBlock(models.Model):
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="blocks")
+    reason = models.TextField()
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.worker} blocked"
+
+
+class AuditLog(models.Model):
+    """Every payment action (approve, reject, bonus, block, ...): who, when, how much, and what the
+    platform answered."""
+
+    class Action(models.TextChoices):
+        PUBLISH = "publish", "Publish"
+        APPROVE = "approve", "Approve"
+        REJECT = "reject", "Reject"
+        BONUS = "bonus", "Bonus"
+        BLOCK = "block", "Block"
+        NOTIFY = "notify", "Notify"
+        EXPIRE = "expire", "Expire"
+        EXTEND = "extend", "Extend"
+        QUALIFY = "qualify", "Grant qualification"
+
+    action = models.CharField(max_length=10, choices=Action.choices)
+    platform = models.CharField(max_length=20, choices=Worker.Platform.choices)
+    study = models.ForeignKey(CrowdStudy, null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="audit_log")
+    worker = models.ForeignKey(Worker, null=True, blank=True, on_delete=models.PROTECT,
+                               related_name="+")
+    submission = models.ForeignKey(Submission, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="audit_log")
+    amount_usd = models.DecimalField(max_digits=10, decimal_places=2, null=True, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.PROTECT, related_name="+")
+    ok = models.BooleanField()
+    request = models.JSONField(default=dict, blank=True)
+    response = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        permissions = [
+            ("pay_workers", "Can approve, reject, bonus, block and notify crowd workers"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_action_display()} ({'ok' if self.ok else 'failed'})"
+
+
+class NotificationEvent(models.Model):
+    """An MTurk notification already handled; they can arrive more than once."""
+
+    event_doc_id = models.CharField(max_length=128, unique=True)
+    payload = models.JSONField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.event_doc_id
+
+
+# --- qualification tests (paper §2.2: five to ten sample tasks) ------------------------------
+
+
+class StageQualification(models.Model):
+    """The qualification test of one stage and the bars that keep workers in it."""
+
+    stage = models.CharField(max_length=30, choices=Stage.choices, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(help_text="Shown to workers before they start.")
+    test_size = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(5), MaxValueValidator(10)])
+    pass_score = models.DecimalField(max_digits=4, decimal_places=3, default=Decimal("0.800"),
+                                     help_text="Share of gold items right to qualify.")
+    live_accuracy_bar = models.DecimalField(
+        max_digits=4, decimal_places=3, default=Decimal("0.600"),
+        help_text="Below this share of live gold items right, the worker is paused.")
+    live_window = models.PositiveSmallIntegerField(
+        default=10, help_text="Live accuracy counts the last this many gold answers.")
+    live_min_answers = models.PositiveSmallIntegerField(
+        default=5, help_text="No pause before this many live gold answers.")
+    live_gold_every = models.PositiveSmallIntegerField(
+        default=10, help_text="Mix one gold item into about every this many live tasks.")
+    retake_after_hours = models.PositiveIntegerField(default=24)
+    mturk_qualification_type_id = models.CharField(max_length=64, blank=True, editable=False)
+    mturk_environment = models.CharField(max_length=12, blank=True, editable=False)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(test_size__gte=5, test_size__lte=10),
+                                   name="qualification_test_five_to_ten_items"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class GoldItem(models.Model):
+    """A task with a known answer, or (free text) one a researcher reviews."""
+
+    class Kind(models.TextChoices):
+        CHOICE = "choice", "Choice with a known answer"
+        FREE_TEXT = "free_text", "Free text reviewed by a researcher"
+
+    qualification = models.ForeignKey(StageQualification, on_delete=models.CASCADE,
+                                      related_name="gold_items")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.CHOICE)
+    content = models.JSONField(
+        help_text='What the worker sees, e.g. {"instruction": ..., "image_url": ..., '
+                  '"caption": ..., "response": ...}.')
+    question = models.TextField()
+    options = models.JSONField(default=list, blank=True,
+                               help_text='Choices as a JSON list, e.g. ["correct", "incorrect"].')
+    answer = models.JSONField(null=True, blank=True, help_text="The right choice (choice items).")
+    explanation = models.TextField(blank=True, help_text="Shown to the worker after they answer.")
+    in_test = models.BooleanField(default=True)
+    in_live_work = models.BooleanField(default=True)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind="free_text") | Q(answer__isnull=False),
+                                   name="choice_gold_item_has_answer"),
+        ]
+
+    def __str__(self):
+        return f"Gold #{self.pk}: {self.question[:60]}"
+
+
+class QualificationAttempt(models.Model):
+    class Status(models.TextChoices):
+        STARTED = "started", "Started"
+        PENDING_REVIEW = "pending_review", "Waiting for a researcher's review"
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+
+    qualification = models.ForeignKey(StageQualification, on_delete=models.PROTECT,
+                                      related_name="attempts")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="qualification_attempts")
+    item_ids = models.JSONField(help_text="The gold items of this attempt, in the order shown.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTED)
+    score = models.DecimalField(max_digits=4, decimal_places=3, null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            # One open attempt at a time, whatever the race (two tabs).
+            models.UniqueConstraint(fields=["qualification", "worker"], condition=Q(status="started"),
+                                    name="one_open_qualification_attempt"),
+        ]
+
+    def __str__(self):
+        return f"{self.qualification} attempt by {self.worker} ({self.get_status_display()})"
+
+
+class GoldAnswer(models.Model):
+    class Source(models.TextChoices):
+        TEST = "test", "Qualification test"
+        LIVE = "live", "Mixed into live work"
+
+    item = models.ForeignKey(GoldItem, on_delete=models.PROTECT, related_name="answers")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="gold_answers")
+    attempt = models.ForeignKey(QualificationAttempt, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="answers")
+    source = models.CharField(max_length=4, choices=Source.choices)
+    answer = models.JSONField()
+    correct = models.BooleanField(null=True, blank=True, help_text="Empty until reviewed (free text).")
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "item"], condition=Q(attempt__isnull=False),
+                                    name="gold_answer_once_per_attempt"),
+        ]
+
+    def __str__(self):
+        return f"{self.worker} on gold #{self.item_id}"
+
+
+class WorkerQualification(models.Model):
+    """Whether a worker may do a stage, kept current by live gold items."""
+
+    class Status(models.TextChoices):
+        QUALIFIED = "qualified", "Qualified"
+        PAUSED = "paused", "Paused: live accuracy below the bar"
+
+    qualification = models.ForeignKey(StageQualification, on_delete=models.PROTECT,
+                                      related_name="worker_qualifications")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="qualifications")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUALIFIED)
+    test_score = models.DecimalField(max_digits=4, decimal_places=3)
+    live_accuracy = models.DecimalField(max_digits=4, decimal_places=3, null=True, blank=True)
+    live_answers = models.PositiveIntegerField(default=0)
+    granted_at = models.DateTimeField(auto_now_add=True)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    mturk_granted = models.BooleanField(
+        default=False, help_text="The MTurk qualification has been associated with the worker.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["qualification", "worker"],
+                                    name="worker_qualification_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.worker} — {self.qualification} ({self.get_status_display()})"
+
+
+def short_hash(*parts):
+    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:32]

@@ -1,0 +1,465 @@
+"""The researchers' side of the crowd platforms: studies, HITs, the review queue, bonuses, blocks,
+qualification tests and the audit log. Payment actions need `mturk.pay_workers`; worker ids show
+as pseudonyms."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.cache import cache
+from django.db.models import Count, Q
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
+
+from mturk import client as mturk_client
+from mturk import pay, qualifications, services
+from mturk.exceptions import PlatformError
+from mturk.links import completion_redirect, study_link
+from mturk.models import (
+    AuditLog,
+    Bonus,
+    CrowdStudy,
+    GoldAnswer,
+    GoldItem,
+    Hit,
+    StageQualification,
+    Submission,
+    WorkerBlock,
+    WorkerQualification,
+)
+from mturk.platforms.prolific import REJECTION_CATEGORIES
+
+
+class PayPermissionMixin:
+    def has_pay_permission(self, request):
+        return request.user.has_perm(services.PAY_PERMISSION)
+
+
+def _form_step(modeladmin, request, queryset, *, form_class, title, submit_label, action, intro=""):
+    """The form of an admin action: returns the bound valid form, or a response asking for it."""
+    if "apply" in request.POST:
+        form = form_class(request.POST)
+        if form.is_valid():
+            return form, None
+    else:
+        form = form_class()
+    return None, TemplateResponse(request, "admin/mturk/action_form.html", {
+        **modeladmin.admin_site.each_context(request), "title": title, "form": form,
+        "queryset": queryset, "action": action, "submit_label": submit_label, "intro": intro,
+        "opts": modeladmin.model._meta,
+    })
+
+
+def _report(modeladmin, request, done, problems, verb):
+    if done:
+        modeladmin.message_user(request, f"{verb} {len(done)}.", messages.SUCCESS)
+    for problem in problems:
+        modeladmin.message_user(request, problem, messages.WARNING)
+
+
+# --- studies -----------------------------------------------------------------------------------
+
+
+class PublishForm(forms.Form):
+    tasks = forms.IntegerField(min_value=1, max_value=10_000, initial=10,
+                               help_text="MTurk: HITs (one per work unit). Others: places.")
+
+
+@admin.register(CrowdStudy)
+class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
+    list_display = ["name", "platform", "stage", "family", "reward_usd", "budget_usd", "spend",
+                    "hit_count", "ready", "flagged"]
+    list_filter = ["platform", "stage"]
+    readonly_fields = ["hit_type_id", "hit_type_environment", "link", "completion", "pay_plan"]
+    actions = ["publish_batch", "sync", "plan_pay", "expire_hits"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            n_hits=Count("hits", distinct=True),
+            n_ready=Count("submissions", filter=Q(submissions__review=Submission.Review.READY),
+                          distinct=True),
+            n_flagged=Count("submissions", filter=Q(submissions__review=Submission.Review.FLAGGED),
+                            distinct=True),
+        )
+
+    @admin.display(description="HITs")
+    def hit_count(self, study):
+        return study.n_hits
+
+    @admin.display(description="ready")
+    def ready(self, study):
+        return study.n_ready
+
+    @admin.display(description="flagged")
+    def flagged(self, study):
+        return study.n_flagged
+
+    @admin.display(description="committed spend")
+    def spend(self, study):
+        return f"${pay.committed_spend(study)}"
+
+    @admin.display(description="study link")
+    def link(self, study):
+        try:
+            return study_link(study)
+        except PlatformError as error:
+            return str(error)
+
+    @admin.display(description="completion redirect")
+    def completion(self, study):
+        try:
+            return completion_redirect(study)
+        except PlatformError as error:
+            return str(error)
+
+    @admin.display(description="pay plan (per 100 tasks)")
+    def pay_plan(self, study):
+        if not study.pk:
+            return "-"
+        try:
+            plan = pay.plan_for_study(study, tasks=100)
+        except PlatformError as error:
+            return str(error)
+        return format_html("<pre>{}</pre>", "\n".join(plan.lines()))
+
+    def changelist_view(self, request, extra_context=None):
+        banner = {"environment": mturk_client.environment(), "endpoint": mturk_client.endpoint_url(),
+                  "balance": "", "balance_error": ""}
+        # Asked at most once a minute: every visit to this list would otherwise call MTurk.
+        key = f"mturk-balance:{banner['endpoint']}"
+        banner["balance"] = cache.get(key, "")
+        if not banner["balance"]:
+            try:
+                banner["balance"] = mturk_client.account_balance()
+                cache.set(key, banner["balance"], 60)
+            except PlatformError as error:
+                banner["balance_error"] = f"unavailable ({error})"
+        paused = WorkerQualification.objects.filter(status=WorkerQualification.Status.PAUSED).count()
+        if paused:
+            self.message_user(request, f"{paused} worker(s) paused for low accuracy on gold items: "
+                                       "see Worker qualifications.", messages.WARNING)
+        return super().changelist_view(request, {**(extra_context or {}), "mturk": banner})
+
+    @admin.action(description="Publish a batch", permissions=["pay"])
+    def publish_batch(self, request, queryset):
+        form, response = _form_step(self, request, queryset, form_class=PublishForm,
+                                    title="Publish a batch", submit_label="Publish",
+                                    action="publish_batch")
+        if response:
+            return response
+        for study in queryset:
+            try:
+                published = services.publish_batch(study=study, tasks=form.cleaned_data["tasks"],
+                                                   actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+                continue
+            what = f"{len(published)} HIT(s)" if published else f"{form.cleaned_data['tasks']} place(s)"
+            self.message_user(request, f"{study}: published {what}.", messages.SUCCESS)
+        return None
+
+    @admin.action(description="Sync submitted work now")
+    def sync(self, request, queryset):
+        for study in queryset:
+            try:
+                counts = services.sync_study(study=study)
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+                continue
+            summary = ", ".join(f"{n} {review}" for review, n in sorted(counts.items())) or "nothing new"
+            self.message_user(request, f"{study}: synced ({summary}).", messages.SUCCESS)
+
+    @admin.action(description="Plan pay and set the reward from the target wage", permissions=["pay"])
+    def plan_pay(self, request, queryset):
+        for study in queryset:
+            try:
+                plan = services.set_reward_from_plan(study=study, actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+                continue
+            self.message_user(request, f"{study}: reward set to ${plan.reward} "
+                                       f"({plan.seconds_per_task:.0f} s, {plan.time_source}).")
+
+    @admin.action(description="Expire open HITs", permissions=["pay"])
+    def expire_hits(self, request, queryset):
+        for study in queryset:
+            try:
+                hits = services.expire_hits(study=study, actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+                continue
+            self.message_user(request, f"{study}: expired {len(hits)} HIT(s).")
+
+
+# --- HITs ----------------------------------------------------------------------------------------
+
+
+class ExtendForm(forms.Form):
+    more = forms.IntegerField(min_value=1, max_value=100, label="Add assignments")
+
+
+@admin.register(Hit)
+class HitAdmin(PayPermissionMixin, admin.ModelAdmin):
+    list_display = ["hit_id", "study", "unit", "environment", "max_assignments", "reward_usd",
+                    "status", "expires_at", "last_synced_at"]
+    list_filter = ["status", "environment", "study"]
+    search_fields = ["hit_id"]
+    readonly_fields = [f.name for f in Hit._meta.fields]
+    actions = ["extend"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Add assignments to HITs", permissions=["pay"])
+    def extend(self, request, queryset):
+        form, response = _form_step(
+            self, request, queryset, form_class=ExtendForm, title="Add assignments",
+            submit_label="Add", action="extend",
+            intro="A HIT made with fewer than 10 assignments cannot grow to 10 or more.")
+        if response:
+            return response
+        for hit in queryset:
+            try:
+                services.extend_hit(hit=hit, more=form.cleaned_data["more"], actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{hit}: {error}", messages.ERROR)
+
+
+# --- the review queue --------------------------------------------------------------------------
+
+
+class ApproveForm(forms.Form):
+    feedback = forms.CharField(required=False, max_length=1024, widget=forms.Textarea,
+                               help_text="Optional; the worker sees it.")
+
+
+class RejectForm(forms.Form):
+    message = forms.CharField(max_length=1024, widget=forms.Textarea,
+                              help_text="Required; the worker sees it. Prolific needs 100+ characters.")
+    category = forms.ChoiceField(required=False, choices=[("", "-")] + [
+        (c, c.replace("_", " ").lower()) for c in REJECTION_CATEGORIES],
+        help_text="Prolific only.")
+
+
+class BonusForm(forms.Form):
+    amount = forms.DecimalField(min_value=0.01, max_digits=8, decimal_places=2, label="Amount (USD)")
+    reason = forms.CharField(widget=forms.Textarea, help_text="The worker sees it.")
+
+
+class BlockForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea, help_text="MTurk shows it to the worker.")
+
+
+class NotifyForm(forms.Form):
+    subject = forms.CharField(max_length=200)
+    message = forms.CharField(max_length=4096, widget=forms.Textarea)
+
+
+@admin.register(Submission)
+class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
+    list_display = ["id", "worker_pseudonym", "study", "hit", "platform_status", "review",
+                    "flag_reason", "submitted_at"]
+    list_filter = ["review", "study", "study__platform"]
+    readonly_fields = ["study", "worker_pseudonym", "hit", "platform_assignment_id", "session_id",
+                       "platform_status", "review", "flag_reason", "feedback", "submitted_at",
+                       "reviewed_at", "reviewed_by", "assignments"]
+    exclude = ["worker", "platform_record"]
+    actions = ["approve", "reject", "bonus", "block", "notify"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("worker", "study", "hit")
+
+    @admin.display(description="worker")
+    def worker_pseudonym(self, submission):
+        return submission.worker.pseudonym
+
+    @admin.action(description="Approve (after our checks and the platform's)", permissions=["pay"])
+    def approve(self, request, queryset):
+        form, response = _form_step(self, request, queryset, form_class=ApproveForm,
+                                    title="Approve work", submit_label="Approve", action="approve")
+        if response:
+            return response
+        done, problems = services.approve_submissions(
+            submissions=list(queryset), actor=request.user, feedback=form.cleaned_data["feedback"])
+        _report(self, request, done, problems, "Approved")
+        return None
+
+    @admin.action(description="Reject with a message", permissions=["pay"])
+    def reject(self, request, queryset):
+        form, response = _form_step(self, request, queryset, form_class=RejectForm,
+                                    title="Reject work", submit_label="Reject", action="reject")
+        if response:
+            return response
+        try:
+            done, problems = services.reject_submissions(
+                submissions=list(queryset), actor=request.user,
+                message=form.cleaned_data["message"], category=form.cleaned_data["category"])
+        except PlatformError as error:
+            self.message_user(request, str(error), messages.ERROR)
+            return None
+        _report(self, request, done, problems, "Rejected")
+        return None
+
+    @admin.action(description="Pay a bonus", permissions=["pay"])
+    def bonus(self, request, queryset):
+        form, response = _form_step(self, request, queryset, form_class=BonusForm,
+                                    title="Pay a bonus", submit_label="Pay", action="bonus")
+        if response:
+            return response
+        for submission in queryset:
+            try:
+                bonus = services.create_bonus(submission=submission, actor=request.user,
+                                              amount=form.cleaned_data["amount"],
+                                              reason=form.cleaned_data["reason"])
+                services.pay_bonus(bonus=bonus, actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{submission.worker}: {error}", messages.ERROR)
+                continue
+            self.message_user(request, f"Paid ${bonus.amount_usd} to {submission.worker}.")
+        return None
+
+    @admin.action(description="Block these workers", permissions=["pay"])
+    def block(self, request, queryset):
+        form, response = _form_step(self, request, queryset, form_class=BlockForm,
+                                    title="Block workers", submit_label="Block", action="block")
+        if response:
+            return response
+        for submission in queryset:
+            try:
+                services.block_worker(worker=submission.worker, study=submission.study,
+                                      reason=form.cleaned_data["reason"], actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{submission.worker}: {error}", messages.ERROR)
+        return None
+
+    @admin.action(description="Message these workers", permissions=["pay"])
+    def notify(self, request, queryset):
+        form, response = _form_step(self, request, queryset, form_class=NotifyForm,
+                                    title="Message workers", submit_label="Send", action="notify")
+        if response:
+            return response
+        by_study = {}
+        for submission in queryset.select_related("study", "worker"):
+            by_study.setdefault(submission.study, set()).add(submission.worker)
+        for study, workers in by_study.items():
+            try:
+                services.notify_workers(study=study, workers=workers, actor=request.user,
+                                        subject=form.cleaned_data["subject"],
+                                        message=form.cleaned_data["message"])
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+        return None
+
+
+@admin.register(Bonus)
+class BonusAdmin(PayPermissionMixin, admin.ModelAdmin):
+    list_display = ["id", "submission", "amount_usd", "status", "platform_reference", "created_by",
+                    "paid_at", "error"]
+    list_filter = ["status"]
+    readonly_fields = ["submission", "amount_usd", "reason", "status", "platform_reference", "error",
+                       "created_by", "created_at", "paid_at"]
+    actions = ["pay_selected"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Pay selected bonuses (never twice)", permissions=["pay"])
+    def pay_selected(self, request, queryset):
+        for bonus in queryset:
+            try:
+                services.pay_bonus(bonus=bonus, actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"Bonus {bonus.pk}: {error}", messages.ERROR)
+
+
+@admin.register(WorkerBlock)
+class WorkerBlockAdmin(admin.ModelAdmin):
+    list_display = ["worker", "reason", "active", "created_by", "created_at"]
+    list_filter = ["active"]
+    readonly_fields = ["worker", "reason", "created_by", "created_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+
+# --- qualification tests -----------------------------------------------------------------------
+
+
+class GoldItemInline(admin.StackedInline):
+    model = GoldItem
+    extra = 0
+
+
+@admin.register(StageQualification)
+class StageQualificationAdmin(admin.ModelAdmin):
+    list_display = ["name", "stage", "test_size", "pass_score", "live_accuracy_bar", "gold_items_count",
+                    "mturk_qualification_type_id"]
+    readonly_fields = ["mturk_qualification_type_id", "mturk_environment"]
+    inlines = [GoldItemInline]
+
+    @admin.display(description="gold items")
+    def gold_items_count(self, qualification):
+        return qualification.gold_items.filter(active=True).count()
+
+
+@admin.register(GoldItem)
+class GoldItemAdmin(admin.ModelAdmin):
+    list_display = ["id", "qualification", "kind", "question", "in_test", "in_live_work", "active"]
+    list_filter = ["qualification", "kind", "in_test", "in_live_work", "active"]
+
+
+@admin.register(GoldAnswer)
+class GoldAnswerAdmin(admin.ModelAdmin):
+    list_display = ["id", "item", "worker", "source", "answer", "correct", "reviewed_by", "created_at"]
+    list_filter = ["source", "correct", "item__kind"]
+    readonly_fields = ["item", "worker", "attempt", "source", "answer", "correct", "reviewed_by"]
+    actions = ["mark_correct", "mark_incorrect"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def _mark(self, request, queryset, correct):
+        for answer in queryset:
+            qualifications.review_free_text_answer(answer=answer, correct=correct,
+                                                   reviewer=request.user)
+
+    @admin.action(description="Mark correct (free-text review)")
+    def mark_correct(self, request, queryset):
+        self._mark(request, queryset, True)
+
+    @admin.action(description="Mark incorrect (free-text review)")
+    def mark_incorrect(self, request, queryset):
+        self._mark(request, queryset, False)
+
+
+@admin.register(WorkerQualification)
+class WorkerQualificationAdmin(admin.ModelAdmin):
+    list_display = ["worker", "qualification", "status", "test_score", "live_accuracy",
+                    "live_answers", "paused_at", "mturk_granted", "note"]
+    list_filter = ["status", "qualification", "mturk_granted"]
+    readonly_fields = ["worker", "qualification", "test_score", "live_accuracy", "live_answers",
+                       "granted_at", "paused_at", "mturk_granted"]
+    actions = ["resume"]
+
+    @admin.action(description="Resume paused workers")
+    def resume(self, request, queryset):
+        for granted in queryset.filter(status=WorkerQualification.Status.PAUSED):
+            qualifications.resume_worker(granted=granted, actor=request.user)
+
+
+@admin.register(AuditLog)
+class AuditLogAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "action", "platform", "study", "worker", "amount_usd", "actor", "ok",
+                    "error"]
+    list_filter = ["action", "platform", "ok"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,110 @@
+"""The MTurk requester API through boto3: sandbox or production by setting, and our retries.
+
+botocore's own retries are switched off (a Stubber bypasses them anyway): ServiceFault and
+ThrottlingException are retried here with exponential backoff and jitter; RequestError is our
+fault and surfaces at once as PlatformRequestError.
+"""
+
+import logging
+import random
+import time
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+from django.conf import settings
+
+from mturk import model_check
+from mturk.exceptions import PlatformError, PlatformRequestError
+from mturk.models import Environment
+
+logger = logging.getLogger(__name__)
+
+PRODUCTION_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
+SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
+WORKER_SITE = {
+    Environment.SANDBOX: "https://workersandbox.mturk.com",
+    Environment.PRODUCTION: "https://worker.mturk.com",
+}
+RETRYABLE_CODES = {"ServiceFault", "ThrottlingException", "Throttling", "ServiceUnavailable"}
+
+_clients = {}
+
+
+def environment():
+    return Environment.SANDBOX if settings.MTURK_SANDBOX else Environment.PRODUCTION
+
+
+def endpoint_url():
+    if settings.MTURK_ENDPOINT_URL:
+        return settings.MTURK_ENDPOINT_URL
+    return SANDBOX_ENDPOINT if settings.MTURK_SANDBOX else PRODUCTION_ENDPOINT
+
+
+def get_client():
+    """One boto3 client per endpoint, credentials from boto3's usual chain (or MTURK_* settings)."""
+    url = endpoint_url()
+    if url not in _clients:
+        credentials = {}
+        if settings.MTURK_ACCESS_KEY_ID:
+            credentials = {"aws_access_key_id": settings.MTURK_ACCESS_KEY_ID,
+                           "aws_secret_access_key": settings.MTURK_SECRET_ACCESS_KEY}
+        client = boto3.client(
+            "mturk", region_name="us-east-1", endpoint_url=url,
+            config=Config(retries={"total_max_attempts": 1, "mode": "standard"},
+                          connect_timeout=10, read_timeout=30),
+            **credentials,
+        )
+        _clients[url] = model_check.install(client)
+    return _clients[url]
+
+
+def call(operation, **params):
+    """Call one MTurk operation (boto3's snake_case name) with our retries. Returns the response."""
+    client = get_client()
+    attempts = max(1, settings.MTURK_MAX_ATTEMPTS)
+    for attempt in range(1, attempts + 1):
+        try:
+            return getattr(client, operation)(**params)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            message = error.response.get("Error", {}).get("Message", "") or str(error)
+            if code in RETRYABLE_CODES and attempt < attempts:
+                _back_off(operation, attempt, code)
+                continue
+            if code in RETRYABLE_CODES:
+                raise PlatformError(
+                    f"MTurk did not answer {operation} after {attempts} attempts ({code}: {message})."
+                ) from error
+            raise PlatformRequestError(f"MTurk refused {operation}: {message}", code=code,
+                                       response=error.response) from error
+        except (ConnectionError, HTTPClientError) as error:
+            if attempt < attempts:
+                _back_off(operation, attempt, type(error).__name__)
+                continue
+            raise PlatformError(f"MTurk could not be reached for {operation}: {error}") from error
+        except BotoCoreError as error:
+            raise PlatformError(f"MTurk call {operation} failed: {error}") from error
+    raise AssertionError("unreachable")
+
+
+def _back_off(operation, attempt, reason):
+    base = settings.MTURK_RETRY_BASE_SECONDS
+    delay = min(settings.MTURK_RETRY_MAX_SECONDS, base * 2 ** (attempt - 1))
+    delay = delay / 2 + random.uniform(0, delay / 2)
+    logger.warning("MTurk %s: %s; retry %d in %.2fs", operation, reason, attempt, delay)
+    time.sleep(delay)
+
+
+def account_balance():
+    """(environment, available balance as a string) for the admin banner."""
+    response = call("get_account_balance")
+    return response.get("AvailableBalance", "")
+
+
+def get_sqs_client():
+    """The SQS queue MTurk notifications are delivered to (optional)."""
+    key = ("sqs", settings.MTURK_SQS_QUEUE_URL)
+    if key not in _clients:
+        _clients[key] = boto3.client("sqs", region_name=settings.MTURK_SQS_REGION)
+    return _clients[key]

@@ -1,0 +1,51 @@
+"""Print the pay plan of a stage before launch: reward from measured (or estimated) time and a
+target wage, with the platform's fees, e.g.
+
+    manage.py plan_pay --stage caption --tasks 100 --estimate-seconds 180
+"""
+
+from decimal import Decimal
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.models import Stage, StageConfig, Worker
+from mturk import pay
+from mturk.exceptions import PlatformError
+from mturk.models import CrowdStudy
+
+
+class Command(BaseCommand):
+    help = "Plan a stage's pay: reward per task to a target hourly wage, fees and total."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", type=int, help="Plan for this crowd study (its settings).")
+        parser.add_argument("--stage", choices=Stage.values, default=Stage.CAPTION)
+        parser.add_argument("--platform", choices=Worker.Platform.values, default=Worker.Platform.MTURK)
+        parser.add_argument("--tasks", type=int, default=100)
+        parser.add_argument("--assignments", type=int, help="Assignments per task (the overlap).")
+        parser.add_argument("--wage", type=Decimal, help="Target hourly wage in USD (default $18).")
+        parser.add_argument("--estimate-seconds", type=float,
+                            help="Time per task when fewer than 5 have been measured.")
+        parser.add_argument("--budget", type=Decimal)
+
+    def handle(self, *args, **options):
+        try:
+            if options["study"]:
+                study = CrowdStudy.objects.filter(pk=options["study"]).first()
+                if study is None:
+                    raise CommandError(f"No crowd study {options['study']}.")
+                plan = pay.plan_for_study(study, tasks=options["tasks"],
+                                          assignments_per_task=options["assignments"] or 1)
+            else:
+                overlap = options["assignments"] or (
+                    StageConfig.objects.filter(stage=options["stage"])
+                    .values_list("overlap", flat=True).first() or 1)
+                plan = pay.plan(platform=options["platform"], stage=options["stage"],
+                                tasks=options["tasks"], assignments_per_task=overlap,
+                                hourly_wage=options["wage"],
+                                estimated_seconds=options["estimate_seconds"],
+                                budget=options["budget"])
+        except PlatformError as error:
+            raise CommandError(str(error)) from error
+        for line in plan.lines():
+            self.stdout.write(line)

@@ -1,0 +1,22 @@
+"""The crowd platforms behind one small interface (see base.Backend)."""
+
+from annotation.models import Worker
+
+
+def get_backend(platform):
+    from mturk.platforms.cloudresearch import CloudResearchBackend
+    from mturk.platforms.local import LocalBackend
+    from mturk.platforms.mturk import MTurkBackend
+    from mturk.platforms.prolific import ProlificBackend
+
+    backends = {
+        Worker.Platform.MTURK: MTurkBackend,
+        Worker.Platform.CLOUDRESEARCH: CloudResearchBackend,
+        Worker.Platform.PROLIFIC: ProlificBackend,
+        Worker.Platform.LOCAL: LocalBackend,
+    }
+    if platform not in backends:
+        from mturk.exceptions import PlatformError
+
+        raise PlatformError(f"Work cannot be published on {platform}.")
+    return backends[platform]()

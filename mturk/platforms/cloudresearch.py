@@ -1,0 +1,118 @@
+"""CloudResearch Connect: participants arrive by project link; approvals and bonuses through its
+API (X-API-KEY, IDEMPOTENCY-TOKEN), or a CSV for its dashboard."""
+
+import csv
+import io
+
+from django.conf import settings
+from django.utils.dateparse import parse_datetime
+
+from annotation.models import Worker
+from mturk.exceptions import PlatformError
+from mturk.models import short_hash
+from mturk.platforms.base import Backend, CallResult, PlatformRecord, State
+from mturk.platforms.http import JsonApi
+
+STATES = {"Pending": State.SUBMITTED, "Approved": State.APPROVED, "Rejected": State.REJECTED}
+LINK_PARAMETERS = {"participantId": "{%PARTICIPANT_ID%}", "assignmentId": "{%ASSIGNMENT_ID%}",
+                   "projectId": "{%PROJECT_ID%}"}
+
+
+class ConnectApi(JsonApi):
+    name = "CloudResearch Connect"
+
+    def __init__(self):
+        if not settings.CLOUDRESEARCH_API_KEY:
+            raise PlatformError("CLOUDRESEARCH_API_KEY is not set; use the CSV for the dashboard.")
+        super().__init__(settings.CLOUDRESEARCH_API_URL, {"X-API-KEY": settings.CLOUDRESEARCH_API_KEY})
+
+    def post(self, path, body, *, token):
+        # The same IDEMPOTENCY-TOKEN makes a retried POST safe, so it is retried.
+        return self.request("POST", path, json=body, headers={"IDEMPOTENCY-TOKEN": token})
+
+
+class CloudResearchBackend(Backend):
+    platform = Worker.Platform.CLOUDRESEARCH
+    link_parameters = LINK_PARAMETERS
+
+    def _project(self, study):
+        if not study.external_id:
+            raise PlatformError(f"Study “{study.name}” has no CloudResearch project id yet.")
+        return study.external_id
+
+    def records(self, study, *, hits=None):
+        body = ConnectApi().request("GET", f"assignments/{self._project(study)}")
+        return [self._record(item) for item in (body.get("assignments") or [])]
+
+    def _record(self, item):
+        submitted = item.get("completionTime")
+        return PlatformRecord(
+            assignment_id=item.get("assignmentId") or "", worker_id=item.get("participantId") or "",
+            state=STATES.get(item.get("status"), State.IN_PROGRESS) if submitted or
+            item.get("status") != "Pending" else State.IN_PROGRESS,
+            platform_status=item.get("status", ""),
+            submitted_at=parse_datetime(submitted) if submitted else None, raw=item,
+        )
+
+    def verify(self, submission):
+        for record in self.records(submission.study):
+            if record.assignment_id == submission.platform_assignment_id:
+                if record.worker_id != submission.worker.external_id:
+                    raise PlatformError(f"Connect assignment {record.assignment_id} belongs to "
+                                        "another participant; nothing was paid.")
+                return record
+        raise PlatformError(f"Connect does not list assignment {submission.platform_assignment_id} "
+                            "in this project; nothing was paid.")
+
+    def _review(self, submissions, action, message):
+        if not submissions:
+            return {}
+        project = submissions[0].study.external_id
+        body = {"participants": [{"id": s.platform_assignment_id, "message": message}
+                                 for s in submissions]}
+        token = short_hash(action, project, sorted(s.platform_assignment_id for s in submissions))
+        response = ConnectApi().post(f"assignments/{project}/{action}", body, token=token)
+        result = CallResult(ok=True, request={**body, "IDEMPOTENCY-TOKEN": token},
+                            response=response if isinstance(response, dict) else {"body": response})
+        return {s.pk: result for s in submissions}
+
+    def approve(self, submissions, *, feedback):
+        return self._review(submissions, "approve", feedback)
+
+    def reject(self, submissions, *, message, category=""):
+        if not message.strip():
+            raise PlatformError("Connect needs a message saying why work is rejected.")
+        return self._review(submissions, "reject", message)
+
+    def pay_bonus(self, bonus):
+        submission = bonus.submission
+        body = {"bonusPayment": [{"id": submission.platform_assignment_id,
+                                  "amount": float(bonus.amount_usd), "message": bonus.reason}]}
+        response = ConnectApi().post(f"assignments/{self._project(submission.study)}/bonus", body,
+                                     token=bonus.request_token)
+        return CallResult(ok=True, request={**body, "IDEMPOTENCY-TOKEN": bonus.request_token},
+                          response=response if isinstance(response, dict) else {"body": response})
+
+
+def payments_csv(study):
+    """Approvals and bonuses as Connect's dashboard takes them: one row per assignment, with its
+    participant id, assignment id, decision and bonus. Platform ids are needed to pay, so this file
+    is for the Connect dashboard only, never for sharing."""
+    from mturk.models import Bonus, Submission
+
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["participantId", "assignmentId", "status", "message", "bonus"])
+    submissions = study.submissions.select_related("worker").filter(
+        review__in=[Submission.Review.APPROVED, Submission.Review.REJECTED, Submission.Review.READY])
+    for submission in submissions:
+        bonus = sum(b.amount_usd for b in submission.bonuses.exclude(status=Bonus.Status.FAILED))
+        status = {"approved": "Approve", "rejected": "Reject"}.get(submission.review, "Approve")
+        writer.writerow([submission.worker.external_id, submission.platform_assignment_id, status,
+                         _safe_cell(submission.feedback), f"{bonus:.2f}" if bonus else ""])
+    return out.getvalue()
+
+
+def _safe_cell(text):
+    # A spreadsheet would run a cell starting with one of these as a formula.
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

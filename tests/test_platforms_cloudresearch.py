@@ -1,0 +1,92 @@
+"""CloudResearch Connect through its API and its dashboard CSV, against a loopback server."""
+
+import csv
+import io
+from decimal import Decimal
+
+import pytest
+
+from annotation.models import Assignment, Stage, WorkUnit
+from mturk import links, services
+from mturk.models import CrowdStudy, Submission
+from mturk.platforms.cloudresearch import payments_csv
+from tests.factories import FamilyFactory, WorkerFactory, launch
+from tests.mturk_wire import FakeConnect, make_researcher
+
+pytestmark = pytest.mark.django_db
+PROJECT = "ee2a7726-0745-4952-8646-00ba758d57a9"
+
+
+@pytest.fixture
+def connect(settings):
+    server = FakeConnect()
+    settings.CLOUDRESEARCH_API_URL = server.url
+    settings.CLOUDRESEARCH_API_KEY = server.key
+    settings.PUBLIC_BASE_URL = "https://crowdbench.example.org"
+    yield server
+    server.stop()
+
+
+def make_study():
+    family = FamilyFactory()
+    launch(family, Stage.PAIRWISE)
+    return CrowdStudy.objects.create(platform="cloudresearch", stage=Stage.PAIRWISE, family=family,
+                                     name="CHIRP-style preferences", external_id=PROJECT,
+                                     completion_code="ABCD1234", reward_usd=Decimal("0.20"))
+
+
+def participant(connect, study, pid, assignment_id, *, stored=True):
+    worker = WorkerFactory(platform="cloudresearch", external_id=pid)
+    connect.assignments[assignment_id] = {
+        "participantId": pid, "assignmentId": assignment_id, "projectId": PROJECT,
+        "startTime": "2026-11-20T10:00:00Z", "completionTime": "2026-11-20T10:02:00Z",
+        "status": "Pending", "payment": 0.2, "bonus": 0,
+        "completion": {"completionCode": None, "submissionType": "Redirect"}}
+    if stored:
+        unit = WorkUnit.objects.create(stage=Stage.PAIRWISE, key=f"b-{pid}", family=study.family)
+        Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
+                                  lease_expires_at=unit.created_at, platform_task_id=PROJECT,
+                                  platform_assignment_id=assignment_id)
+    return worker
+
+
+def test_study_link_and_completion_redirect():
+    study = make_study()
+    assert links.study_link(study).endswith(
+        "/work/pairwise/?participantId={%PARTICIPANT_ID%}"
+        "&assignmentId={%ASSIGNMENT_ID%}&projectId={%PROJECT_ID%}")
+    assert links.completion_redirect(study) == (
+        "https://connect.cloudresearch.com/participant/project/ABCD1234/complete")
+
+
+def test_sync_approve_and_bonus_through_the_api_with_idempotency_tokens(connect):
+    study = make_study()
+    participant(connect, study, "P1001", "A2001")
+    participant(connect, study, "P1002", "A2002", stored=False)
+    assert services.sync_study(study=study) == {"ready": 1, "flagged": 1}
+    researcher = make_researcher()
+    ready = Submission.objects.get(review=Submission.Review.READY)
+    done, problems = services.approve_submissions(submissions=[ready], actor=researcher,
+                                                  feedback="Thanks!")
+    assert len(done) == 1 and problems == []
+    assert connect.assignments["A2001"]["status"] == "Approved"
+    bonus = services.create_bonus(submission=done[0], amount="0.10", reason="Detailed reasons",
+                                  actor=researcher)
+    services.pay_bonus(bonus=bonus, actor=researcher)
+    assert connect.bonuses == [{"id": "A2001", "amount": 0.1, "message": "Detailed reasons"}]
+    posts = [r for r in connect.requests if r[0] == "POST"]
+    assert all(h["X-API-KEY"] == "connect-key" and h["IDEMPOTENCY-TOKEN"] for _, _, h, _ in posts)
+    assert posts[-1][2]["IDEMPOTENCY-TOKEN"] == f"crowdbench-bonus-{bonus.pk}"
+
+
+def test_the_dashboard_csv_lists_approvals_and_bonuses_safely(connect):
+    study = make_study()
+    participant(connect, study, "P1001", "A2001")
+    services.sync_study(study=study)
+    researcher = make_researcher()
+    done, _ = services.approve_submissions(submissions=list(Submission.objects.all()),
+                                           actor=researcher, feedback="=HYPERLINK(\"x\")")
+    services.create_bonus(submission=done[0], amount="0.10", reason="r", actor=researcher)
+    rows = list(csv.reader(io.StringIO(payments_csv(study))))
+    assert rows[0] == ["participantId", "assignmentId", "status", "message", "bonus"]
+    assert rows[1] == ["P1001", "A2001", "Approve", "'=HYPERLINK(\"x\")", "0.10"]
