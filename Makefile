@@ -22,6 +22,7 @@ run: install
 
 test: install
 	scripts/ensure-services.sh
+	scripts/ensure-browser.sh
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: install

@@ -6,6 +6,7 @@ from django.views.static import serve
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("dashboard/", include("frontend.urls")),
+    path("", include("frontend.annotator_urls")),
 ]
 
 if not settings.AWS_STORAGE_BUCKET_NAME:

@@ -1,0 +1,121 @@
+"""Signed tokens that bind a task page to one assignment of one worker.
+
+A platform worker id in a URL is only a claim (DESIGN: "MTurk's worker side"), and inside MTurk's
+iframe Safari may drop every cookie, so neither the URL nor the session can say who is submitting.
+Instead the page is given, when it is first served, a token signed with our secret key that names
+our assignment and worker; the submit endpoint trusts that token and nothing else.
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core import signing
+
+from annotation.exceptions import AnnotationError
+
+_ASSIGNMENT_SALT = "crowdbench.frontend.assignment"
+_SESSION_SALT = "crowdbench.frontend.study-session"
+_WORKER_SALT = "crowdbench.frontend.worker-page"
+
+
+class TokenRefused(AnnotationError):
+    """A token that is forged, altered, or too old; the message is for the worker."""
+
+
+@dataclass(frozen=True)
+class AssignmentGrant:
+    """What a task page may submit: one assignment, for one worker.
+
+    `turk_submit_to` is where MTurk wants the assignment handed back; `study_id` and
+    `platform_session_id` say which CloudResearch / Prolific study the participant works in.
+    """
+
+    assignment_id: int
+    worker_id: int
+    turk_submit_to: str = ""
+    study_id: int | None = None
+    platform_session_id: str = ""
+
+    @property
+    def session(self):
+        if self.study_id is None:
+            return None
+        return StudySession(worker_id=self.worker_id, study_id=self.study_id,
+                            platform_session_id=self.platform_session_id)
+
+
+@dataclass(frozen=True)
+class StudySession:
+    """A CloudResearch / Prolific participant working through a study, possibly unit after unit."""
+
+    worker_id: int
+    study_id: int
+    platform_session_id: str = ""
+
+
+def sign_assignment(grant):
+    return signing.dumps(
+        {"a": grant.assignment_id, "w": grant.worker_id, "t": grant.turk_submit_to,
+         "s": grant.study_id, "p": grant.platform_session_id},
+        salt=_ASSIGNMENT_SALT, compress=True,
+    )
+
+
+def read_assignment(token):
+    data = _load(token, _ASSIGNMENT_SALT)
+    try:
+        return AssignmentGrant(assignment_id=int(data["a"]), worker_id=int(data["w"]),
+                               turk_submit_to=str(data.get("t") or ""),
+                               study_id=int(data["s"]) if data.get("s") is not None else None,
+                               platform_session_id=str(data.get("p") or ""))
+    except (KeyError, TypeError, ValueError):
+        raise TokenRefused(FORGED_MESSAGE) from None
+
+
+def sign_session(session):
+    return signing.dumps(
+        {"w": session.worker_id, "s": session.study_id, "p": session.platform_session_id},
+        salt=_SESSION_SALT, compress=True,
+    )
+
+
+def read_session(token):
+    data = _load(token, _SESSION_SALT)
+    try:
+        return StudySession(worker_id=int(data["w"]), study_id=int(data["s"]),
+                            platform_session_id=str(data.get("p", "")))
+    except (KeyError, TypeError, ValueError):
+        raise TokenRefused(FORGED_MESSAGE) from None
+
+
+def sign_worker(worker_id):
+    """A link to a worker's own page, for platform workers who have no account with us."""
+    return signing.dumps({"w": worker_id}, salt=_WORKER_SALT)
+
+
+def read_worker(token):
+    data = _load(token, _WORKER_SALT)
+    try:
+        return int(data["w"])
+    except (KeyError, TypeError, ValueError):
+        raise TokenRefused(FORGED_MESSAGE) from None
+
+
+FORGED_MESSAGE = "This page's task key is not valid. Please open the task again from your platform."
+
+
+def _load(token, salt):
+    if not token:
+        raise TokenRefused(FORGED_MESSAGE)
+    try:
+        data = signing.loads(token, salt=salt, max_age=settings.ANNOTATOR_TOKEN_MAX_AGE_SECONDS)
+    except signing.SignatureExpired:
+        raise TokenRefused(
+            "This page has been open too long. Reload it to continue: your text is kept in this "
+            "browser."
+        ) from None
+    except signing.BadSignature:
+        raise TokenRefused(FORGED_MESSAGE) from None
+    if not isinstance(data, dict):
+        raise TokenRefused(FORGED_MESSAGE)
+    return data

@@ -1,0 +1,97 @@
+"""A worker's own record, as our Assignment rows tell it (page 6, "Your work")."""
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, Sum
+
+from annotation.models import Assignment, Reference, Stage
+
+RECENT = 50
+
+
+@dataclass(frozen=True)
+class StageTally:
+    stage: str
+    label: str
+    submitted: int
+    in_progress: int
+    given_back: int
+    active_minutes: float
+
+
+@dataclass(frozen=True)
+class WorkRow:
+    stage_label: str
+    family: str
+    status: str
+    submitted_at: object
+    active_minutes: float | None
+    wrote: str
+    """The worker's own text (shown escaped), or their answer for verification."""
+    outcome: str
+
+
+def stage_tallies(worker):
+    rows = (
+        worker.assignments.values("unit__stage")
+        .annotate(
+            submitted=Count("pk", filter=Q(status=Assignment.Status.SUBMITTED)),
+            in_progress=Count("pk", filter=Q(status=Assignment.Status.LEASED)),
+            given_back=Count("pk", filter=Q(status__in=[Assignment.Status.RETURNED,
+                                                        Assignment.Status.EXPIRED])),
+            seconds=Sum("active_seconds"),
+        )
+        .order_by("unit__stage")
+    )
+    labels = dict(Stage.choices)
+    return [
+        StageTally(stage=row["unit__stage"], label=labels.get(row["unit__stage"], row["unit__stage"]),
+                   submitted=row["submitted"], in_progress=row["in_progress"],
+                   given_back=row["given_back"], active_minutes=round((row["seconds"] or 0) / 60, 1))
+        for row in rows
+    ]
+
+
+def recent_work(worker, limit=RECENT):
+    assignments = (
+        worker.assignments.select_related(
+            "unit__family", "instruction_submission__instance", "caption__instance",
+            "verification__reference",
+        )
+        .order_by("-leased_at")[:limit]
+    )
+    return [_row(assignment) for assignment in assignments]
+
+
+def _row(assignment):
+    wrote, outcome = "", ""
+    if hasattr(assignment, "instruction_submission"):
+        instance = assignment.instruction_submission.instance
+        wrote, outcome = instance.instruction, instance.get_status_display()
+    elif hasattr(assignment, "caption"):
+        caption = assignment.caption
+        wrote = " / ".join(caption.texts)
+        outcome = "Used for the reference" if caption.instance.current_caption_id == caption.pk \
+            else caption.instance.get_status_display()
+    elif hasattr(assignment, "verification"):
+        verification = assignment.verification
+        wrote = "Correct" if verification.is_correct else "Incorrect"
+        outcome = _verification_outcome(verification)
+    seconds = assignment.active_seconds
+    return WorkRow(
+        stage_label=assignment.unit.get_stage_display(),
+        family=assignment.unit.family.name,
+        status=assignment.get_status_display(),
+        submitted_at=assignment.submitted_at,
+        active_minutes=round(seconds / 60, 1) if seconds is not None else None,
+        wrote=wrote,
+        outcome=outcome,
+    )
+
+
+def _verification_outcome(verification):
+    verdict = verification.reference.verdict
+    if verdict == Reference.Verdict.PENDING:
+        return "Waiting for the other verifiers"
+    agreed = (verdict == Reference.Verdict.CORRECT) == verification.is_correct
+    return "Agreed with the final verdict" if agreed else "Differed from the final verdict"
