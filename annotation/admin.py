@@ -428,3 +428,4 @@ class WorkerAdmin(admin.ModelAdmin):
     search_fields = ["external_id"]
     raw_id_fields = ["user"]
 from annotation import scoring_admin  # noqa: E402,F401
+from annotation import snapshot_admin  # noqa: E402,F401

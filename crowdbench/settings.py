@@ -238,3 +238,40 @@ CELERY_BEAT_SCHEDULE["sync-platforms"] = {"task": "tasks.sync_platforms", "sched
 CELERY_BEAT_SCHEDULE["poll-mturk-notifications"] = {
     "task": "tasks.poll_mturk_notifications", "schedule": 60.0,
 }
+
+# Snapshots and the REST API (issue #6). Snapshots are stored through their own storage: a folder
+# under var/ by default (not under MEDIA_ROOT, so not served), the S3 bucket's "snapshots/" prefix
+# when AWS_STORAGE_BUCKET_NAME is set.
+INSTALLED_APPS += ["rest_framework", "rest_framework.authtoken", "django_filters", "drf_spectacular"]
+SNAPSHOTS_LOCATION = env("SNAPSHOTS_LOCATION", default="snapshots" if AWS_STORAGE_BUCKET_NAME
+                         else str(VAR_DIR / "snapshots"))
+STORAGES["snapshots"] = {
+    "BACKEND": STORAGES["default"]["BACKEND"],
+    "OPTIONS": {"location": SNAPSHOTS_LOCATION},
+}
+# Rows fetched per round trip (a server-side cursor on PostgreSQL) and per Parquet row group.
+EXPORT_CHUNK_ROWS = env.int("EXPORT_CHUNK_ROWS", default=5000)
+CELERY_IMPORTS = [*CELERY_IMPORTS, "tasks.exports"]
+REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes a request without credentials a 401.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_PAGINATION_CLASS": "annotation.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "crowdbench API",
+    "DESCRIPTION": "Instruction families, instances, preference studies, judgements, leaderboards "
+                   "and snapshots of the VisIT-Bench crowd pipeline. Researchers only (staff token).",
+    "VERSION": "1",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
+    "SERVE_INCLUDE_SCHEMA": False,
+}

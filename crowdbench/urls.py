@@ -6,6 +6,7 @@ from django.views.static import serve
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("dashboard/", include("frontend.urls")),
+    path("api/", include("annotation.api.urls")),
     path("", include("frontend.annotator_urls")),
 ]
 

@@ -1,0 +1,20 @@
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from annotation.api import views
+
+router = DefaultRouter()
+router.register("families", views.FamilyViewSet, basename="family")
+router.register("instances", views.InstanceViewSet, basename="instance")
+router.register("studies", views.StudyViewSet, basename="study")
+router.register("judgements", views.HumanJudgementViewSet, basename="judgement")
+router.register("judge-judgements", views.JudgeJudgementViewSet, basename="judge-judgement")
+router.register("snapshots", views.SnapshotViewSet, basename="snapshot")
+
+app_name = "api"
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("", include(router.urls)),
+]

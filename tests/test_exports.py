@@ -1,0 +1,215 @@
+import csv
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from annotation import exports
+from annotation.imports import import_visit_bench
+from annotation.models import CHIRP_CRITERIA, Instance
+from tests.export_fixtures import CRITERIA, judged_study_fixture  # noqa: F401
+from tests.scoring_factories import verified_instance
+
+pytestmark = pytest.mark.django_db
+
+DATA = Path(__file__).resolve().parents[2] / "shared/data/visit-bench"
+
+
+def _cells(text):
+    return list(csv.reader(io.StringIO(text, newline="")))
+
+
+def _export(table, **options):
+    handle = io.StringIO(newline="")
+    exports.export_sheet(table=table, csv_file=handle, **options)
+    return handle.getvalue()
+
+
+def test_multi_image_sheet_round_trips_cell_by_cell():
+    original = (DATA / "visit_bench_multi_images.csv").read_text(encoding="utf-8")
+    import_visit_bench(path_or_file=DATA / "visit_bench_multi_images.csv")
+
+    exported = _export(exports.MULTI_IMAGE_SHEET)
+
+    expected, got = _cells(original), _cells(exported)
+    assert got[0] == expected[0]
+    assert len(got) == len(expected) == 101
+    for number, (want, have) in enumerate(zip(expected, got, strict=True), start=1):
+        for column, a, b in zip(expected[0], want, have, strict=True):
+            assert a == b, f"row {number}, column {column}"
+    # The published quoting and line ends come back too, byte for byte.
+    assert exported == original
+
+
+def test_fully_annotated_example_round_trips():
+    original = (DATA / "visit_fully_annotated_example.csv").read_text(encoding="utf-8")
+    import_visit_bench(path_or_file=DATA / "visit_fully_annotated_example.csv")
+
+    exported = _export(exports.FULLY_ANNOTATED_SHEET, instances=exports.published_instances())
+
+    assert _cells(exported) == _cells(original)
+
+
+def test_fully_annotated_rows_appear_in_the_single_image_sheet_without_a_model_prediction():
+    import_visit_bench(path_or_file=DATA / "visit_fully_annotated_example.csv")
+
+    rows = list(csv.DictReader(io.StringIO(_export(exports.SINGLE_IMAGE_SHEET), newline="")))
+
+    assert len(rows) == 10
+    assert list(rows[0]) == exports.SINGLE_IMAGE_SHEET.header
+    assert rows[0]["image"].startswith("https://visit-instruction-tuning.s3.amazonaws.com/")
+    assert rows[0]["gpt4_prediction"] == ""
+    assert rows[0]["reference_output"] and rows[0]["is_multiple_images"] == "False"
+    assert _cells(_export(exports.MULTI_IMAGE_SHEET)) == [exports.MULTI_IMAGE_SHEET.header]
+
+
+def test_instances_our_verifiers_discarded_are_not_exported():
+    kept = verified_instance(instruction="kept")
+    discarded = verified_instance(instruction="discarded")
+    for instance, verdict in ((kept, "correct"), (discarded, "incorrect")):
+        instance.references.create(text="ref", model="gpt-4", verdict=verdict,
+                                   caption=instance.current_caption)
+    Instance.objects.filter(pk=discarded.pk).update(status=Instance.Status.DISCARDED)
+
+    rows = list(csv.DictReader(io.StringIO(_export(exports.SINGLE_IMAGE_SHEET), newline="")))
+
+    assert [row["instruction"] for row in rows] == ["kept"]
+    assert rows[0]["gpt4_prediction"] == "ref" and rows[0]["human_ratings_gpt4_correct"] == "True"
+
+
+# --- preferences and battles -------------------------------------------------------------------
+
+
+def _table(table, rows):
+    handle = io.StringIO(newline="")
+    exports.write_table(table, rows, csv_file=handle)
+    return handle.getvalue()
+
+
+def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement(judged_study):
+    study, _ = judged_study
+    from annotation.models import HumanJudgement
+
+    text = _table(exports.HUMAN_PREFERENCES, exports.human_preference_rows(studies=[study]))
+    rows = _cells(text)
+
+    assert text.splitlines()[0] == (
+        "image_url,instruction,A,B,A_model,B_model,model_selection.A,model_selection.B"
+    )
+    judgements = list(HumanJudgement.objects.order_by("id").select_related(
+        "battle__instance", "battle__response_a", "battle__response_b"))
+    assert len(rows) - 1 == len(judgements) > 0
+    for row, judgement in zip(rows[1:], judgements, strict=True):
+        battle = judgement.battle
+        urls = [image.url for image in battle.instance.ordered_images()]
+        chose_a = judgement.winner_side(judgement.choice) == "model_a"
+        assert row == [
+            urls[0] if len(urls) == 1 else json.dumps(urls),
+            battle.instance.instruction,
+            battle.response_a.text,
+            battle.response_b.text,
+            battle.response_a.model_name,
+            battle.response_b.model_name,
+            str(chose_a),
+            str(not chose_a),
+        ]
+
+
+def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_study):
+    study, _ = judged_study
+    text = _table(exports.HUMAN_PREFERENCES_WIDE,
+                  exports.human_preference_rows(studies=[study], wide=True))
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+
+    assert "RAWWORKERID" not in text
+    assert {row["criterion"] for row in rows} == set(CHIRP_CRITERIA)
+    assert all(row["worker"].startswith("w_") for row in rows)
+    assert {row["time_taken_seconds"] for row in rows} == {"12.5"}
+    for row in rows:
+        picked_a = row["side_chosen"] == row["side_shown_A"]
+        assert row["model_selection.A"] == str(picked_a)
+        assert row["side_chosen"] == ("right" if row["criterion"] == "detail" else "left")
+
+
+def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_study):
+    study, run = judged_study
+    handle = io.StringIO(newline="")
+    exports.write_table(exports.BATTLES, exports.battle_rows(studies=[study]), jsonl_file=handle)
+    records = [json.loads(line) for line in handle.getvalue().splitlines()]
+
+    assert records
+    for record in records:
+        assert list(record) == [
+            "A_model", "B_model", "A", "B", "image_url", "instruction", "instruction_category",
+            "engine", "evaluated_with_reference", "auto_evaluation_result", "auto_evaluation_cot",
+            "A_model_in_cot", "B_model_in_cot",
+        ]
+        assert "human-verified reference" not in (record["A_model"], record["B_model"])
+        assert record["engine"] == run.engine and record["evaluated_with_reference"] is False
+        assert record["A_model_in_cot"] == [record["A_model"], record["B_model"]]
+        assert record["B_model_in_cot"] == [record["B_model"], record["A_model"]]
+        # "Response A is better" in both orderings: each ordering's first-shown model wins.
+        assert record["auto_evaluation_result"] == [record["A_model"], record["B_model"]]
+        assert all("Overall, Response A is better." in cot for cot in record["auto_evaluation_cot"])
+
+
+def test_parquet_holds_the_same_rows_as_the_csv(judged_study, tmp_path):
+    study, _ = judged_study
+    for table in (exports.HUMAN_PREFERENCES, exports.HUMAN_PREFERENCES_WIDE):
+        csv_path, parquet_path = tmp_path / f"{table.name}.csv", tmp_path / f"{table.name}.parquet"
+        with open(csv_path, "w", newline="", encoding="utf-8") as handle:
+            exports.write_table(table, exports.human_preference_rows(
+                studies=[study], wide=table is exports.HUMAN_PREFERENCES_WIDE),
+                csv_file=handle, parquet_file=parquet_path, chunk_rows=3)
+        from_csv = pd.read_csv(csv_path, keep_default_na=False)
+        from_parquet = pd.read_parquet(parquet_path)
+        assert list(from_parquet.columns) == table.header
+        assert len(from_parquet) == len(from_csv) > 3
+        assert from_parquet["model_selection.A"].tolist() == from_csv["model_selection.A"].tolist()
+        assert from_parquet["A"].tolist() == from_csv["A"].tolist()
+        assert from_parquet["image_url"].tolist() == from_csv["image_url"].tolist()
+
+
+def test_sheet_parquet_matches_the_csv_read_by_pandas(tmp_path):
+    import_visit_bench(path_or_file=DATA / "visit_bench_multi_images.csv")
+    table = exports.MULTI_IMAGE_SHEET
+    rows = [row for _, row in exports.sheet_rows(table=table)]
+    with open(tmp_path / "s.csv", "w", newline="", encoding="utf-8") as handle:
+        exports.write_table(table, rows, csv_file=handle, parquet_file=tmp_path / "s.parquet",
+                            chunk_rows=7)
+
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "s.parquet"),
+        pd.read_csv(tmp_path / "s.csv", keep_default_na=False),
+        check_dtype=False,
+    )
+
+
+# --- spreadsheets ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cell", ["=HYPERLINK(\"http://x\")", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"])
+def test_formula_cells_are_neutralised_for_spreadsheets(cell):
+    assert exports.neutralise_formula(cell) == "'" + cell
+
+
+def test_plain_cells_are_left_alone_for_spreadsheets():
+    assert exports.neutralise_formula("A red bicycle = fun") == "A red bicycle = fun"
+
+
+def test_spreadsheet_variant_neutralises_while_the_exact_csv_keeps_the_text():
+    instance = verified_instance(instruction="=cmd|' /C calc'!A0")
+    instance.references.create(text="@SUM(1)", model="gpt-4", verdict="correct",
+                               caption=instance.current_caption)
+    exact, sheet = io.StringIO(newline=""), io.StringIO(newline="")
+    rows = [row for _, row in exports.sheet_rows(table=exports.SINGLE_IMAGE_SHEET)]
+    exports.write_table(exports.SINGLE_IMAGE_SHEET, rows, csv_file=exact, spreadsheet_file=sheet)
+
+    exact_row = dict(zip(*_cells(exact.getvalue()), strict=True))
+    sheet_row = dict(zip(*_cells(sheet.getvalue()), strict=True))
+    assert exact_row["instruction"] == "=cmd|' /C calc'!A0"
+    assert sheet_row["instruction"] == "'=cmd|' /C calc'!A0"
+    assert sheet_row["gpt4_prediction"] == "'@SUM(1)"
+    assert sheet_row["instruction_category"] == exact_row["instruction_category"]

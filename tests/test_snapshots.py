@@ -1,0 +1,254 @@
+import csv
+import io
+import json
+from pathlib import Path
+
+import boto3
+import pandas as pd
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import transaction
+from django.urls import reverse
+from moto.server import ThreadedMotoServer
+
+from annotation import snapshots
+from annotation.exceptions import AnnotationError
+from annotation.imports import import_visit_bench
+from annotation.models import Instance, Snapshot
+from tasks.exports import build_snapshot_job
+from tests.export_fixtures import RAW_WORKER_IDS, judged_study_fixture  # noqa: F401
+from tests.scoring_factories import verified_instance
+
+pytestmark = pytest.mark.django_db
+
+DATA = Path(__file__).resolve().parents[2] / "shared/data/visit-bench"
+
+
+@pytest.fixture(autouse=True)
+def snapshot_folder(settings, tmp_path):
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "snapshots": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                      "OPTIONS": {"location": str(tmp_path / "snapshots")}},
+    }
+    return tmp_path / "snapshots"
+
+
+def _snapshot(**options):
+    return snapshots.build_snapshot(snapshot=snapshots.request_snapshot(background=False, **options))
+
+
+def _read(snapshot, name):
+    with snapshots.snapshot_storage().open(f"v{snapshot.version}/{name}", "rb") as handle:
+        return handle.read()
+
+
+def test_snapshots_are_numbered_one_two_three():
+    versions = [snapshots.request_snapshot(background=False).version for _ in range(3)]
+    assert versions == [1, 2, 3]
+
+
+def test_a_snapshot_holds_the_published_sheets_and_its_manifest():
+    import_visit_bench(path_or_file=DATA / "visit_bench_multi_images.csv")
+
+    snapshot = _snapshot(note="first release")
+
+    assert snapshot.status == Snapshot.Status.DONE and snapshot.progress == 100
+    names = [entry["name"] for entry in snapshot.files]
+    assert names == sorted(names)
+    assert {"visit_bench_multi_images.csv", "visit_bench_multi_images.parquet",
+            "spreadsheet/visit_bench_multi_images.csv", "human_preferences.csv",
+            "human_preferences_wide.parquet", "battles.jsonl", "battles.parquet"} <= set(names)
+    original = (DATA / "visit_bench_multi_images.csv").read_bytes()
+    assert _read(snapshot, "visit_bench_multi_images.csv") == original
+    manifest = json.loads(_read(snapshot, "manifest.json"))
+    assert manifest == json.loads(json.dumps(snapshot.manifest))
+    assert manifest["version"] == 1 and manifest["content_sha256"] == snapshot.content_sha256
+    assert manifest["rows"]["visit_bench_multi_images"] == 100
+    assert manifest["table2"]["multi"]["references"] == 100
+    assert manifest["table2"]["multi"]["correct"] == 63
+    rcc = manifest["counts"]["families"]["rcc"]
+    assert rcc["is_multi_image"] and sum(rcc["instances"].values()) > 0
+    assert manifest["citations"][0]["source_dataset"] == "VisIT-Bench"
+    card = _read(snapshot, "README.md").decode()
+    assert "| `images_dense_captions` |" in card and "config_name: visit_bench_multi_images" in card
+    sums = _read(snapshot, "SHA256SUMS").decode()
+    assert f"{snapshot.files[0]['sha256']}  {snapshot.files[0]['name']}" in sums
+
+
+def test_manifest_names_models_judges_licences_and_citations(judged_study):
+    study, run = judged_study
+
+    snapshot = _snapshot(studies=[study])
+
+    manifest = snapshot.manifest
+    assert {m["name"] for m in manifest["models"]} >= {"llava", "otter"}
+    assert manifest["judges"][0]["engine"] == run.engine
+    assert manifest["judges"][0]["evaluated_with_reference"] is False
+    assert manifest["image_licences"][0]["licence"] == "CC BY 2.0"
+    assert manifest["citations"] == [{"source_dataset": "WikiArt", "families": ["Art knowledge"],
+                                      "citation": "@article{wikiart, title={WikiArt}}"}]
+    assert manifest["studies"][0]["human_judgements"] > 0
+    preferences = pd.read_parquet(io.BytesIO(_read(snapshot, "human_preferences.parquet")))
+    assert len(preferences) == manifest["studies"][0]["human_judgements"]
+
+
+def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_study, snapshot_folder):
+    study, _ = judged_study
+
+    snapshot = _snapshot(studies=[study])
+
+    files = [path for path in snapshot_folder.rglob("*") if path.is_file()]
+    assert len(files) == len(snapshot.files) + 3
+    for path in files:
+        data = path.read_bytes()
+        for raw in RAW_WORKER_IDS:
+            assert raw.encode() not in data, path
+    wide = list(csv.DictReader(io.StringIO(_read(snapshot, "human_preferences_wide.csv").decode())))
+    assert wide and all(row["worker"].startswith("w_") for row in wide)
+    assert RAW_WORKER_IDS[0] not in json.dumps(snapshot.manifest)
+
+
+def test_the_same_data_gives_the_same_content_hash(judged_study):
+    study, _ = judged_study
+
+    first, second = _snapshot(studies=[study]), _snapshot(studies=[study])
+
+    assert (first.version, second.version) == (1, 2)
+    assert first.content_sha256 == second.content_sha256
+    assert [f["sha256"] for f in first.files] == [f["sha256"] for f in second.files]
+
+
+def test_a_change_changes_the_content_hash():
+    instance = verified_instance(instruction="Before")
+    instance.references.create(caption=instance.current_caption, text="r", model="gpt-4",
+                               verdict="correct")
+    first = _snapshot()
+    Instance.objects.filter(pk=instance.pk).update(instruction="After")
+
+    assert _snapshot().content_sha256 != first.content_sha256
+
+
+def test_a_done_snapshot_is_immutable(judged_study):
+    study, _ = judged_study
+    snapshot = _snapshot()
+
+    snapshot.note = "rewritten"
+    with pytest.raises(AnnotationError, match="immutable"):
+        snapshot.save()
+    with pytest.raises(AnnotationError, match="immutable"), transaction.atomic():
+        snapshot.studies.add(study)
+    with pytest.raises(AnnotationError, match="immutable"):
+        snapshot.delete()
+    assert Snapshot.objects.get().note == ""
+
+
+def _decided(instruction, family=None):
+    instance = verified_instance(instruction=instruction, **({"family": family} if family else {}))
+    instance.references.create(caption=instance.current_caption, text="r", model="gpt-4",
+                               verdict="correct")
+    return instance
+
+
+def test_diff_against_the_previous_snapshot_lists_added_removed_changed():
+    kept, changed, removed = _decided("kept"), _decided("changed"), _decided("removed")
+    _snapshot()
+    Instance.objects.filter(pk=changed.pk).update(instruction="changed again")
+    Instance.objects.filter(pk=removed.pk).update(status=Instance.Status.DISCARDED)
+    added = _decided("added")
+    second = _snapshot()
+
+    diff = snapshots.diff_snapshots(new=second)
+
+    assert diff.old.version == 1
+    assert (diff.added, diff.removed, diff.changed) == ((added.pk,), (removed.pk,), (changed.pk,))
+    assert kept.pk not in diff.added + diff.removed + diff.changed
+    assert diff.summary() == "v2 against v1: 1 instance(s) added, 1 removed, 1 changed."
+
+
+def test_snapshot_command_creates_and_diffs():
+    _decided("one")
+    out = io.StringIO()
+    call_command("snapshot", "create", "--note", "cli", stdout=out)
+    assert "Snapshot v1: Done" in out.getvalue()
+    _decided("two")
+    call_command("snapshot", "create", stdout=out)
+
+    out = io.StringIO()
+    call_command("snapshot", "diff", "--ids", stdout=out)
+
+    assert "v2 against v1: 1 instance(s) added, 0 removed, 0 changed." in out.getvalue()
+
+
+def test_the_background_job_builds_a_requested_snapshot_and_is_idempotent():
+    _decided("one")
+    snapshot = snapshots.request_snapshot(background=False)
+
+    assert build_snapshot_job(snapshot.pk) == Snapshot.Status.DONE
+    first = Snapshot.objects.get(pk=snapshot.pk)
+    assert build_snapshot_job(snapshot.pk) == Snapshot.Status.DONE
+    assert Snapshot.objects.get(pk=snapshot.pk).finished_at == first.finished_at
+
+
+def test_admin_requests_a_snapshot_and_shows_it_read_only(client, judged_study,
+                                                         django_capture_on_commit_callbacks):
+    study, _ = judged_study
+    user = get_user_model().objects.create_superuser("lead", password="pw")
+    client.force_login(user)
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(reverse("admin:annotation_snapshot_add"),
+                               {"note": "from admin", "studies": [study.pk]})
+
+    assert response.status_code == 302
+    snapshot = Snapshot.objects.get()
+    assert (snapshot.version, snapshot.created_by, snapshot.status) == (1, user, "pending")
+    assert list(snapshot.studies.all()) == [study]
+    assert len(callbacks) == 1
+    snapshots.build_snapshot(snapshot=snapshot)
+    page = client.get(reverse("admin:annotation_snapshot_change", args=[snapshot.pk]))
+    assert page.status_code == 200
+    assert b"human_preferences.csv" in page.content and b'value="100"' in page.content
+    assert client.post(reverse("admin:annotation_snapshot_delete", args=[snapshot.pk]),
+                       {"post": "yes"}).status_code == 403
+    assert Snapshot.objects.filter(pk=snapshot.pk).exists()
+
+
+@pytest.fixture
+def s3_server():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_snapshots_are_stored_in_s3_through_django_storages(settings, s3_server):
+    credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing",
+                   "region_name": "us-east-1"}
+    boto3.client("s3", endpoint_url=s3_server, **credentials).create_bucket(Bucket="crowdbench")
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "snapshots": {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {"bucket_name": "crowdbench", "endpoint_url": s3_server,
+                        "access_key": "testing", "secret_key": "testing",
+                        "region_name": "us-east-1", "location": "snapshots"},
+        },
+    }
+    _decided("stored in S3")
+
+    snapshot = _snapshot()
+    again = snapshots.build_snapshot(snapshot=snapshot)
+
+    objects = boto3.client("s3", endpoint_url=s3_server, **credentials).list_objects_v2(
+        Bucket="crowdbench", Prefix="snapshots/v1/")
+    keys = sorted(item["Key"] for item in objects["Contents"])
+    assert "snapshots/v1/visit_bench_single_image.csv" in keys
+    assert "snapshots/v1/manifest.json" in keys and "snapshots/v1/SHA256SUMS" in keys
+    assert len(keys) == len(snapshot.files) + 3
+    body = boto3.client("s3", endpoint_url=s3_server, **credentials).get_object(
+        Bucket="crowdbench", Key="snapshots/v1/visit_bench_single_image.csv")["Body"].read()
+    assert b"stored in S3" in body
+    assert again.content_sha256 == snapshot.content_sha256
