@@ -28,6 +28,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "storages",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
     "annotation",
     "tasks",
     "mturk",
@@ -127,8 +131,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging", "tasks.platforms", "tasks.exports"]
 CELERY_BEAT_SCHEDULE = {
     "expire-leases": {"task": "tasks.expire_leases", "schedule": 60.0},
+    "sync-platforms": {"task": "tasks.sync_platforms", "schedule": 300.0},
+    "poll-mturk-notifications": {"task": "tasks.poll_mturk_notifications", "schedule": 60.0},
 }
 
 # Reference generation through any OpenAI-compatible endpoint (paper §2.1).
@@ -161,7 +168,6 @@ LOGGING = {
 
 # Keyed hash for worker pseudonyms in exports and reports; rotating it breaks old pseudonyms.
 PSEUDONYM_KEY = env("PSEUDONYM_KEY", default=SECRET_KEY)
-CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging"]
 
 # LLM judge (paper §4, Appendix F): any OpenAI-compatible server; unset values use OPENAI_*.
 JUDGE_MODEL = env("JUDGE_MODEL", default="gpt-4")
@@ -233,16 +239,10 @@ PLATFORM_HTTP_RETRY_MAX_SECONDS = env.float("PLATFORM_HTTP_RETRY_MAX_SECONDS", d
 # on the account, so they are values to set (e.g. {"prolific": 0.333}); unset means none counted.
 TARGET_HOURLY_WAGE_USD = env("TARGET_HOURLY_WAGE_USD", default="18.00")
 PLATFORM_FEE_RATES = env.json("PLATFORM_FEE_RATES_JSON", default={})
-CELERY_IMPORTS = [*CELERY_IMPORTS, "tasks.platforms"]
-CELERY_BEAT_SCHEDULE["sync-platforms"] = {"task": "tasks.sync_platforms", "schedule": 300.0}
-CELERY_BEAT_SCHEDULE["poll-mturk-notifications"] = {
-    "task": "tasks.poll_mturk_notifications", "schedule": 60.0,
-}
 
 # Snapshots and the REST API (issue #6). Snapshots are stored through their own storage: a folder
 # under var/ by default (not under MEDIA_ROOT, so not served), the S3 bucket's "snapshots/" prefix
 # when AWS_STORAGE_BUCKET_NAME is set.
-INSTALLED_APPS += ["rest_framework", "rest_framework.authtoken", "django_filters", "drf_spectacular"]
 SNAPSHOTS_LOCATION = env("SNAPSHOTS_LOCATION", default="snapshots" if AWS_STORAGE_BUCKET_NAME
                          else str(VAR_DIR / "snapshots"))
 STORAGES["snapshots"] = {
@@ -251,7 +251,6 @@ STORAGES["snapshots"] = {
 }
 # Rows fetched per round trip (a server-side cursor on PostgreSQL) and per Parquet row group.
 EXPORT_CHUNK_ROWS = env.int("EXPORT_CHUNK_ROWS", default=5000)
-CELERY_IMPORTS = [*CELERY_IMPORTS, "tasks.exports"]
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes a request without credentials a 401.
     "DEFAULT_AUTHENTICATION_CLASSES": [

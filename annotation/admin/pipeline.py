@@ -427,5 +427,3 @@ class WorkerAdmin(admin.ModelAdmin):
     list_filter = ["platform"]
     search_fields = ["external_id"]
     raw_id_fields = ["user"]
-from annotation import scoring_admin  # noqa: E402,F401
-from annotation import snapshot_admin  # noqa: E402,F401
