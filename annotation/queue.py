@@ -79,7 +79,12 @@ def next_assignment(*, worker, stage, family=None):
         if held:
             return held
 
-        candidates = units_open_to(worker=worker, stage=stage, family=family, now=now).order_by("id")
+        lease_minutes = StageConfig.objects.filter(family=OuterRef("family"), stage=stage).values("lease_minutes")
+        candidates = (
+            units_open_to(worker=worker, stage=stage, family=family, now=now)
+            .annotate(lease_minutes=Coalesce(Subquery(lease_minutes[:1]), DEFAULT_LEASE_MINUTES))
+            .order_by("id")
+        )
         passed_over = []
         while True:
             remaining = candidates.exclude(pk__in=passed_over)
@@ -99,7 +104,7 @@ def next_assignment(*, worker, stage, family=None):
                 unit=unit,
                 worker=worker,
                 leased_at=now,
-                lease_expires_at=now + timedelta(minutes=lease_minutes_for(unit)),
+                lease_expires_at=now + timedelta(minutes=unit.lease_minutes),
             )
 
 

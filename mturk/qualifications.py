@@ -14,6 +14,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.core.mail import mail_admins
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from annotation.models import Stage, Worker
@@ -39,17 +40,21 @@ def stage_qualification(stage):
 def may_work(worker, stage):
     """Whether the queue may give this worker units of this stage: not blocked, and qualified
     (and not paused) where the stage has a qualification test."""
-    if WorkerBlock.objects.filter(worker=worker, active=True).exists():
+    # One query: this runs on every "next unit" request.
+    checks = Worker.objects.filter(pk=worker.pk).annotate(
+        blocked=Exists(WorkerBlock.objects.filter(worker=OuterRef("pk"), active=True)),
+        tested=Exists(StageQualification.objects.filter(stage=stage)),
+        qualified=Exists(WorkerQualification.objects.filter(
+            qualification__stage=stage, worker=OuterRef("pk"),
+            status=WorkerQualification.Status.QUALIFIED,
+        )),
+    ).values("blocked", "tested", "qualified").first()
+    if checks is None or checks["blocked"]:
         return False
     if worker.platform in (Worker.Platform.LOCAL, Worker.Platform.IMPORT):
         # In-house annotators are trained in person (as the Prometheus-Vision authors did).
         return True
-    qualification = stage_qualification(stage)
-    if qualification is None:
-        return True
-    return WorkerQualification.objects.filter(
-        qualification=qualification, worker=worker, status=WorkerQualification.Status.QUALIFIED
-    ).exists()
+    return not checks["tested"] or checks["qualified"]
 
 
 # --- taking the test ------------------------------------------------------------------------
