@@ -96,6 +96,9 @@ class SeedImage(models.Model):
             models.UniqueConstraint(fields=["family", "position"], name="seed_image_position_unique"),
         ]
 
+    def __str__(self):
+        return f"Seed image {self.position + 1} of {self.family}"
+
 
 class Worker(models.Model):
     """Someone doing crowd work, identified by their platform's id.
@@ -182,6 +185,9 @@ class InstanceImage(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["instance", "position"], name="instance_image_position_unique"),
         ]
+
+    def __str__(self):
+        return f"Image {self.position + 1} of instance #{self.instance_id}"
 
 
 class WorkUnit(models.Model):
@@ -303,6 +309,9 @@ class InstructionSubmission(models.Model):
     instance = models.OneToOneField(Instance, on_delete=models.PROTECT, related_name="instruction_submission")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    def __str__(self):
+        return f"Instruction of instance #{self.instance_id}"
+
 
 class Caption(models.Model):
     """An instruction-conditioned caption: one text per image, in the instance's image order."""
@@ -395,6 +404,9 @@ class Verification(models.Model):
                 name="correct_verification_names_no_problem",
             ),
         ]
+
+    def __str__(self):
+        return f"{'Correct' if self.is_correct else 'Incorrect'}: reference #{self.reference_id} by {self.worker}"
 
 
 # --- scoring: model responses, pairwise preference, LLM judges (paper §4; CHIRP; Prometheus) ---

@@ -165,15 +165,9 @@ TABLE2_ROWS = (
 )
 
 
-def format_table2(table):
-    """Table 2 as plain text, laid out as in the paper; '-' where a column has nothing yet."""
-    title = "Table 2: human rating metrics"
-    if table.family_name:
-        title += f" for “{table.family_name}”"
-    label_width = max(len(label) for label, _ in TABLE2_ROWS)
-    lines = [title, "Metrics".ljust(label_width) + "".join(
-        f"{name:>9}" for name, _ in table.columns()
-    )]
+def table2_rows(table):
+    """Table 2 as (label, [cell per column]) with cells formatted as the paper prints them."""
+    rows = []
     for label, attribute in TABLE2_ROWS:
         cells = []
         for _, column in table.columns():
@@ -184,6 +178,20 @@ def format_table2(table):
                 cells.append(f"{value:.1f}")
             else:
                 cells.append(str(value))
+        rows.append((label, cells))
+    return rows
+
+
+def format_table2(table):
+    """Table 2 as plain text, laid out as in the paper; '-' where a column has nothing yet."""
+    title = "Table 2: human rating metrics"
+    if table.family_name:
+        title += f" for “{table.family_name}”"
+    label_width = max(len(label) for label, _ in TABLE2_ROWS)
+    lines = [title, "Metrics".ljust(label_width) + "".join(
+        f"{name:>9}" for name, _ in table.columns()
+    )]
+    for label, cells in table2_rows(table):
         lines.append(label.ljust(label_width) + "".join(f"{cell:>9}" for cell in cells))
     return "\n".join(lines)
 

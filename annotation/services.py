@@ -314,6 +314,10 @@ def _verdict(votes, rule):
     return correct == len(votes)
 
 
+def _most_of(votes, flag):
+    return sum(getattr(vote, flag) for vote in votes) * 2 > len(votes)
+
+
 def decide_reference(*, reference):
     """Apply the family's agreement rule to a reference's verifications (paper §2.1).
 
@@ -331,8 +335,8 @@ def decide_reference(*, reference):
         else Reference.Verdict.INCORRECT
     )
     # A problem counts when most of those who found the reference wrong point at it.
-    reference.problem_in_caption = sum(v.problem_in_caption for v in incorrect) * 2 > len(incorrect) if incorrect else False
-    reference.problem_in_response = sum(v.problem_in_response for v in incorrect) * 2 > len(incorrect) if incorrect else False
+    reference.problem_in_caption = _most_of(incorrect, "problem_in_caption")
+    reference.problem_in_response = _most_of(incorrect, "problem_in_response")
     if reference.verdict == Reference.Verdict.INCORRECT and not (
         reference.problem_in_caption or reference.problem_in_response
     ):

@@ -211,7 +211,8 @@ class InstructionFamilyAdmin(admin.ModelAdmin):
         table = selectors.table2(family=family)
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
                    "title": "Verification report (paper Table 2)",
-                   "table_text": selectors.format_table2(table),
+                   "columns": [name for name, _ in table.columns()],
+                   "rows": selectors.table2_rows(table),
                    "families": InstructionFamily.objects.all(), "family": family}
         return TemplateResponse(request, "admin/annotation/table2.html", context)
 
