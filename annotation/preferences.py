@@ -388,10 +388,17 @@ def shown_left_for(*, assignment, study):
     return HumanJudgement.ShownLeft.A if rng.random() < 0.5 else HumanJudgement.ShownLeft.B
 
 
-def pairwise_task(*, assignment):
-    """What the worker sees: the battle, and its responses on their shown sides."""
-    battle = battle_of(assignment.unit)
-    shown_left = shown_left_for(assignment=assignment, study=battle.study)
+def pairwise_task(*, assignment=None, unit=None):
+    """What the worker sees: the battle, and its responses on their shown sides.
+
+    Without an assignment (an MTurk preview, where nothing is leased) A is shown on the left.
+    """
+    battle = battle_of(assignment.unit if assignment is not None else unit)
+    shown_left = (
+        shown_left_for(assignment=assignment, study=battle.study)
+        if assignment is not None
+        else HumanJudgement.ShownLeft.A
+    )
     left, right = (
         (battle.response_a, battle.response_b)
         if shown_left == HumanJudgement.ShownLeft.A

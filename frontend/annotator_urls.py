@@ -13,5 +13,6 @@ urlpatterns = [
     path("work/submit/", views.submit, name="submit"),
     path("work/finish/", views.finish, name="finish"),
     path("work/unit/<int:unit_id>/", views.unit_page, name="unit"),
+    path("work/qualify/<slug:stage>/", views.qualify, name="qualify"),
     path("work/<slug:stage>/", views.stage_page, name="stage"),
 ]

@@ -1,8 +1,9 @@
 """One entry per crowd stage: what its page shows, and how its answer is read and stored.
 
-A new stage page (pairwise preference, the qualification test) adds an entry to PAGES with a
-template extending annotator/task.html; entry points, tokens, drafts, the timer, keyboard
-shortcuts and submission are shared and need no change.
+A new stage page adds an entry to PAGES with a template extending annotator/task.html; entry
+points, tokens, drafts, the timer, keyboard shortcuts and submission are shared and need no change.
+A page that can show a gold item as one of its own tasks (live gold items, paper §2.2 kept current)
+also says how to build its context from a gold item and how to read the answer to compare.
 """
 
 import re
@@ -14,7 +15,8 @@ from django.db import transaction
 
 from annotation import services
 from annotation.exceptions import AnnotationError
-from annotation.models import Assignment, InstanceImage, Stage
+from annotation.models import CHIRP_CRITERIA, Assignment, Instance, InstanceImage, Side, Stage
+from annotation.preferences import pairwise_task, submit_pairwise_judgement
 from annotation.uploads import store_uploaded_image
 from frontend.security import image_url_allowed
 
@@ -58,23 +60,85 @@ def gallery(images):
     ]
 
 
+# --- gold items (mturk.GoldItem): what their content shows ------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldMaterial:
+    """A gold item's content as the pages show it.
+
+    The content may name an `instance` (its instruction, images, caption and reference are then
+    the defaults) and give any of `instruction`, `image_url` / `image_urls`, `caption` (text or a
+    list, one per image), `response` (verification), `response_1` / `response_2` (pairwise, shown
+    left / right), `criteria` (true: ask CHIRP's criteria too) and `rubric`.
+    """
+
+    instruction: str
+    gallery: list
+    captions: list
+    response: str
+    response_1: str
+    response_2: str
+    criteria: bool
+    rubric: str
+
+
+def gold_material(content):
+    content = content if isinstance(content, dict) else {"instruction": str(content or "")}
+    instance = None
+    if str(content.get("instance", "")).isdigit():
+        instance = (Instance.objects.select_related("current_caption")
+                    .filter(pk=int(content["instance"])).first())
+    if content.get("image_urls") or content.get("image_url"):
+        urls = content.get("image_urls") or [content["image_url"]]
+        images = [
+            GalleryImage(number=number, src=str(url) if image_url_allowed(str(url)) else "",
+                         url=str(url), licence="", author="", width=None, height=None)
+            for number, url in enumerate(urls, start=1)
+        ]
+    else:
+        images = gallery(instance.ordered_images()) if instance else []
+    captions = content.get("caption")
+    if captions is None and instance is not None and instance.current_caption:
+        captions = instance.current_caption.texts
+    if isinstance(captions, str):
+        captions = [captions]
+    return GoldMaterial(
+        instruction=str(content.get("instruction") or (instance.instruction if instance else "")),
+        gallery=images,
+        captions=[str(text) for text in captions or []],
+        response=str(content.get("response") or (instance.reference_output if instance else "")),
+        response_1=str(content.get("response_1") or ""),
+        response_2=str(content.get("response_2") or ""),
+        criteria=bool(content.get("criteria")),
+        rubric=str(content.get("rubric") or ""),
+    )
+
+
 @dataclass(frozen=True)
 class TaskPage:
     stage: str
     template: str
     heading: str
     context: Callable
-    """context(unit, posted) -> dict; `posted` is the refused POST to show again, or None."""
+    """context(unit, posted, assignment) -> dict; `posted` is the refused POST to show again, or
+    None; `assignment` is None in an MTurk preview."""
     submit: Callable
     """submit(request=, assignment_id=, worker=, active_seconds=) -> the stored answer's label."""
     shortcuts: tuple = field(default=())
     """(keys, what they do), listed on the page; the keys themselves are declared in the form."""
+    gold_context: Callable | None = None
+    """gold_context(item, posted) -> the same context as `context`, from a live gold item."""
+    gold_answer: Callable | None = None
+    """gold_answer(posted, item) -> the answer compared with the gold item's; raises like submit."""
+    layout: str = ""
+    """A modifier of the task layout: "wide" gives the material more room than the form."""
 
 
 # --- instruction generation (paper Fig. 11) -----------------------------------------------------
 
 
-def _instruction_context(unit, posted):
+def _instruction_context(unit, posted, assignment=None):
     family = unit.family
     posted = posted or {}
     slot_count = 1
@@ -171,7 +235,7 @@ def _submit_instruction(*, request, assignment_id, worker, active_seconds):
 # --- instruction-conditioned caption (paper Fig. 12) -------------------------------------------
 
 
-def _caption_context(unit, posted):
+def _caption_context(unit, posted, assignment=None):
     instance = unit.instance
     images = gallery(instance.ordered_images())
     posted = posted or {}
@@ -201,7 +265,7 @@ def _submit_caption(*, request, assignment_id, worker, active_seconds):
 _PROBLEMS = {"caption": (True, False), "response": (False, True), "both": (True, True)}
 
 
-def _verification_context(unit, posted):
+def _verification_context(unit, posted, assignment=None):
     reference = unit.reference
     instance = unit.instance
     caption = reference.caption or instance.current_caption
@@ -222,25 +286,164 @@ def _verification_context(unit, posted):
     }
 
 
-def _submit_verification(*, request, assignment_id, worker, active_seconds):
-    verdict = request.POST.get("verdict", "")
+def _read_verification(posted):
+    """(is_correct, problem_in_caption, problem_in_response) from the form, or AnnotationError."""
+    verdict = posted.get("verdict", "")
     if verdict not in ("correct", "incorrect"):
         raise AnnotationError("Please say whether the response is correct or incorrect.")
     in_caption, in_response = False, False
     if verdict == "incorrect":
-        problem = request.POST.get("problem", "")
+        problem = posted.get("problem", "")
         if problem not in _PROBLEMS:
             raise AnnotationError(
                 "Please say where the problem is: in the caption, the response, or both."
             )
         in_caption, in_response = _PROBLEMS[problem]
+    return verdict == "correct", in_caption, in_response
+
+
+def _submit_verification(*, request, assignment_id, worker, active_seconds):
+    is_correct, in_caption, in_response = _read_verification(request.POST)
     verification = services.submit_verification(
-        assignment_id=assignment_id, worker=worker, is_correct=verdict == "correct",
+        assignment_id=assignment_id, worker=worker, is_correct=is_correct,
         problem_in_caption=in_caption, problem_in_response=in_response,
         is_harmful=request.POST.get("harmful", "") == "yes",
         comment=request.POST.get("comment", ""), active_seconds=active_seconds,
     )
     return f"verification-{verification.pk}"
+
+
+def _verification_gold_context(item, posted):
+    material = gold_material(item["content"])
+    posted = posted or {}
+    return {
+        "instance": {"instruction": material.instruction},
+        "gallery": material.gallery,
+        "caption_texts": [{"number": number, "text": text}
+                          for number, text in enumerate(material.captions, start=1)],
+        "reference": {"text": material.response},
+        "verdict": posted.get("verdict", ""),
+        "problem": posted.get("problem", ""),
+        "harmful": posted.get("harmful", "") == "yes",
+        "comment": posted.get("comment", ""),
+    }
+
+
+def _verification_gold_answer(posted, item):
+    # Gold verification items are answered "correct" / "incorrect" (their options).
+    is_correct, _, _ = _read_verification(posted)
+    return "correct" if is_correct else "incorrect"
+
+
+# --- pairwise preference (paper §4; CHIRP C.2.1 and Fig. 19; Prometheus-Vision rubrics) ----------
+
+# CHIRP's questions (Appendix C.2.1), "assistant" read as "response". Overall is the forced choice.
+CRITERION_QUESTIONS = {
+    "overall": ("Overall preference",
+                "Which response do you prefer overall, considering all factors?"),
+    "relevance_and_completeness": (
+        "Relevance and completeness",
+        "Which response is more relevant to the question and gives a more complete answer?"),
+    "understanding_and_reasoning": (
+        "Understanding and reasoning",
+        "Which response shows a better understanding of concepts and better reasoning?"),
+    "hallucination": (
+        "Hallucination",
+        "Which response describes the image accurately, without adding or describing objects or "
+        "elements that are not in the image?"),
+    "detail": (
+        "Detail",
+        "Which response's description of the image is more detailed, considering both the amount "
+        "and the quality of the details?"),
+}
+RUBRIC_SCORES = (1, 2, 3, 4, 5)
+
+
+def _field_of(criterion):
+    return "choice" if criterion == "overall" else f"criterion-{criterion}"
+
+
+def _pairwise_questions(posted, *, criteria, rubric):
+    posted = posted or {}
+    questions = [
+        {"name": _field_of(criterion), "title": CRITERION_QUESTIONS[criterion][0],
+         "text": CRITERION_QUESTIONS[criterion][1], "value": posted.get(_field_of(criterion), "")}
+        for criterion in ("overall", *criteria)
+    ]
+    scores = [
+        {"name": f"score-{side}", "title": f"Score of response {number}",
+         "value": posted.get(f"score-{side}", "")}
+        for number, side in enumerate(Side.values, start=1)
+    ] if rubric else []
+    return questions, scores
+
+
+def _pairwise_context(unit, posted, assignment=None):
+    task = pairwise_task(assignment=assignment, unit=unit)
+    battle = task["battle"]
+    questions, scores = _pairwise_questions(posted, criteria=task["criteria"], rubric=task["rubric"])
+    return {
+        "instance": battle.instance,
+        "gallery": gallery(battle.instance.ordered_images()),
+        "left": task["left"].text,
+        "right": task["right"].text,
+        "questions": questions,
+        "scores": scores,
+        "rubric": task["rubric"],
+        "score_values": RUBRIC_SCORES,
+    }
+
+
+def _read_pairwise(posted, *, criteria=True, rubric=True):
+    choice = posted.get("choice", "")
+    if choice not in Side.values:
+        raise AnnotationError("Please choose the response you prefer overall (1 or 2).")
+    chosen = {
+        name: posted[_field_of(name)] for name in CHIRP_CRITERIA[1:]
+        if criteria and posted.get(_field_of(name))
+    }
+    scores = {side: posted[f"score-{side}"] for side in Side.values
+              if rubric and posted.get(f"score-{side}")}
+    return choice, chosen, scores
+
+
+def _submit_pairwise(*, request, assignment_id, worker, active_seconds):
+    # The choices name the shown sides; the service maps them to A and B with the stored order.
+    choice, criteria, scores = _read_pairwise(request.POST)
+    judgement = submit_pairwise_judgement(
+        assignment_id=assignment_id, worker=worker, choice=choice, criteria=criteria,
+        rubric_scores=scores, active_seconds=active_seconds,
+    )
+    return f"judgement-{judgement.pk}"
+
+
+def _pairwise_gold_context(item, posted):
+    material = gold_material(item["content"])
+    criteria = CHIRP_CRITERIA[1:] if material.criteria else ()
+    questions, scores = _pairwise_questions(posted, criteria=criteria, rubric=material.rubric)
+    return {
+        "instance": {"instruction": material.instruction},
+        "gallery": material.gallery,
+        "left": material.response_1,
+        "right": material.response_2,
+        "questions": questions,
+        "scores": scores,
+        "rubric": material.rubric,
+        "score_values": RUBRIC_SCORES,
+    }
+
+
+def _pairwise_gold_answer(posted, item):
+    # Gold battles are answered "left" / "right": response_1 is always shown on the left.
+    material = gold_material(item["content"])
+    choice, criteria, scores = _read_pairwise(posted)
+    for name in CHIRP_CRITERIA[1:] if material.criteria else ():
+        if name not in criteria:
+            raise AnnotationError(f"Please choose the left or the right response for "
+                                  f"{name.replace('_', ' ')}.")
+    if material.rubric and set(scores) != set(Side.values):
+        raise AnnotationError("Please score both responses from 1 to 5.")
+    return choice
 
 
 PAGES = {
@@ -273,6 +476,23 @@ PAGES = {
                 ("3 / 4 / 5", "problem in caption / response / both"),
                 ("6", "harmful content on / off"), ("Enter", "submit"),
             ),
+            gold_context=_verification_gold_context,
+            gold_answer=_verification_gold_answer,
+        ),
+        TaskPage(
+            stage=Stage.PAIRWISE,
+            template="annotator/pairwise.html",
+            heading="Compare two responses",
+            context=_pairwise_context,
+            submit=_submit_pairwise,
+            shortcuts=(
+                ("1 / 2", "response 1 / response 2, then the next question"),
+                ("1 – 5", "a score, then the next"), ("Tab", "move between questions"),
+                ("Enter", "submit"),
+            ),
+            gold_context=_pairwise_gold_context,
+            gold_answer=_pairwise_gold_answer,
+            layout="wide",
         ),
     )
 }

@@ -16,6 +16,8 @@ from annotation.exceptions import AnnotationError
 _ASSIGNMENT_SALT = "crowdbench.frontend.assignment"
 _SESSION_SALT = "crowdbench.frontend.study-session"
 _WORKER_SALT = "crowdbench.frontend.worker-page"
+_GOLD_SALT = "crowdbench.frontend.live-gold"
+_QUALIFICATION_SALT = "crowdbench.frontend.qualification"
 
 
 class TokenRefused(AnnotationError):
@@ -99,6 +101,73 @@ def read_worker(token):
         return int(data["w"])
     except (KeyError, TypeError, ValueError):
         raise TokenRefused(FORGED_MESSAGE) from None
+
+
+@dataclass(frozen=True)
+class GoldGrant:
+    """A gold item shown as a normal task of its stage (mturk.qualifications: live gold items).
+
+    `next_url` is where the worker goes once it is answered: the same stage or unit page again.
+    """
+
+    item_id: int
+    worker_id: int
+    stage: str
+    next_url: str
+
+
+def sign_gold(grant):
+    return signing.dumps({"g": grant.item_id, "w": grant.worker_id, "s": grant.stage,
+                          "n": grant.next_url}, salt=_GOLD_SALT, compress=True)
+
+
+def read_gold(token):
+    data = _load(token, _GOLD_SALT)
+    try:
+        return GoldGrant(item_id=int(data["g"]), worker_id=int(data["w"]), stage=str(data["s"]),
+                         next_url=_local_path(data.get("n")))
+    except (KeyError, TypeError, ValueError):
+        raise TokenRefused(FORGED_MESSAGE) from None
+
+
+def read_task(token):
+    """What a task form's token grants: an AssignmentGrant, or a GoldGrant for a live gold item."""
+    try:
+        return read_assignment(token)
+    except TokenRefused as refused:
+        try:
+            return read_gold(token)
+        except TokenRefused:
+            raise refused from None
+
+
+@dataclass(frozen=True)
+class QualificationPass:
+    """Who takes a stage's qualification test, and where the tasks are once they pass."""
+
+    worker_id: int
+    stage: str
+    next_url: str = ""
+
+
+def sign_qualification(grant):
+    return signing.dumps({"w": grant.worker_id, "s": grant.stage, "n": grant.next_url},
+                         salt=_QUALIFICATION_SALT, compress=True)
+
+
+def read_qualification(token):
+    data = _load(token, _QUALIFICATION_SALT)
+    try:
+        return QualificationPass(worker_id=int(data["w"]), stage=str(data["s"]),
+                                 next_url=_local_path(data.get("n")))
+    except (KeyError, TypeError, ValueError):
+        raise TokenRefused(FORGED_MESSAGE) from None
+
+
+def _local_path(value):
+    # Signed by us, but a path on this site is all a "next" may ever be (no open redirect).
+    value = str(value or "")
+    return value if value.startswith("/") and not value.startswith("//") else ""
 
 
 FORGED_MESSAGE = "This page's task key is not valid. Please open the task again from your platform."

@@ -1,10 +1,12 @@
-"""A worker's own record, as our Assignment rows tell it (page 6, "Your work")."""
+"""A worker's own record, as our Assignment rows tell it (page 6, "Your work"), with the payment
+review of each task where their platform reported it (mturk.Submission)."""
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Prefetch, Q, Sum
 
-from annotation.models import Assignment, Reference, Stage
+from annotation.models import Assignment, Reference, Side, Stage
+from mturk.models import Submission
 
 RECENT = 50
 
@@ -29,6 +31,9 @@ class WorkRow:
     wrote: str
     """The worker's own text (shown escaped), or their answer for verification."""
     outcome: str
+    approval: str = ""
+    """The payment review of the platform submission holding this task, or "" where none does."""
+    approval_note: str = ""
 
 
 def stage_tallies(worker):
@@ -56,8 +61,10 @@ def recent_work(worker, limit=RECENT):
     assignments = (
         worker.assignments.select_related(
             "unit__family", "instruction_submission__instance", "caption__instance",
-            "verification__reference",
+            "verification__reference", "human_judgement",
         )
+        .prefetch_related(Prefetch("platform_submissions",
+                                   queryset=Submission.objects.order_by("-id")))
         .order_by("-leased_at")[:limit]
     )
     return [_row(assignment) for assignment in assignments]
@@ -77,6 +84,11 @@ def _row(assignment):
         verification = assignment.verification
         wrote = "Correct" if verification.is_correct else "Incorrect"
         outcome = _verification_outcome(verification)
+    elif hasattr(assignment, "human_judgement"):
+        judgement = assignment.human_judgement
+        wrote = f"Preferred response {1 if judgement.choice == Side.LEFT else 2}"
+        outcome = "Saved"
+    approval, approval_note = _approval(assignment)
     seconds = assignment.active_seconds
     return WorkRow(
         stage_label=assignment.unit.get_stage_display(),
@@ -86,7 +98,29 @@ def _row(assignment):
         active_minutes=round(seconds / 60, 1) if seconds is not None else None,
         wrote=wrote,
         outcome=outcome,
+        approval=approval,
+        approval_note=approval_note,
     )
+
+
+# What a worker is told of a review: "flagged" is the researchers' own triage, not a verdict.
+_REVIEW_WORDS = {
+    Submission.Review.IN_PROGRESS: "Not submitted on your platform yet",
+    Submission.Review.READY: "Waiting for review",
+    Submission.Review.FLAGGED: "Waiting for review",
+    Submission.Review.APPROVED: "Approved",
+    Submission.Review.REJECTED: "Rejected",
+}
+
+
+def _approval(assignment):
+    submissions = list(assignment.platform_submissions.all())
+    if not submissions:
+        return "", ""
+    submission = submissions[0]
+    note = submission.feedback if submission.review in (Submission.Review.APPROVED,
+                                                        Submission.Review.REJECTED) else ""
+    return _REVIEW_WORDS.get(submission.review, submission.get_review_display()), note
 
 
 def _verification_outcome(verification):

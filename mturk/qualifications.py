@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from annotation.models import Stage, Worker
+from annotation.models import Assignment, Stage, Worker
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
 from mturk.models import (
@@ -202,6 +202,11 @@ def review_free_text_answer(*, answer, correct, reviewer):
     return answer
 
 
+def qualification_result(attempt):
+    """A submitted attempt as its worker sees it: score, outcome and feedback per item."""
+    return _result(attempt)
+
+
 def _result(attempt):
     feedback = []
     for answer in attempt.answers.select_related("item"):
@@ -285,14 +290,28 @@ def push_pending_mturk_qualifications():
 
 def live_gold_item(worker, stage):
     """A gold item to mix into this worker's next live task, or None (about one in
-    `live_gold_every`, never one they have answered before)."""
+    `live_gold_every`, never two in a row, never one they have answered before).
+
+    Drawn from the worker's progress rather than per request, so reloading the page shows the same
+    item instead of a fresh chance to skip it.
+    """
     qualification = stage_qualification(stage)
-    if qualification is None or random.randrange(max(1, qualification.live_gold_every)) != 0:
+    if qualification is None:
         return None
-    item = (qualification.gold_items.filter(active=True, in_live_work=True)
-            .exclude(answers__worker=worker).order_by("?").first())
-    if item is None:
+    live = GoldAnswer.objects.filter(worker=worker, item__qualification=qualification,
+                                     source=GoldAnswer.Source.LIVE)
+    tasks = Assignment.objects.filter(worker=worker, unit__stage=stage)
+    last_gold = live.order_by("-created_at").values_list("created_at", flat=True).first()
+    if last_gold is not None and not tasks.filter(leased_at__gt=last_gold).exists():
         return None
+    rng = random.Random(f"{worker.pk}:{stage}:{tasks.count()}:{live.count()}")
+    if rng.randrange(max(1, qualification.live_gold_every)) != 0:
+        return None
+    candidates = list(qualification.gold_items.filter(active=True, in_live_work=True)
+                      .exclude(answers__worker=worker).order_by("pk").values_list("pk", flat=True))
+    if not candidates:
+        return None
+    item = GoldItem.objects.get(pk=rng.choice(candidates))
     return {"id": item.pk, "kind": item.kind, "content": item.content, "question": item.question,
             "options": item.options}
 

@@ -4,15 +4,32 @@ from urllib.parse import urlencode
 
 from django.core.files import File
 
-from annotation.models import Instance, InstructionFamily, SeedImage, Stage, WorkUnit
+from annotation.models import (
+    Instance,
+    InstructionFamily,
+    ModelResponse,
+    SeedImage,
+    Stage,
+    WorkUnit,
+)
+from annotation.preferences import create_study, launch_study
 from annotation.services import create_work_units, store_reference
 from annotation.uploads import store_uploaded_image
 from fixtures.demo import IMAGES
 from fixtures.loader import skimage_data_dir
-from mturk.models import CrowdStudy
+from mturk.models import CrowdStudy, GoldItem, StageQualification
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, launch
 
 XSS_INSTRUCTION = 'Count the birds <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>'
+XSS_RESPONSE = ('The cat watches a bird. <img src=x onerror="window.__xss=3">'
+                '<script>window.__xss=4</script> <a href="javascript:window.__xss=5">more</a>')
+LONG_RESPONSE = " ".join(
+    f"Point {n}: the cat sits on the windowsill, its ears turned towards the garden, where "
+    "something small is moving in the hedge." for n in range(1, 41))
+RUBRIC = ("Does the response ground its answer in what the image shows?\n"
+          "Score 1: ignores the image.\nScore 2: mentions the image but gets most of it wrong.\n"
+          "Score 3: partly grounded.\nScore 4: grounded, with a small slip.\n"
+          "Score 5: every claim is visible in the image.")
 
 
 def photo(name="chelsea"):
@@ -94,3 +111,54 @@ def mturk_query(*, assignment_id="ASG1", worker_id="AWORKER1", hit_id="HIT1",
 
 
 PREVIEW_QUERY = urlencode({"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "HIT1"})
+
+
+def pairwise_unit(*, left_text="The cat is watching a bird outside the window: its ears point "
+                  "forward and its eyes are fixed on one spot.", right_text=LONG_RESPONSE,
+                  with_criteria=False, with_rubric=False, photos=("chelsea",), seed=0):
+    """One launched battle of two model responses, through the real preference services."""
+    family = _family("Animals and their behaviour", is_multi_image=len(photos) > 1)
+    instance = _instance(family, photos, instruction="What is the cat looking at? Explain the clues.")
+    Instance.objects.filter(pk=instance.pk).update(status=Instance.Status.VERIFIED,
+                                                   reference_output="A bird outside.")
+    ModelResponse.objects.create(instance=instance, model_name="model-a", text=left_text)
+    ModelResponse.objects.create(instance=instance, model_name="model-b", text=right_text)
+    preference_study = create_study(
+        name=f"Study of {family.name}", families=[family], include_reference=False,
+        with_criteria=with_criteria, with_rubric=with_rubric, rubric=RUBRIC if with_rubric else "",
+        judgements_per_pair=1, seed=seed)
+    launch_study(study=preference_study)
+    return WorkUnit.objects.get(family=family, stage=Stage.PAIRWISE)
+
+
+def qualification_test(stage=Stage.VERIFICATION, *, size=5, live_gold_every=None, **fields):
+    """A stage's test of `size` gold items, answered correct / incorrect in turn; mixed into live
+    work (every `live_gold_every` tasks) only when that is given."""
+    live = live_gold_every is not None
+    live_gold_every = live_gold_every or 10
+    qualification = StageQualification.objects.create(
+        stage=stage, name="Checking responses", test_size=size, live_gold_every=live_gold_every,
+        description="Five short tasks like the real ones: is the response right for the image?",
+        **fields)
+    for n in range(size):
+        GoldItem.objects.create(
+            qualification=qualification,
+            content={"instruction": f"How many cups are on the table? ({n + 1})",
+                     "caption": "Two white cups stand on a wooden table.",
+                     "response": "There are two cups." if n % 2 == 0 else "There are three cups."},
+            question="Is the response correct?", options=["correct", "incorrect"],
+            answer="correct" if n % 2 == 0 else "incorrect",
+            explanation="The caption shows two cups." if n % 2 == 0
+            else "Three is wrong: the caption shows two cups.", in_live_work=live)
+    return qualification
+
+
+def right_answers(attempt, *, wrong=0):
+    items = GoldItem.objects.in_bulk(attempt.item_ids)
+    answers = {}
+    for index, pk in enumerate(attempt.item_ids):
+        answer = items[pk].answer
+        if index < wrong:
+            answer = "incorrect" if answer == "correct" else "correct"
+        answers[f"item-{pk}"] = answer
+    return answers

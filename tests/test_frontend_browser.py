@@ -16,14 +16,27 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.models import Assignment, Caption, Instance, Stage, Verification, Worker
+from annotation.models import (
+    Assignment,
+    Caption,
+    HumanJudgement,
+    Instance,
+    Stage,
+    Verification,
+    Worker,
+)
+from mturk.models import GoldItem, QualificationAttempt, WorkerQualification
 from tests.factories import launch
 from tests.frontend_support import (
+    LONG_RESPONSE,
     PREVIEW_QUERY,
     XSS_INSTRUCTION,
+    XSS_RESPONSE,
     caption_unit,
     instruction_unit,
     mturk_query,
+    pairwise_unit,
+    qualification_test,
     study,
     verification_unit,
 )
@@ -366,3 +379,139 @@ def test_worker_page_and_phone_layout(page, live_server, external_submit):
     shoot(page, "worker")
     assert_accessible(page)
 
+
+
+# --- pairwise preference, the qualification test ----------------------------------------------
+
+SHORT_RESPONSE = ("The cat is watching a bird outside the window: its ears point forward and its "
+                  "eyes are fixed on one spot.")
+
+
+def pane_texts(page):
+    return (page.locator("[data-response=left]").inner_text(),
+            page.locator("[data-response=right]").inner_text())
+
+
+def test_pairwise_by_keyboard_with_criteria_and_rubric(page, live_server, external_submit):
+    origin, received = external_submit
+    unit = pairwise_unit(left_text=SHORT_RESPONSE, right_text=LONG_RESPONSE, with_criteria=True,
+                         with_rubric=True)
+    url = f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}"
+    page.goto(url)
+    page.locator("form[data-ready]").wait_for(state="attached")
+    page.locator(".gallery img").first.wait_for()
+    left, right = pane_texts(page)
+    assert {left, right} == {SHORT_RESPONSE, LONG_RESPONSE}
+    # Equal panes side by side; the long response scrolls inside its own.
+    boxes = [page.locator(f"[data-response={side}]").bounding_box() for side in ("left", "right")]
+    assert boxes[0]["height"] == boxes[1]["height"] and boxes[0]["x"] < boxes[1]["x"]
+    assert boxes[0]["y"] == boxes[1]["y"]
+    long_side = "left" if left == LONG_RESPONSE else "right"
+    assert page.evaluate(f"""() => {{ const pane = document.querySelector('[data-response={long_side}]');
+                              return pane.scrollHeight > pane.clientHeight; }}""")
+
+    # Overall, then the four criteria, then a score per response: each key answers the question
+    # in focus and moves on to the next.
+    for key in ("1", "2", "1", "2", "1", "4", "2"):
+        page.keyboard.press(key)
+    checked = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll(
+        'form[data-task-form] input:checked')].map(input => [input.name, input.value]))""")
+    assert checked == {"choice": "left", "criterion-relevance_and_completeness": "right",
+                       "criterion-understanding_and_reasoning": "left",
+                       "criterion-hallucination": "right", "criterion-detail": "left",
+                       "score-left": "4", "score-right": "2"}
+    assert page.evaluate("document.activeElement.matches('[data-submit]')")
+    page.evaluate("() => { window.scrollTo(0, 0); document.querySelector('.task-form').scrollTop = 0; }")
+    shoot(page, "pairwise")
+    assert_accessible(page)
+
+    # A reload shows the same sides and keeps every choice.
+    page.reload()
+    page.locator("form[data-ready]").wait_for(state="attached")
+    assert pane_texts(page) == (left, right)
+    assert page.locator("input[name=score-left][value='4']").is_checked()
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{origin}/mturk/externalSubmit")
+    judgement = HumanJudgement.objects.select_related("battle__response_a",
+                                                      "battle__response_b").get()
+    assert received[0][1]["submission"] == f"judgement-{judgement.pk}"
+    battle = judgement.battle
+    on_left = battle.response_a if judgement.shown_left == HumanJudgement.ShownLeft.A \
+        else battle.response_b
+    assert on_left.text == left
+    winner = battle.response_a if judgement.winner_side("left") == "model_a" else battle.response_b
+    assert winner.text == left
+    assert judgement.criteria == {"relevance_and_completeness": "right",
+                                  "understanding_and_reasoning": "left",
+                                  "hallucination": "right", "detail": "left"}
+    assert judgement.rubric_scores == {"left": 4, "right": 2}
+    assert page.errors == []
+
+
+def test_pairwise_on_a_phone_stacks_the_responses(page, live_server, external_submit):
+    origin, _ = external_submit
+    unit = pairwise_unit(left_text=SHORT_RESPONSE, right_text=LONG_RESPONSE)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}")
+    page.locator("form[data-ready]").wait_for(state="attached")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    first, second = (page.locator(f"[data-response={side}]").bounding_box()
+                     for side in ("left", "right"))
+    assert first["x"] == second["x"] and second["y"] > first["y"] + first["height"]
+    shoot(page, "pairwise-phone")
+    page.check("input[name=choice][value=right]")
+    page.click("[data-submit]")
+    page.wait_for_url(f"{origin}/mturk/externalSubmit")
+    assert HumanJudgement.objects.get().choice == "right"
+
+
+def test_a_model_response_with_html_stays_inert(page, live_server, external_submit):
+    origin, _ = external_submit
+    unit = pairwise_unit(left_text=XSS_RESPONSE, right_text=XSS_RESPONSE + " (two)")
+    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}")
+    page.locator("form[data-ready]").wait_for(state="attached")
+    assert XSS_RESPONSE in pane_texts(page)
+    assert page.evaluate("window.__xss") is None
+    assert page.locator(".responses script, .responses img, .responses a").count() == 0
+    assert page.errors == []
+
+
+def test_qualification_test_by_keyboard_with_feedback_then_live_work(page, live_server):
+    qualification_test()
+    verification_unit()
+    study(platform=Worker.Platform.CLOUDRESEARCH, stage=Stage.VERIFICATION, external_id="PRJQ",
+          code="QDONE")
+    page.route("https://connect.cloudresearch.com/**", lambda route: route.fulfill(
+        status=200, content_type="text/html", body="<title>Connect</title>done"))
+    query = urlencode({"participantId": "CR-Q1", "assignmentId": "CR-QA", "projectId": "PRJQ"})
+    page.goto(f"{live_server.url}/work/{Stage.VERIFICATION}/?{query}")
+    assert "/work/qualify/verification/" in page.url
+    page.locator("form[data-ready]").wait_for(state="attached")
+    assert page.locator("[data-item]").count() == 5
+    shoot(page, "qualification")
+    assert_accessible(page)
+
+    attempt = QualificationAttempt.objects.get()
+    items = GoldItem.objects.in_bulk(attempt.item_ids)
+    keys = ["1" if items[pk].answer == "correct" else "2" for pk in attempt.item_ids]
+    keys[0] = "2" if keys[0] == "1" else "1"  # one wrong answer: still 80%, the pass mark
+    for key in keys:
+        page.keyboard.press(key)
+    page.keyboard.press("Control+Enter")
+    page.locator("[data-result=passed]").wait_for()
+    assert "80% right" in page.locator("[data-score]").inner_text()
+    assert page.locator("[data-feedback]").count() == 5
+    assert page.locator("[data-expected]").count() == 1
+    assert page.locator("[data-note]").count() == 5
+    shoot(page, "qualification-result")
+    assert_accessible(page)
+    assert WorkerQualification.objects.get().worker.external_id == "CR-Q1"
+
+    page.click("[data-continue]")
+    page.locator("form[data-ready]").wait_for(state="attached")
+    assert page.locator(".response-text").is_visible()
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    page.locator("[data-completion-code]").wait_for()
+    assert Verification.objects.get().is_correct is True
+    assert page.errors == []

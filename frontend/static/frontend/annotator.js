@@ -230,12 +230,38 @@
       requestSubmit();
       return;
     }
-    var choice = form.querySelector('[data-shortcut="' + event.key + '"]');
+    // Pages with several questions (pairwise criteria, a qualification test) group their choices:
+    // the keys answer the question in focus (or the first unanswered one), then move to the next.
+    var groups = keyGroups();
+    var group = groups.length ? currentGroup(groups, event.target) : null;
+    if (groups.length && !group) { return; }
+    var choice = (group || form).querySelector('[data-shortcut="' + event.key + '"]');
     if (choice && !choice.disabled && choice.offsetParent !== null) {
       event.preventDefault();
       choice.click();
       choice.focus();
+      if (group) { advance(groups, group); }
     }
+  }
+  function keyGroups() {
+    return Array.prototype.filter.call(form.querySelectorAll("[data-key-group]"), function (group) {
+      return !group.disabled && group.offsetParent !== null;
+    });
+  }
+  function answered(group) { return Boolean(group.querySelector("input:checked")); }
+  function currentGroup(groups, target) {
+    var mine = target && target.closest && target.closest("[data-key-group]");
+    if (mine && groups.indexOf(mine) !== -1) { return mine; }
+    if (target && target.closest && target.closest("[data-task-form]")) { return null; }
+    return groups.filter(function (group) { return !answered(group); })[0] || null;
+  }
+  function advance(groups, group) {
+    var later = groups.slice(groups.indexOf(group) + 1);
+    var next = later.filter(function (other) { return !answered(other); })[0] ||
+      groups.filter(function (other) { return !answered(other); })[0];
+    if (!next) { button.focus(); return; }
+    var target = next.querySelector("input:checked") || next.querySelector("input, textarea");
+    if (target) { target.focus(); next.scrollIntoView({ block: "nearest" }); }
   }
 
   // --- image slots (instruction generation): add one, preview what was chosen ---
