@@ -17,6 +17,7 @@ install: $(VENV)/.installed
 
 run: install
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v0
 	$(PY) manage.py load_demo
 	scripts/run-local.sh
 
