@@ -102,17 +102,19 @@ def human_battles(*, study, criterion="overall"):
     return _frame(rows, BATTLE_COLUMNS)
 
 
-def judge_battles(*, run, criterion="overall"):
-    """One row per battle the run judged, its orderings combined: more wins, else a tie."""
+def _run_judgements(run, criterion):
     judgements = list(
         _battle_related(
-            Judgement.objects.filter(run=run, criterion=criterion).order_by(
-                "battle_id", "ordering"
-            ),
+            Judgement.objects.filter(run=run, criterion=criterion).order_by("battle_id", "ordering"),
             "battle__",
         )
     )
-    flags = _multi_image([j.battle for j in judgements])
+    return judgements, _multi_image([j.battle for j in judgements])
+
+
+def judge_battles(*, run, criterion="overall"):
+    """One row per battle the run judged, its orderings combined: more wins, else a tie."""
+    judgements, flags = _run_judgements(run, criterion)
     by_battle = {}
     for judgement in judgements:
         by_battle.setdefault(judgement.battle_id, []).append(judgement)
@@ -133,15 +135,7 @@ def judge_battles(*, run, criterion="overall"):
 
 def judge_orderings(*, run, criterion="overall"):
     """One row per judgement, each ordering on its own (the agreement measures want both)."""
-    judgements = list(
-        _battle_related(
-            Judgement.objects.filter(run=run, criterion=criterion).order_by(
-                "battle_id", "ordering"
-            ),
-            "battle__",
-        )
-    )
-    flags = _multi_image([j.battle for j in judgements])
+    judgements, flags = _run_judgements(run, criterion)
     rows = [
         {
             **_battle_fields(j.battle, flags),

@@ -22,6 +22,17 @@ TRANSIENT_OPENAI_ERRORS = (
     openai.APITimeoutError,
     openai.InternalServerError,
 )
+# For every job that calls a model. With the default 30 s base the retries come after up to 30 s,
+# 1, 2, 4 and 8 min, enough to ride out a rate-limit window; acks_late re-runs a job whose worker
+# died, and the jobs are idempotent (one reference per prompt, judge calls cached by request).
+MODEL_CALL_RETRIES = {
+    "autoretry_for": TRANSIENT_OPENAI_ERRORS,
+    "retry_backoff": settings.MODEL_JOB_RETRY_BACKOFF_SECONDS,
+    "retry_backoff_max": 600,
+    "retry_jitter": True,
+    "max_retries": 5,
+    "acks_late": True,
+}
 
 
 @app.task(name="tasks.create_work_units")
@@ -33,16 +44,7 @@ def create_work_units_job(family_id, stage):
     return create_work_units(family=family, stage=stage)
 
 
-@app.task(
-    name="tasks.generate_reference",
-    autoretry_for=TRANSIENT_OPENAI_ERRORS,
-    # With the default 30 s: up to 30 s, 1, 2, 4 and 8 min, enough to ride out a rate-limit window.
-    retry_backoff=settings.REFERENCE_JOB_RETRY_BACKOFF_SECONDS,
-    retry_backoff_max=600,
-    retry_jitter=True,
-    max_retries=5,
-    acks_late=True,
-)
+@app.task(name="tasks.generate_reference", **MODEL_CALL_RETRIES)
 def generate_reference_job(instance_id):
     instance = Instance.objects.select_related("current_caption").filter(pk=instance_id).first()
     if instance is None:

@@ -162,7 +162,7 @@ def test_rate_limit_outlasting_the_client_retries_is_retried_by_the_job(
     start_worker, openai_server
 ):
     openai_server.script(rate_limited(), completion(ANSWER))
-    worker = start_worker(OPENAI_MAX_RETRIES="0", REFERENCE_JOB_RETRY_BACKOFF_SECONDS="1")
+    worker = start_worker(OPENAI_MAX_RETRIES="0", MODEL_JOB_RETRY_BACKOFF_SECONDS="1")
     instance = awaiting_reference()
 
     job = generate_reference_job.delay(instance.pk)
