@@ -184,6 +184,9 @@ def ranking_spearman(ratings_a: pd.Series, ratings_b: pd.Series) -> CorrelationR
     """Spearman's rho between two rating series (indexed by model) over the models in both."""
     joined = pd.concat([ratings_a.rename("a"), ratings_b.rename("b")], axis=1, join="inner")
     joined = joined.dropna()
+    if joined["a"].nunique() < 2 or joined["b"].nunique() < 2:
+        # A ranking where every model ties (e.g. before any battle) has no order to correlate.
+        return CorrelationResult(float("nan"), float("nan"), len(joined))
     result = stats.spearmanr(joined["a"], joined["b"])
     return CorrelationResult(float(result.statistic), float(result.pvalue), len(joined))
 

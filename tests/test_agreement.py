@@ -1,5 +1,6 @@
 """Human-vs-judge agreement, kappa, rank and rubric correlations, contradiction cycles."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -167,3 +168,10 @@ def test_contradictions_are_counted_per_criterion():
 def test_agreement_bars_returns_png():
     table = agreement.majority_agreement(human_votes(), judge_battles())
     assert agreement_bars(table).startswith(b"\x89PNG")
+
+
+def test_spearman_of_a_ranking_where_every_model_ties_is_undefined():
+    tied = pd.Series({"a": 1000.0, "b": 1000.0, "c": 1000.0})
+    ordered = pd.Series({"a": 1010.0, "b": 1000.0, "c": 990.0})
+    result = agreement.ranking_spearman(tied, ordered)
+    assert np.isnan(result.statistic) and result.n == 3
