@@ -31,6 +31,7 @@ from annotation.models import (
     Judgement,
     JudgeRun,
     Reference,
+    multi_image_q,
 )
 from annotation.privacy import pseudonymise
 
@@ -270,7 +271,6 @@ def published_instances():
             Exists(decided),
         )
         .exclude(Exists(Reference.objects.filter(instance=OuterRef("pk"), flagged_harmful=True)))
-        .annotate(image_count=Count("instanceimage", distinct=True))
         .order_by("id")
     )
 
@@ -283,7 +283,7 @@ def _with_rows_data(instances):
 
 
 def _multi_filter(multi):
-    condition = Q(family__is_multi_image=True) | Q(image_count__gt=1)
+    condition = multi_image_q()
     return condition if multi else ~condition
 
 

@@ -10,22 +10,19 @@ from django.db.models import (
     F,
     OuterRef,
     Q,
-    Subquery,
     Value,
     When,
 )
-from django.db.models.functions import Coalesce
-from django.db.models.lookups import GreaterThan
 from django.utils import timezone
 
 from annotation.models import (
     Assignment,
     Instance,
-    InstanceImage,
     Reference,
     Stage,
     StageConfig,
     WorkUnit,
+    multi_image_q,
 )
 from annotation.queue import _slots_taken_subquery
 
@@ -84,24 +81,8 @@ def _percent(part, whole):
 
 
 def _is_multi_image(instance_path):
-    """Multi-image as Table 2 counts it: the family says so, or the instance has several images.
-
-    `instance_path` is the lookup from the queried model to its instance ("" for Instance).
-    """
-    prefix = f"{instance_path}__" if instance_path else ""
-    image_count = (
-        InstanceImage.objects.filter(instance=OuterRef(instance_path or "pk"))
-        .order_by()
-        .values("instance")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Case(
-        When(Q(**{f"{prefix}family__is_multi_image": True}), then=Value(True)),
-        When(GreaterThan(Coalesce(Subquery(image_count), 0), 1), then=Value(True)),
-        default=Value(False),
-        output_field=BooleanField(),
-    )
+    return Case(When(multi_image_q(instance_path), then=Value(True)), default=Value(False),
+                output_field=BooleanField())
 
 
 def table2(*, family=None):

@@ -63,9 +63,7 @@ def _multi_image(battles):
     for battle in battles:
         instance = battle.instance
         if instance.pk not in flags:
-            flags[instance.pk] = (
-                instance.family.is_multi_image or len(instance.instanceimage_set.all()) > 1
-            )
+            flags[instance.pk] = instance.is_multi_image
     return flags
 
 

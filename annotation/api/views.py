@@ -7,7 +7,7 @@ Swagger UI); the defaults live in settings.REST_FRAMEWORK.
 import math
 
 import django_filters
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q
+from django.db.models import Count, Prefetch, Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -27,6 +27,7 @@ from annotation.models import (
     Judgement,
     PreferenceStudy,
     Snapshot,
+    multi_image_q,
 )
 
 MAX_LEADERBOARD_ROUNDS = 1000
@@ -61,8 +62,7 @@ class InstanceFilter(django_filters.FilterSet):
         fields = ["family", "family_name", "status", "imported_from", "instruction"]
 
     def filter_multi_image(self, queryset, name, value):
-        several = InstanceImage.objects.filter(instance=OuterRef("pk"), position__gte=1)
-        multi = Q(family__is_multi_image=True) | Q(Exists(several))
+        multi = multi_image_q()
         return queryset.filter(multi) if value else queryset.exclude(multi)
 
 
