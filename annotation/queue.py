@@ -19,7 +19,7 @@ from annotation.models import Assignment, Stage, StageConfig, Worker, WorkUnit
 DEFAULT_LEASE_MINUTES = 30
 
 
-def _slots_taken_subquery(now):
+def slots_taken(now):
     taken = (
         Assignment.objects.holding_a_slot(now)
         .filter(unit=OuterRef("pk"))
@@ -50,7 +50,7 @@ def units_open_to(*, worker, stage, family=None, now=None):
     if stage == Stage.VERIFICATION:
         # A worker never verifies an instance whose instruction or caption they wrote.
         units = units.exclude(instance__author=worker).exclude(reference__caption__author=worker)
-    return units.annotate(slots_taken=_slots_taken_subquery(now)).filter(slots_taken__lt=F("overlap"))
+    return units.annotate(slots_taken=slots_taken(now)).filter(slots_taken__lt=F("overlap"))
 
 
 def lease_minutes_for(unit):

@@ -24,7 +24,7 @@ from annotation.models import (
     WorkUnit,
     multi_image_q,
 )
-from annotation.queue import _slots_taken_subquery
+from annotation.queue import slots_taken
 
 # --- Table 2 -----------------------------------------------------------------------------------
 
@@ -211,7 +211,7 @@ def stage_progress(family):
     )
     unit_rows = (
         WorkUnit.objects.filter(family=family)
-        .annotate(slots_taken=_slots_taken_subquery(now))
+        .annotate(slots_taken=slots_taken(now))
         .values("stage")
         .annotate(
             waiting=Count("pk", filter=Q(status=WorkUnit.Status.OPEN,
