@@ -5,15 +5,25 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/crowdbench
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test test-fast lint
+.PHONY: install install-dev run test test-fast lint
 
-$(VENV)/.installed: pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
+
+# `make run` installs what running needs, the demo's photos included; the test tools (pytest,
+# Playwright, moto, ...) only come with `make test`.
+$(VENV)/.installed-run: pyproject.toml | $(PY)
+	$(VENV)/bin/pip install --quiet -e '.[demo]'
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed-run
+
+install-dev: $(VENV)/.installed-dev
 
 run: install
 	$(PY) manage.py migrate --noinput
@@ -21,14 +31,20 @@ run: install
 	$(PY) manage.py load_demo
 	scripts/run-local.sh
 
-test: install
+test: install-dev
 	scripts/ensure-services.sh
 	scripts/ensure-browser.sh
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: install
+test-fast: install-dev
 	scripts/ensure-services.sh
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest -m "not browser and not integration" $(PYTEST_ARGS)
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
+
+# The production processes docker/compose.yaml names, run here with its commands and settings,
+# and one smoke journey through HTTP (scripts/production_check.py says what is and is not run).
+production-check: install
+	scripts/ensure-services.sh
+	$(PY) scripts/production_check.py

@@ -6,13 +6,16 @@ consumes that stream a single time and writes, row by row, the exact CSV, the CS
 spreadsheets, JSON Lines and Parquet (in row groups of EXPORT_CHUNK_ROWS). Memory therefore
 follows the chunk size, never the row count.
 
-The sheets are the inverse of annotation/imports.py: importing a published sheet and exporting it
-gives the same cells, down to the published JSON serialisation (see `_dense_captions_cell`).
+The benchmark sheets are the inverse of annotation/imports.py. A sheet is written in the layout
+of the published file its instances were imported from when they all came from files of one
+layout (so a published sheet imported alone comes back byte for byte: its columns, booleans as
+written, JSON cells as written, line ends); otherwise in the published layout of its kind, with
+an `instance_id` column that predictions.csv files can be matched by.
 """
 
 import csv
+import io
 import json
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -21,11 +24,14 @@ import pyarrow.parquet as pq
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 
+from annotation import sheet_layouts as layouts
 from annotation.models import (
     CHIRP_CRITERIA,
     REFERENCE_MODEL_NAME,
     HumanJudgement,
     ImageAsset,
+    ImportedRow,
+    ImportedSheet,
     Instance,
     InstanceImage,
     Judgement,
@@ -34,12 +40,13 @@ from annotation.models import (
     multi_image_q,
 )
 from annotation.privacy import pseudonymise
+from annotation.public_urls import public_url
 
-# The multi-image sheet pads images_dense_captions to this many entries with bare NaN tokens.
-DENSE_CAPTION_SLOTS = 10
-# A cell starting with one of these is run as a formula by Excel, LibreOffice or Google Sheets
-# (OWASP "CSV injection"); the spreadsheet variant prefixes it with an apostrophe.
-FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+# A cell starting with one of these, after any leading whitespace or line breaks, is run as a
+# formula by Excel, LibreOffice or Google Sheets (OWASP "CSV injection"), the full-width and small
+# forms included (spreadsheets fold them to ASCII); the spreadsheet copy prefixes an apostrophe.
+FORMULA_TRIGGERS = frozenset("=+-@\t\r\n\uff1d\uff0b\uff0d\uff20\ufe66\ufe62\ufe63\ufe6b\u2212")
+STABLE_KEY_COLUMN = "instance_id"
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,8 @@ class Table:
     title: str
     description: str
     columns: tuple[Column, ...]
+    # Benchmark sheets: how the CSV spells booleans and ends its lines.
+    layout: layouts.Layout | None = None
 
     @property
     def header(self):
@@ -75,65 +84,73 @@ _RATINGS = (
 )
 _CATEGORY = Column("instruction_category", pa.string(), "The instruction family.")
 _INSTRUCTION = Column("instruction", pa.string(), "The instruction, as written.")
-_IS_MULTI = Column("is_multiple_images", pa.bool_(), "True when the instance has several images.")
-_PREDICTION = Column("gpt4_prediction", pa.string(),
-                     "The candidate reference a model wrote from the caption (paper §2.1); empty "
-                     "when the reference was written by people.")
-_REFERENCE = Column("reference_output", pa.string(),
-                    "The human-verified reference; empty when the sheet gave none.")
-_METADATA = Column("public_images_metadata", pa.string(),
-                   "JSON object of public image metadata, as published.")
 
-MULTI_IMAGE_SHEET = Table(
-    name="visit_bench_multi_images",
-    title="Verified benchmark, multi-image instances",
-    description="One row per instance with several images, in the layout of the published "
-                "visit_bench_multi_images.csv.",
-    columns=(
-        _CATEGORY,
-        Column("images", pa.string(), "JSON list of image URLs, in the order shown."),
-        _IS_MULTI,
-        _INSTRUCTION,
-        _PREDICTION,
-        Column("images_dense_captions", pa.string(),
-               f"JSON list of instruction-conditioned captions, one per image, padded to "
-               f"{DENSE_CAPTION_SLOTS} with bare NaN tokens (Python's json reads them; strict "
-               "JSON parsers do not)."),
-        Column("images_blip2_captions", pa.string(), "JSON list of BLIP-2 captions, one per image."),
-        _REFERENCE,
-        *_RATINGS,
-        _METADATA,
-    ),
-)
-SINGLE_IMAGE_SHEET = Table(
-    name="visit_bench_single_image",
-    title="Verified benchmark, single-image instances",
-    description="One row per single-image instance, in the single-image sheet's layout.",
-    columns=(
-        _CATEGORY,
-        Column("image", pa.string(), "The image URL."),
-        _IS_MULTI,
-        _INSTRUCTION,
-        _PREDICTION,
-        Column("image_dense_caption", pa.string(), "The instruction-conditioned caption."),
-        Column("image_blip2_caption", pa.string(), "A BLIP-2 caption, when one was imported."),
-        _REFERENCE,
-        *_RATINGS,
-        _METADATA,
-    ),
-)
-FULLY_ANNOTATED_SHEET = Table(
-    name="visit_fully_annotated",
-    title="Fully annotated instances",
-    description="The layout of the published visit_fully_annotated_example.csv.",
-    columns=(
-        Column("image_url", pa.string(), "The image URL."),
-        Column("image_dense_caption", pa.string(), "The instruction-conditioned caption."),
-        _CATEGORY,
-        _INSTRUCTION,
-        Column("output_human_annotated", pa.string(), "The human-written reference."),
-    ),
-)
+_MEANINGS = {
+    layouts.CATEGORY: "The instruction family.",
+    layouts.INSTRUCTION: "The instruction, as written.",
+    layouts.IS_MULTI: "True when the instance has several images.",
+    layouts.PREDICTION: "The candidate reference a model wrote from the caption (paper §2.1); empty "
+                        "when the reference was written by people.",
+    layouts.REFERENCE_OUTPUT: "The human-verified reference; empty when the sheet gave none.",
+    layouts.METADATA: "JSON object of public image metadata, as published.",
+    layouts.HUMAN_OUTPUT: "The human-written (or human-verified) reference.",
+    **{column.name: column.description for column in _RATINGS},
+}
+_MEANINGS_BY_KIND = {
+    layouts.MULTI_IMAGE: {
+        layouts.IMAGES: "JSON list of image URLs, in the order shown.",
+        layouts.CAPTIONS: f"JSON list of instruction-conditioned captions, one per image, padded to "
+                          f"{layouts.DENSE_CAPTION_SLOTS} with bare NaN tokens (Python's json reads "
+                          "them; strict JSON parsers do not).",
+        layouts.BLIP2: "JSON list of BLIP-2 captions, one per image.",
+    },
+    layouts.SINGLE_IMAGE: {
+        layouts.IMAGES: "The image URL.",
+        layouts.CAPTIONS: "The instruction-conditioned caption (one text, despite the plural name "
+                          "the published sheet gives the column).",
+        layouts.BLIP2: "A BLIP-2 caption, when one was imported.",
+    },
+}
+_MEANINGS_BY_KIND[layouts.FULLY_ANNOTATED] = _MEANINGS_BY_KIND[layouts.SINGLE_IMAGE]
+_TITLES = {
+    layouts.MULTI_IMAGE: ("visit_bench_multi_images", "Verified benchmark, multi-image instances",
+                          "One row per instance with several images, in the layout of the "
+                          "published visit_bench_multi_images.csv."),
+    layouts.SINGLE_IMAGE: ("visit_bench_single_image", "Verified benchmark, single-image instances",
+                           "One row per single-image instance, in the layout of the published "
+                           "visit_bench_single_image.csv."),
+    layouts.FULLY_ANNOTATED: ("visit_fully_annotated", "Fully annotated single-image instances",
+                              "One row per single-image instance with its human-verified output, "
+                              "in the layout of the published visit_fully_annotated_example.csv."),
+}
+
+
+def sheet_table(layout, *, stable_key):
+    """The Table a sheet layout writes; `stable_key` adds the instance_id column at the end."""
+    name, title, description = _TITLES[layout.kind]
+    columns = []
+    for column, concept in zip(layout.columns, layout.concepts, strict=True):
+        if concept in layouts.BOOLEAN_CONCEPTS:
+            kind = pa.bool_()
+        else:
+            kind = pa.string()
+        meaning = (_MEANINGS_BY_KIND[layout.kind].get(concept) or _MEANINGS.get(concept)
+                   or "Kept as the imported sheet wrote it; empty for instances made here.")
+        columns.append(Column(column, kind, meaning))
+    if stable_key:
+        columns.append(Column(STABLE_KEY_COLUMN, pa.int64(),
+                              "The instance's stable key: give it in predictions.csv to match "
+                              "the row to this instance."))
+    return Table(name=name, title=title, description=description, columns=tuple(columns),
+                 layout=layout)
+
+
+MULTI_IMAGE_SHEET = sheet_table(layouts.Layout.published(layouts.MULTI_IMAGE), stable_key=True)
+SINGLE_IMAGE_SHEET = sheet_table(layouts.Layout.published(layouts.SINGLE_IMAGE), stable_key=True)
+FULLY_ANNOTATED_SHEET = sheet_table(layouts.Layout.published(layouts.FULLY_ANNOTATED),
+                                    stable_key=True)
+SHEETS = {layouts.MULTI_IMAGE: MULTI_IMAGE_SHEET, layouts.SINGLE_IMAGE: SINGLE_IMAGE_SHEET,
+          layouts.FULLY_ANNOTATED: FULLY_ANNOTATED_SHEET}
 
 _PREFERENCE_COLUMNS = (
     Column("image_url", pa.string(),
@@ -210,14 +227,17 @@ TABLES = (MULTI_IMAGE_SHEET, SINGLE_IMAGE_SHEET, FULLY_ANNOTATED_SHEET, HUMAN_PR
 
 def neutralise_formula(cell):
     """The cell as text a spreadsheet shows rather than runs."""
-    return "'" + cell if cell.startswith(FORMULA_TRIGGERS) else cell
+    text = cell.lstrip()
+    if cell[:1] in FORMULA_TRIGGERS or text[:1] in FORMULA_TRIGGERS:
+        return "'" + cell
+    return cell
 
 
-def _csv_cell(value):
+def _csv_cell(value, words=("True", "False")):
     if value is None:
         return ""
     if isinstance(value, bool):
-        return "True" if value else "False"
+        return words[0] if value else words[1]
     if isinstance(value, list):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
@@ -227,25 +247,11 @@ def _image_url(image):
     """A URL a dataset user can fetch: our own stored files get the public base URL in front."""
     if image.url:
         return image.url
-    url = image.file.url
-    return url if "://" in url else settings.PUBLIC_BASE_URL.rstrip("/") + url
+    return public_url(image.file.url)
 
 
 def _image_cell(urls):
     return urls[0] if len(urls) == 1 else json.dumps(urls)
-
-
-def _dense_captions_cell(captions):
-    # Python's json.dumps with its defaults (", " separators, ASCII escapes), NaN for the padding.
-    padding = [math.nan] * (DENSE_CAPTION_SLOTS - len(captions))
-    return json.dumps([*captions, *padding])
-
-
-def _blip2_captions_cell(captions):
-    # The published sheet writes a list of empty BLIP-2 captions without spaces: ["",""].
-    if not any(captions):
-        return json.dumps(captions, separators=(",", ":"))
-    return json.dumps(captions)
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -275,58 +281,141 @@ def published_instances():
     )
 
 
-def _with_rows_data(instances):
-    return instances.select_related("family", "current_caption").prefetch_related(
-        Prefetch("instanceimage_set", queryset=InstanceImage.objects.select_related("image")),
-        Prefetch("references", queryset=_decided_references(), to_attr="decided_references"),
+def _content_prefetches(prefix=""):
+    return (
+        Prefetch(f"{prefix}instanceimage_set", queryset=InstanceImage.objects.select_related("image")),
+        Prefetch(f"{prefix}references", queryset=_decided_references(), to_attr="decided_references"),
     )
-
-
-def _multi_filter(multi):
-    condition = multi_image_q()
-    return condition if multi else ~condition
 
 
 def _chosen_reference(instance):
     """The accepted reference if there is one (the latest), else the latest decided one."""
     references = instance.decided_references
-    return next((r for r in references if r.verdict == Reference.Verdict.CORRECT), references[0])
+    correct = (r for r in references if r.verdict == Reference.Verdict.CORRECT)
+    return next(correct, references[0] if references else None)
 
 
-def sheet_rows(*, table, instances=None, chunk_size=None) -> Iterator[tuple[int, tuple]]:
-    """(instance id, row) for each instance of a sheet layout, in instance order."""
+def _content(instance):
+    """What an instance says, in the terms of the published sheets (loaded with its prefetches)."""
+    links = list(instance.instanceimage_set.all())
+    caption = instance.current_caption
+    reference = _chosen_reference(instance)
+    text = reference.text if reference else ""
+    return layouts.Content(
+        category=instance.family.name,
+        instruction=instance.instruction,
+        image_urls=tuple(_image_url(link.image) for link in links),
+        captions=tuple(caption.texts) if caption else ("",) * len(links),
+        blip2_captions=tuple(link.blip2_caption for link in links),
+        prediction=text if reference and reference.model else "",
+        reference_output=instance.reference_output,
+        human_output=instance.reference_output or text,
+        metadata=instance.public_images_metadata,
+        correct=bool(reference) and reference.verdict == Reference.Verdict.CORRECT,
+        problem_in_caption=bool(reference) and reference.problem_in_caption,
+        problem_in_gpt4=bool(reference) and reference.problem_in_response,
+    )
+
+
+def instance_contents(instances, *, chunk_size=None):
+    """(instance, Content) for each instance of a queryset, in its order."""
     chunk_size = chunk_size or settings.EXPORT_CHUNK_ROWS
+    loaded = instances.select_related("family", "current_caption").prefetch_related(
+        *_content_prefetches(),
+        Prefetch("imported_rows", queryset=ImportedRow.objects.select_related("sheet")),
+    )
+    for instance in loaded.iterator(chunk_size=chunk_size):
+        yield instance, _content(instance)
+
+
+def sheet_instances(kind, instances=None):
+    """The published instances a sheet of this kind holds (the fully annotated sheet: single-image)."""
     instances = published_instances() if instances is None else instances
-    if table is MULTI_IMAGE_SHEET:
-        instances = instances.filter(_multi_filter(True))
-    elif table is SINGLE_IMAGE_SHEET:
-        instances = instances.filter(_multi_filter(False))
-    for instance in _with_rows_data(instances).iterator(chunk_size=chunk_size):
-        links = list(instance.instanceimage_set.all())
-        urls = [_image_url(link.image) for link in links]
-        caption = instance.current_caption
-        captions = list(caption.texts) if caption else [""] * len(links)
-        blip2 = [link.blip2_caption for link in links]
-        reference = _chosen_reference(instance)
-        prediction = reference.text if reference.model else ""
-        ratings = (
-            reference.verdict == Reference.Verdict.CORRECT,
-            reference.problem_in_caption,
-            reference.problem_in_response,
+    multi = multi_image_q()
+    return instances.filter(multi) if kind == layouts.MULTI_IMAGE else instances.exclude(multi)
+
+
+def _stored_layout(sheet):
+    return layouts.Layout(kind=sheet.kind, columns=tuple(sheet.columns),
+                          boolean_words=tuple(tuple(pair) for pair in sheet.boolean_words),
+                          line_terminator=sheet.line_terminator,
+                          ends_with_newline=sheet.ends_with_newline)
+
+
+def _source_sheets(kind, instances):
+    """The imported sheets to write these instances back as, or None.
+
+    Only when every instance came from sheets of this kind that share one layout: a mixed table
+    is written in the published layout, with the stable key.
+    """
+    sheets = list(ImportedSheet.objects.filter(kind=kind, rows__instance__in=instances)
+                  .distinct().order_by("pk"))
+    if not sheets or len({_stored_layout(sheet) for sheet in sheets}) != 1:
+        return None
+    from_sheets = ImportedRow.objects.filter(instance=OuterRef("pk"), sheet__in=sheets)
+    if instances.exclude(Exists(from_sheets)).exists():
+        return None
+    return sheets
+
+
+def sheet_export(kind, instances=None, *, keep_imported_layout=None, chunk_size=None):
+    """(table, rows) of a benchmark sheet; rows yield (instance id, row) in the table's order.
+
+    The whole benchmark (no `instances` given) keeps an imported layout where it can, so a
+    published sheet comes back as published; a chosen part of it (a family's sheet, the file a
+    researcher adds predictions to) is written in the published layout with the stable key,
+    unless `keep_imported_layout` says otherwise.
+    """
+    chunk_size = chunk_size or settings.EXPORT_CHUNK_ROWS
+    if keep_imported_layout is None:
+        keep_imported_layout = instances is None
+    instances = sheet_instances(kind, instances)
+    sheets = _source_sheets(kind, instances) if keep_imported_layout else None
+    if sheets is None:
+        return SHEETS[kind], _published_layout_rows(kind, instances, chunk_size)
+    layout = _stored_layout(sheets[0])
+    return sheet_table(layout, stable_key=False), _source_layout_rows(layout, sheets, instances,
+                                                                      chunk_size)
+
+
+def _source_layout_rows(layout, sheets, instances, chunk_size):
+    rows = (
+        ImportedRow.objects.filter(sheet__in=sheets, instance__in=instances)
+        .select_related("instance__family", "instance__current_caption")
+        .prefetch_related(*_content_prefetches("instance__"))
+        .order_by("sheet_id", "number")
+    )
+    for imported in rows.iterator(chunk_size=chunk_size):
+        content = _content(imported.instance)
+        yield imported.instance_id, tuple(
+            layouts.kept_or_written(layout, position, imported.cells[position], content)
+            for position in range(len(layout.columns))
         )
-        metadata = json.dumps(instance.public_images_metadata)
-        category = instance.family.name
-        if table is MULTI_IMAGE_SHEET:
-            row = (category, json.dumps(urls), len(urls) > 1, instance.instruction, prediction,
-                   _dense_captions_cell(captions), _blip2_captions_cell(blip2),
-                   instance.reference_output, *ratings, metadata)
-        elif table is SINGLE_IMAGE_SHEET:
-            row = (category, urls[0], False, instance.instruction, prediction, captions[0],
-                   blip2[0], instance.reference_output, *ratings, metadata)
-        else:
-            row = (urls[0], captions[0], category, instance.instruction,
-                   instance.reference_output or reference.text)
-        yield instance.pk, row
+
+
+def _published_layout_rows(kind, instances, chunk_size):
+    table = SHEETS[kind]
+    layout = table.layout
+    for instance, content in instance_contents(instances.order_by("id"), chunk_size=chunk_size):
+        raw = _raw_cells_by_concept(instance, kind)
+        cells = tuple(
+            layouts.kept_or_written(layout, position, raw.get(concept), content)
+            if concept is not None else ""
+            for position, concept in enumerate(layout.concepts)
+        )
+        yield instance.pk, (*cells, instance.pk)
+
+
+def _raw_cells_by_concept(instance, kind):
+    """The cells the instance was imported with, by concept, from a sheet whose cells are written
+    like this kind's (JSON lists in the multi-image sheet, single values elsewhere)."""
+    multi = kind == layouts.MULTI_IMAGE
+    for imported in instance.imported_rows.all():
+        if (imported.sheet.kind == layouts.MULTI_IMAGE) == multi:
+            concepts = [layouts.concept_of(column) for column in imported.sheet.columns]
+            return {concept: cell for concept, cell in zip(concepts, imported.cells, strict=True)
+                    if concept is not None}
+    return {}
 
 
 def _image_cells(instance_ids_query):
@@ -444,9 +533,52 @@ def _battle_record(group, images):
 # --- writing -----------------------------------------------------------------------------------
 
 
-def csv_writer(handle):
-    # The published sheets: "\n" line ends, fields quoted only when they must be (pandas' to_csv).
-    return csv.writer(handle, lineterminator="\n")
+def csv_line(cells):
+    """One CSV record without its line end, quoted where needed (pandas' to_csv does the same).
+
+    The record is formed as if lines ended with CRLF, so a cell holding a carriage return, a line
+    feed or both is always quoted, whatever line end the file then uses: a lone CR left bare
+    starts a new row in spreadsheet programs.
+    """
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerow(cells)
+    return buffer.getvalue()[:-2]
+
+
+class CsvWriter:
+    """Writes CSV records with a given line end, and with or without one after the last record."""
+
+    def __init__(self, handle, *, line_terminator="\n", ends_with_newline=True):
+        self.handle = handle
+        self.line_terminator = line_terminator
+        self.ends_with_newline = ends_with_newline
+        self.started = False
+
+    def writerow(self, cells):
+        line = csv_line(cells)
+        if self.ends_with_newline:
+            self.handle.write(line + self.line_terminator)
+        else:
+            self.handle.write((self.line_terminator if self.started else "") + line)
+        self.started = True
+
+
+def csv_writer(handle, table=None):
+    layout = table.layout if table is not None else None
+    if layout is None:
+        return CsvWriter(handle)
+    return CsvWriter(handle, line_terminator=layout.line_terminator,
+                     ends_with_newline=layout.ends_with_newline)
+
+
+def _cell_writers(table):
+    """Per column, the function that turns a row value into CSV text."""
+    layout = table.layout
+    words = [("True", "False")] * len(table.columns)
+    if layout is not None:
+        words[: len(layout.columns)] = [pair if all(pair) else ("True", "False")
+                                        for pair in layout.boolean_words]
+    return [lambda value, pair=pair: _csv_cell(value, pair) for pair in words]
 
 
 class _ParquetSink:
@@ -487,15 +619,20 @@ def write_table(table: Table, rows: Iterable[tuple], *, csv_file=None, spreadshe
     chunk_rows = chunk_rows or settings.EXPORT_CHUNK_ROWS
     header = table.header
     writers = []
+    cell_writers = _cell_writers(table)
+
+    def texts(row):
+        return [write(value) for write, value in zip(cell_writers, row, strict=True)]
+
     if csv_file is not None:
-        writer = csv_writer(csv_file)
+        writer = csv_writer(csv_file, table)
         writer.writerow(header)
-        writers.append(lambda row, w=writer: w.writerow([_csv_cell(v) for v in row]))
+        writers.append(lambda row, w=writer: w.writerow(texts(row)))
     if spreadsheet_file is not None:
-        sheet = csv_writer(spreadsheet_file)
+        sheet = csv_writer(spreadsheet_file, table)
         sheet.writerow([neutralise_formula(name) for name in header])
         writers.append(
-            lambda row, w=sheet: w.writerow([neutralise_formula(_csv_cell(v)) for v in row])
+            lambda row, w=sheet: w.writerow([neutralise_formula(text) for text in texts(row)])
         )
     if jsonl_file is not None:
         writers.append(
@@ -520,10 +657,10 @@ def write_table(table: Table, rows: Iterable[tuple], *, csv_file=None, spreadshe
     return count
 
 
-def export_sheet(*, table, csv_file, instances=None):
+def export_sheet(*, kind, csv_file, instances=None):
     """One benchmark sheet as CSV (the importer's inverse); returns the number of rows."""
-    return write_table(table, (row for _, row in sheet_rows(table=table, instances=instances)),
-                       csv_file=csv_file)
+    table, rows = sheet_export(kind, instances)
+    return write_table(table, (row for _, row in rows), csv_file=csv_file)
 
 
 def image_licences(*, instances):

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Sum
 from django.utils import timezone
 from openai import OpenAI
 
@@ -413,10 +414,7 @@ class _Item:
     fallback_request: dict | None = None
 
 
-def _plan(run):
-    battles = run.study.battles.select_related(
-        "instance__family", "instance__current_caption", "response_a", "response_b"
-    ).prefetch_related("instance__instanceimage_set__image")
+def _plan(run, battles):
     items = []
     for battle in battles:
         instance, a, b = battle.instance, battle.response_a.text, battle.response_b.text
@@ -432,12 +430,7 @@ def _plan(run):
             ]
             items.append(_Item(battle, Judgement.Ordering.AB, "overall", requests))
             continue
-        criteria = (
-            CHIRP_CRITERIA
-            if run.mode == JudgeRun.Mode.VISION and run.study.with_criteria
-            else CHIRP_CRITERIA[:1]
-        )
-        for criterion in criteria:
+        for criterion in _criteria(run):
             for ordering, first, second in (("ab", a, b), ("ba", b, a)):
                 request = pairwise_request(
                     mode=run.mode,
@@ -476,7 +469,8 @@ def _cost(model, prompt_tokens, completion_tokens, via_batch):
 
 
 def _store_call(run, sha, request, response, *, via_batch=False):
-    """Cache one answer and add its usage to the run; the run's progress is saved at once."""
+    """Cache one answer as paid for by this run; the run's counters move in the same transaction,
+    so a kill between the two can neither lose the tokens nor count them twice."""
     usage = response.get("usage") or {}
     prompt_tokens = usage.get("prompt_tokens") or 0
     completion_tokens = usage.get("completion_tokens") or 0
@@ -488,16 +482,14 @@ def _store_call(run, sha, request, response, *, via_batch=False):
                 response=response,
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
+                cost_usd=_cost(request["model"], prompt_tokens, completion_tokens, via_batch),
                 via_batch=via_batch,
+                run=run,
             )
+            refresh_counters(run)
     except IntegrityError:
         # Another run asked the same thing at the same moment; its answer is as good as ours.
         call = JudgeCall.objects.get(request_sha256=sha)
-    run.done_calls += 1
-    run.prompt_tokens += prompt_tokens
-    run.completion_tokens += completion_tokens
-    run.cost_usd += _cost(request["model"], prompt_tokens, completion_tokens, via_batch)
-    run.save(update_fields=["done_calls", "prompt_tokens", "completion_tokens", "cost_usd"])
     return call
 
 
@@ -509,10 +501,6 @@ def _answer_all(run, client, requests):
     calls = {
         call.request_sha256: call for call in JudgeCall.objects.filter(request_sha256__in=by_sha)
     }
-    if calls:
-        run.done_calls += len(calls)
-        run.cached_calls += len(calls)
-        run.save(update_fields=["done_calls", "cached_calls"])
     missing = {sha: request for sha, request in by_sha.items() if sha not in calls}
     if missing and run.use_batch_api:
         calls.update(_answer_by_batch(run, client, missing))
@@ -522,7 +510,12 @@ def _answer_all(run, client, requests):
 
 
 def _answer_concurrently(run, client, missing):
-    """Threads only wait on the network; the database is written from this thread alone."""
+    """Threads only wait on the network; the database is written from this thread alone.
+
+    Each answer is stored as it arrives, so a worker killed half-way has paid only for answers it
+    kept. When storing fails (the database is gone) the requests not yet sent are cancelled
+    rather than paid for and thrown away; the job's retry asks for them later.
+    """
     calls, failures = {}, []
     workers = max(1, run.concurrency or settings.JUDGE_CONCURRENCY)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
@@ -539,7 +532,12 @@ def _answer_concurrently(run, client, missing):
             except Exception as error:  # noqa: BLE001 - the others still get stored and cached
                 failures.append(error)
                 continue
-            calls[sha] = _store_call(run, sha, missing[sha], response)
+            try:
+                calls[sha] = _store_call(run, sha, missing[sha], response)
+            except Exception:
+                for pending in futures:
+                    pending.cancel()
+                raise
     if failures:
         logger.warning("Judge run %s: %s of %s calls failed.", run.pk, len(failures), len(missing))
         raise failures[0]
@@ -603,31 +601,116 @@ def _winner(ordering, position):
     return Judgement.Winner.A if (position == 1) == first_is_a else Judgement.Winner.B
 
 
-def run_judge(*, run):
-    """Judge every battle of the run's study and store the judgements; idempotent.
+# --- a run in chunks ------------------------------------------------------------------------------
+#
+# A background run is a start job, one job per chunk of battles and a finish job
+# (tasks/judging.py), each under its own lease, so no job runs longer than a chunk and a second
+# delivery of any of them exits at once. What is done is read back from the stored judgements.
 
-    Calls whose answers are cached cost nothing; errors that survive the client's own retries
-    leave the run failed with what was answered cached, so running it again resumes.
-    """
-    client = _client()
-    run.status, run.started_at, run.error = JudgeRun.Status.RUNNING, timezone.now(), ""
-    run.done_calls = run.cached_calls = run.fallback_calls = 0
-    run.save(
-        update_fields=[
-            "status",
-            "started_at",
-            "error",
-            "done_calls",
-            "cached_calls",
-            "fallback_calls",
-        ]
+ACTIVE_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING, JudgeRun.Status.RETRYING)
+
+
+def _criteria(run):
+    if run.mode == JudgeRun.Mode.VISION and run.study.with_criteria:
+        return CHIRP_CRITERIA
+    return CHIRP_CRITERIA[:1]
+
+
+def _judgements_per_battle(run):
+    return 1 if run.mode == JudgeRun.Mode.PROMETHEUS else 2 * len(_criteria(run))
+
+
+def _calls_per_battle(run):
+    # Prometheus asks twice for its one judgement: once per response.
+    return 2 if run.mode == JudgeRun.Mode.PROMETHEUS else _judgements_per_battle(run)
+
+
+def battles_per_chunk(run):
+    return max(1, settings.JUDGE_CHUNK_CALLS // _calls_per_battle(run))
+
+
+def _battle_ids(run):
+    return list(run.study.battles.order_by("pk").values_list("pk", flat=True))
+
+
+def _chunks(run):
+    ids, size = _battle_ids(run), battles_per_chunk(run)
+    return [ids[start:start + size] for start in range(0, len(ids), size)]
+
+
+def unfinished_chunks(run):
+    """Indexes of the chunks with a judgement still missing."""
+    stored = dict(
+        Judgement.objects.filter(run=run).values("battle_id").annotate(n=Count("pk"))
+        .values_list("battle_id", "n")
     )
-    try:
-        with client:
-            items = _plan(run)
+    expected = _judgements_per_battle(run)
+    return [
+        index for index, ids in enumerate(_chunks(run))
+        if any(stored.get(battle_id, 0) < expected for battle_id in ids)
+    ]
+
+
+def refresh_counters(run):
+    """A run's progress, tokens and cost, derived from the calls it paid for and the judgements it
+    stored: recounting after a restart gives the same figures, never a double count."""
+    paid = JudgeCall.objects.filter(run=run).aggregate(
+        n=Count("pk"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
+        cost=Sum("cost_usd"),
+    )
+    judgements = Judgement.objects.filter(run=run)
+    used = set()
+    for field_name in ("call", "fallback_call", "call_b"):
+        used.update(judgements.exclude(**{f"{field_name}__isnull": True})
+                    .values_list(f"{field_name}_id", flat=True))
+    cached = JudgeCall.objects.filter(pk__in=used).exclude(run=run).count()
+    fallback = judgements.exclude(fallback_call__isnull=True).values("fallback_call").distinct().count()
+    JudgeRun.objects.filter(pk=run.pk).update(
+        total_calls=len(_battle_ids(run)) * _calls_per_battle(run) + fallback,
+        done_calls=paid["n"] + cached,
+        cached_calls=cached,
+        fallback_calls=fallback,
+        prompt_tokens=paid["prompt"] or 0,
+        completion_tokens=paid["completion"] or 0,
+        cost_usd=paid["cost"] or Decimal(0),
+    )
+
+
+def start_judge_run(*, run):
+    """Mark a queued run running and return the indexes of its chunks still to judge.
+
+    A run that cannot reach its model (no key) fails here, with the reason, before any chunk.
+    """
+    run = JudgeRun.objects.select_related("study").get(pk=run.pk)
+    if run.status not in ACTIVE_STATUSES:
+        return []
+    _client().close()
+    JudgeRun.objects.filter(pk=run.pk).update(
+        status=JudgeRun.Status.RUNNING, started_at=run.started_at or timezone.now(), error=""
+    )
+    refresh_counters(run)
+    return unfinished_chunks(run)
+
+
+def judge_chunk(*, run, index):
+    """Judge one chunk of the run's battles and store its judgements; idempotent.
+
+    Returns True when no chunk of the run is left unjudged.
+    """
+    run = JudgeRun.objects.select_related("study").get(pk=run.pk)
+    if run.status not in ACTIVE_STATUSES:
+        return False
+    chunks = _chunks(run)
+    if index < len(chunks) and index in unfinished_chunks(run):
+        battles = list(
+            run.study.battles.filter(pk__in=chunks[index]).order_by("pk")
+            .select_related("instance__family", "instance__current_caption", "response_a",
+                            "response_b")
+            .prefetch_related("instance__instanceimage_set__image")
+        )
+        with _client() as client:
+            items = _plan(run, battles)
             primary = [request for item in items for request in item.requests]
-            run.total_calls = len({request_sha256(r) for r in primary})
-            run.save(update_fields=["total_calls"])
             calls = _answer_all(run, client, primary)
             for item in items:
                 item.answers = [calls[request_sha256(r)] for r in item.requests]
@@ -635,12 +718,64 @@ def run_judge(*, run):
                 _store_prometheus(run, items)
             else:
                 _store_pairwise(run, client, items)
-    except Exception as error:
-        run.status, run.error, run.finished_at = JudgeRun.Status.FAILED, str(error), timezone.now()
+    return not unfinished_chunks(run)
+
+
+def finish_judge_run(*, run):
+    """Mark the run done once every chunk is judged; until then it stays running."""
+    run = JudgeRun.objects.get(pk=run.pk)
+    if run.status in ACTIVE_STATUSES and not unfinished_chunks(run):
+        refresh_counters(run)
+        JudgeRun.objects.filter(pk=run.pk).update(
+            status=JudgeRun.Status.DONE, error="", finished_at=timezone.now()
+        )
+    return JudgeRun.objects.get(pk=run.pk)
+
+
+def record_job_status(run_id, status, error=""):
+    """What a run shows while its jobs run: "retrying" with the cause between attempts, "failed"
+    with the reason once the retries are spent. A run that is over is left as it ended."""
+    active = JudgeRun.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES)
+    if status == JudgeRun.Status.RETRYING:
+        active.update(status=JudgeRun.Status.RETRYING, error=error)
+    elif status == JudgeRun.Status.FAILED:
+        active.update(status=JudgeRun.Status.FAILED, error=error, finished_at=timezone.now())
+    elif status == JudgeRun.Status.RUNNING:
+        active.exclude(status=JudgeRun.Status.PENDING).update(status=JudgeRun.Status.RUNNING)
+
+
+def run_again(*, run):
+    """Queue a finished or failed run again (cached answers cost nothing); a run in progress is
+    refused, since two copies of one run would pay for the same answers twice."""
+    from tasks.jobs import enqueue
+
+    with transaction.atomic():
+        run = JudgeRun.objects.select_for_update().get(pk=run.pk)
+        if run.status in ACTIVE_STATUSES:
+            raise AnnotationError(
+                f"Judge run #{run.pk} is {run.get_status_display().lower()}; it can run again "
+                "once it has finished or failed."
+            )
+        run.status, run.error, run.finished_at = JudgeRun.Status.PENDING, "", None
         run.save(update_fields=["status", "error", "finished_at"])
+        enqueue("tasks.run_judge", run.pk)
+    return run
+
+
+def run_judge(*, run):
+    """Judge every battle of the run's study here and now, chunk by chunk (commands and tests; the
+    admin queues the same steps as jobs). Errors leave the run failed with its answers cached,
+    so running it again resumes."""
+    JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.PENDING, error="")
+    try:
+        for index in start_judge_run(run=run):
+            judge_chunk(run=run, index=index)
+    except Exception as error:
+        record_job_status(run.pk, JudgeRun.Status.FAILED, str(error))
+        run.refresh_from_db()
         raise
-    run.status, run.finished_at = JudgeRun.Status.DONE, timezone.now()
-    run.save(update_fields=["status", "finished_at"])
+    finish_judge_run(run=run)
+    run.refresh_from_db()
     return run
 
 
@@ -655,12 +790,7 @@ def _store_pairwise(run, client, items):
             )
         decided.append((item, position, text, refused))
     fallbacks = [item.fallback_request for item in items if item.fallback_request]
-    fallback_calls = {}
-    if fallbacks:
-        run.fallback_calls = len({request_sha256(r) for r in fallbacks})
-        run.total_calls += run.fallback_calls
-        run.save(update_fields=["fallback_calls", "total_calls"])
-        fallback_calls = _answer_all(run, client, fallbacks)
+    fallback_calls = _answer_all(run, client, fallbacks) if fallbacks else {}
     with transaction.atomic():
         for item, position, text, refused in decided:
             fallback_call = None
@@ -685,6 +815,7 @@ def _store_pairwise(run, client, items):
                     "fallback_call": fallback_call,
                 },
             )
+        refresh_counters(run)
 
 
 def _store_prometheus(run, items):
@@ -712,3 +843,4 @@ def _store_prometheus(run, items):
                     "call_b": item.answers[1],
                 },
             )
+        refresh_counters(run)

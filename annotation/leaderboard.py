@@ -1,15 +1,22 @@
-"""The leaderboard of a preference study: VisIT-Bench Tables 3 and 4, for the crowd and each judge.
+"""The leaderboard of a preference study: VisIT-Bench Tables 3 and 4, for the crowd and each judge,
+with the judges' agreement with the crowd.
 
-The numbers come from annotation/ratings.py; this module only gathers the battles of each
-evaluator and lays the tables out the way the paper prints them.
+The numbers come from annotation/ratings.py and annotation/agreement.py. A leaderboard is computed
+once per state of the judgements and stored (LeaderboardResult), keyed by a hash of the battles it
+was computed from: the dashboard, its figures, the API and the `leaderboard` command read that one
+result, and a new or changed judgement makes a new key, so nothing stale is ever shown and the
+1,000-round bootstraps do not rerun for each figure or request.
 """
 
-from dataclasses import dataclass
+import hashlib
+import time
+from dataclasses import dataclass, field
 
 import pandas as pd
+from django.db import IntegrityError, transaction
 
 from annotation import agreement, ratings
-from annotation.models import REFERENCE_MODEL_NAME
+from annotation.models import REFERENCE_MODEL_NAME, LeaderboardResult
 from annotation.selectors_scoring import (
     finished_runs,
     human_battles,
@@ -18,65 +25,84 @@ from annotation.selectors_scoring import (
 )
 
 DEFAULT_ROUNDS = 1000
+# Bump when the computation or the stored layout changes, so older stored results are not read.
+COMPUTATION_VERSION = 2
+# Online Elo with K=4 moves a rating at most 4 points a match, so a model with fewer matches than
+# this cannot get far from 1000 whatever its results: its bootstrap interval is narrow because
+# the rating barely moved, not because it is known. Its rows carry a warning.
+MIN_MATCHES = 100
+SPLIT_LABELS = {
+    ratings.ALL_IMAGES: "All images",
+    ratings.SINGLE_IMAGE: "Single Image",
+    ratings.MULTI_IMAGE: "Multiple Images",
+}
+HUMAN_KEY = "human"
 
 
 @dataclass
-class Leaderboard:
+class Evaluator:
+    """Whose verdicts a board shows: the crowd, or one finished judge run."""
+
+    key: str
     title: str
-    key: str
     battles: pd.DataFrame
-    table: pd.DataFrame | None
-
-    @property
-    def rows(self):
-        return format_rows(self.table) if self.table is not None else []
+    judgements: int
+    orderings: pd.DataFrame | None = None
+    judge: str = ""
 
 
-def evaluator_battles(*, study, criterion="overall"):
-    """[(title, key, battles frame)] for the crowd ("human") and every finished run ("run-<id>")."""
-    evaluators = [("Human judgements", "human", human_battles(study=study, criterion=criterion))]
+def evaluators(*, study, criterion="overall"):
+    human = human_battles(study=study, criterion=criterion)
+    found = [Evaluator(key=HUMAN_KEY, title="Human judgements", battles=human, judgements=len(human))]
     for run in finished_runs(study=study):
-        evaluators.append(
-            (
-                f"LLM judge: {run.engine}, {run.get_mode_display()}",
-                f"run-{run.pk}",
-                judge_battles(run=run, criterion=criterion),
+        orderings = judge_orderings(run=run, criterion=criterion)
+        found.append(
+            Evaluator(
+                key=f"run-{run.pk}",
+                title=f"LLM judge: {run.engine}, {run.get_mode_display()}",
+                battles=judge_battles(run=run, criterion=criterion),
+                judgements=len(orderings),
+                orderings=orderings,
+                judge=f"{run.engine}, {run.get_mode_display()}",
             )
         )
-    return evaluators
+    return found
 
 
-def study_leaderboards(*, study, criterion="overall", rounds=DEFAULT_ROUNDS):
-    boards = []
-    for title, key, battles in evaluator_battles(study=study, criterion=criterion):
-        table = (
-            ratings.leaderboard_table(
-                battles, reference_model=REFERENCE_MODEL_NAME, rounds=rounds, seed=study.seed
-            )
-            if not battles.empty
-            else None
-        )
-        boards.append(Leaderboard(title=title, key=key, battles=battles, table=table))
-    return boards
+def data_key(found, *, study, criterion, rounds):
+    """sha256 of everything the result depends on: the battles of every evaluator (and each
+    judge's orderings, which the agreement measures read), the parameters and the code version."""
+    digest = hashlib.sha256()
+    digest.update(repr((COMPUTATION_VERSION, study.seed, criterion, rounds, REFERENCE_MODEL_NAME)).encode())
+    for evaluator in found:
+        digest.update(repr((evaluator.key, evaluator.title, evaluator.judgements)).encode())
+        for frame in (evaluator.battles, evaluator.orderings):
+            if frame is not None:
+                digest.update(frame.to_csv(index=False).encode())
+    return digest.hexdigest()
 
 
-@dataclass
-class Agreement:
-    """How one judge agrees with the crowd on the battles both judged (paper §4.3; CHIRP C.2)."""
+# --- the computation ---------------------------------------------------------------------------
 
-    key: str
-    judge: str
-    shared: int
-    majority: pd.DataFrame
-    kappa: float
-    spearman: float
-    judge_cycles: int
-    human_cycles: int
 
-    @property
-    def accuracy(self):
-        overall = self.majority[self.majority["strength"] == "all"]
-        return float(overall["judge_accuracy"].iloc[0]) if len(overall) else float("nan")
+def _plain(value):
+    """A JSON value from a pandas or numpy one; NaN and NA become None (PostgreSQL's jsonb has
+    no NaN)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or value is pd.NA:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def _records(frame):
+    return [_plain(record) for record in frame.to_dict(orient="records")]
 
 
 def _labels_by_model(frame):
@@ -84,136 +110,263 @@ def _labels_by_model(frame):
     return frame.apply(lambda row: row[row["winner"]] if row["winner"] != "tie" else "tie", axis=1)
 
 
-def study_agreements(*, study, criterion="overall"):
-    """One Agreement per finished judge run that shares battles with the crowd."""
-    human = human_battles(study=study, criterion=criterion)
-    results = []
-    if human.empty:
-        return results
-    human_cycles = int(agreement.contradiction_cycles(human)["n_cycles"].sum())
-    human_elo = ratings.online_elo(human)
-    for run in finished_runs(study=study):
-        verdicts = judge_battles(run=run, criterion=criterion)
-        shared_ids = set(verdicts["battle_id"]) & set(human["battle_id"])
-        if not shared_ids:
-            continue
-        shared_human = human[human["battle_id"].isin(shared_ids)]
-        orderings = judge_orderings(run=run, criterion=criterion)
-        # CHIRP C.2.5: each person's answer against the judge's verdict on the same battle, with
-        # chance agreement taken per matchup.
-        verdict_by_battle = dict(
-            zip(verdicts["battle_id"], _labels_by_model(verdicts), strict=True)
+def _agreement(human, human_elo, human_cycles, judge):
+    """How one judge agrees with the crowd on the battles both judged (paper §4.3; CHIRP C.2),
+    or None when they share none."""
+    verdicts = judge.battles
+    shared_ids = set(verdicts["battle_id"]) & set(human["battle_id"])
+    if not shared_ids:
+        return None
+    shared_human = human[human["battle_id"].isin(shared_ids)]
+    # CHIRP C.2.5: each person's answer against the judge's verdict on the same battle, with
+    # chance agreement taken per matchup.
+    verdict_by_battle = dict(zip(verdicts["battle_id"], _labels_by_model(verdicts), strict=True))
+    pairs = zip(shared_human["model_a"], shared_human["model_b"], strict=True)
+    matchups = [" vs ".join(sorted(pair)) for pair in pairs]
+    kappa = agreement.cohen_kappa(
+        list(_labels_by_model(shared_human)),
+        [verdict_by_battle[b] for b in shared_human["battle_id"]],
+        matchups=matchups,
+    )
+    majority = agreement.majority_agreement(
+        shared_human, judge.orderings[judge.orderings["battle_id"].isin(shared_ids)]
+    )
+    overall = majority[majority["strength"] == "all"]
+    return {
+        "key": judge.key,
+        "judge": judge.judge,
+        "shared": len(shared_ids),
+        "accuracy": float(overall["judge_accuracy"].iloc[0]) if len(overall) else None,
+        "kappa": kappa,
+        "spearman": agreement.ranking_spearman(human_elo, ratings.online_elo(verdicts)).statistic,
+        "judge_cycles": int(agreement.contradiction_cycles(verdicts)["n_cycles"].sum()),
+        "human_cycles": human_cycles,
+        "majority": _records(majority),
+    }
+
+
+def _board(evaluator, *, rounds, seed):
+    battles = evaluator.battles
+    board = {
+        "key": evaluator.key,
+        "title": evaluator.title,
+        "battles": int(battles["battle_id"].nunique()),
+        "judgements": evaluator.judgements,
+        "rows": [],
+        "categories": [],
+    }
+    if not battles.empty:
+        table = ratings.leaderboard_table(battles, reference_model=REFERENCE_MODEL_NAME, rounds=rounds, seed=seed)
+        board["rows"] = _records(table)
+        board["categories"] = _records(
+            ratings.category_win_rate_table(battles, reference_model=REFERENCE_MODEL_NAME)
         )
-        matchups = [
-            " vs ".join(sorted(pair))
-            for pair in zip(shared_human["model_a"], shared_human["model_b"], strict=True)
-        ]
-        kappa = agreement.cohen_kappa(
-            list(_labels_by_model(shared_human)),
-            [verdict_by_battle[b] for b in shared_human["battle_id"]],
-            matchups=matchups,
-        )
-        spearman = agreement.ranking_spearman(human_elo, ratings.online_elo(verdicts)).statistic
-        results.append(
-            Agreement(
-                key=f"run-{run.pk}",
-                judge=f"{run.engine}, {run.get_mode_display()}",
-                shared=len(shared_ids),
-                majority=agreement.majority_agreement(
-                    shared_human, orderings[orderings["battle_id"].isin(shared_ids)]
-                ),
-                kappa=kappa,
-                spearman=spearman,
-                judge_cycles=int(agreement.contradiction_cycles(verdicts)["n_cycles"].sum()),
-                human_cycles=human_cycles,
-            )
-        )
-    return results
+    return board
 
 
-def _number(value, form="{:.2f}"):
-    return "" if value is None or pd.isna(value) else form.format(value)
+def compute(found, *, seed, rounds):
+    """The whole leaderboard of one state of the judgements, as JSON-ready data."""
+    boards = [_board(evaluator, rounds=rounds, seed=seed) for evaluator in found]
+    agreements = []
+    human = found[0].battles
+    if not human.empty:
+        human_cycles = int(agreement.contradiction_cycles(human)["n_cycles"].sum())
+        human_elo = ratings.online_elo(human)
+        for judge in found[1:]:
+            result = _agreement(human, human_elo, human_cycles, judge)
+            if result is not None:
+                agreements.append(_plain(result))
+    return {"boards": boards, "agreements": agreements}
 
 
-def agreement_rows(agreements):
-    return [
-        {
-            "key": a.key,
-            "judge": a.judge,
-            "shared": a.shared,
-            "agreement": _number(a.accuracy, "{:.1%}"),
-            "kappa": _number(a.kappa),
-            "spearman": _number(a.spearman),
-            "cycles": f"{a.judge_cycles} / {a.human_cycles}",
-        }
-        for a in agreements
-    ]
+# --- what the pages read -----------------------------------------------------------------------
+
+
+def _number(value, form="{:.0f}"):
+    return "" if value is None else form.format(value)
+
+
+def _interval(lower, upper):
+    return "" if lower is None or upper is None else f"{lower:.0f} to {upper:.0f}"
 
 
 def _percent_with_n(rate, n):
-    if pd.isna(rate) or pd.isna(n):
+    if n is None:
         return ""
-    return f"{rate:.2%} (n={int(n)})"
+    if rate is None:
+        return f"– (n={n})"
+    return f"{rate:.2%} (n={n})"
 
 
-def format_rows(table):
-    """Rows as the paper prints them: split, model, Elo (interval), matches, win-rate (n)."""
-    rows = []
-    for record in table.to_dict("records"):
-        rows.append(
+@dataclass
+class Board:
+    key: str
+    title: str
+    battles: int
+    judgements: int
+    rows: list
+    categories: list
+    agreement: dict | None = None
+
+    @property
+    def table(self):
+        return pd.DataFrame(self.rows)
+
+    @property
+    def category_table(self):
+        return pd.DataFrame(self.categories)
+
+    @property
+    def display_rows(self):
+        """Rows as the paper prints them: split, model, Elo (interval), Bradley-Terry (interval),
+        matches, win-rate vs. reference (n), and whether the matches are too few to mean much."""
+        return [
             {
-                "split": {"single-image": "Single Image", "multi-image": "Multiple Images"}.get(
-                    record.get("split"), "All"
-                ),
-                "model": record["model"],
-                "elo": f"{record['elo']:.0f}",
-                "interval": f"{record['elo_lower']:.0f} to {record['elo_upper']:.0f}",
-                "matches": int(record["matches"]),
-                "win_rate": _percent_with_n(
-                    record["win_rate_vs_reference"], record["n_vs_reference"]
-                ),
+                "split": SPLIT_LABELS.get(row.get("split"), "All images"),
+                "model": row["model"],
+                "elo": _number(row["elo"]),
+                "elo_interval": _interval(row["elo_lower"], row["elo_upper"]),
+                "bt": _number(row["bt"]),
+                "bt_interval": _interval(row["bt_lower"], row["bt_upper"]),
+                "matches": row["matches"],
+                "few_matches": row["matches"] < MIN_MATCHES,
+                "win_rate": _percent_with_n(row["win_rate_vs_reference"], row["n_vs_reference"]),
             }
-        )
-    return rows
-
-
-def render_text(boards):
-    """The tables as plain text, for the `leaderboard` management command."""
-    lines = []
-    for board in boards:
-        lines.append(f"== {board.title} ({len(board.battles)} battles) ==")
-        if not board.rows:
-            lines.append("No battles judged yet.")
-            lines.append("")
-            continue
-        header = ("Category", "Model", "Elo", "95% interval", "Matches", "Win-rate vs. reference")
-        body = [
-            (r["split"], r["model"], r["elo"], r["interval"], str(r["matches"]), r["win_rate"])
-            for r in board.rows
+            for row in self.rows
         ]
-        widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
-        for row in (header, *body):
-            lines.append(
-                "  ".join(
-                    cell.ljust(width) for cell, width in zip(row, widths, strict=True)
-                ).rstrip()
-            )
+
+    @property
+    def few_matches(self):
+        return any(row["matches"] < MIN_MATCHES for row in self.rows)
+
+    @property
+    def per_battle(self):
+        return f"{self.judgements / self.battles:.3g}" if self.battles else "0"
+
+
+@dataclass
+class StudyLeaderboard:
+    data_key: str
+    criterion: str
+    rounds: int
+    computed_at: object
+    seconds: float
+    boards: list[Board] = field(default_factory=list)
+    agreements: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def from_stored(cls, stored):
+        by_key = {a["key"]: a for a in stored.result["agreements"]}
+        boards = [
+            Board(**board, agreement=agreement_row(by_key[board["key"]]) if board["key"] in by_key else None)
+            for board in stored.result["boards"]
+        ]
+        return cls(data_key=stored.data_key, criterion=stored.criterion, rounds=stored.rounds,
+                   computed_at=stored.computed_at, seconds=stored.seconds, boards=boards,
+                   agreements=stored.result["agreements"])
+
+    def board(self, key):
+        return next((board for board in self.boards if board.key == key), None)
+
+    def agreement(self, key):
+        return next((found for found in self.agreements if found["key"] == key), None)
+
+    def majority_table(self, key):
+        """The judge's agreement with the crowd by majority strength, as a frame."""
+        return pd.DataFrame(self.agreement(key)["majority"])
+
+    @property
+    def agreement_rows(self):
+        return [agreement_row(found) for found in self.agreements]
+
+
+def agreement_row(found):
+    return {
+        "key": found["key"],
+        "judge": found["judge"],
+        "shared": found["shared"],
+        "agreement": _number(found["accuracy"], "{:.1%}"),
+        "kappa": _number(found["kappa"], "{:.2f}"),
+        "spearman": _number(found["spearman"], "{:.2f}"),
+        "cycles": f"{found['judge_cycles']} / {found['human_cycles']}",
+    }
+
+
+def study_leaderboard(*, study, criterion="overall", rounds=DEFAULT_ROUNDS):
+    """The study's leaderboard for the judgements as they are now: the stored result when one
+    was computed from the same battles, else computed and stored (older results of the same
+    study, criterion and rounds are dropped then)."""
+    found = evaluators(study=study, criterion=criterion)
+    key = data_key(found, study=study, criterion=criterion, rounds=rounds)
+    stored = LeaderboardResult.objects.filter(study=study, criterion=criterion, rounds=rounds, data_key=key).first()
+    if stored is None:
+        started = time.perf_counter()
+        result = compute(found, seed=study.seed, rounds=rounds)
+        seconds = time.perf_counter() - started
+        try:
+            with transaction.atomic():
+                stored = LeaderboardResult.objects.create(
+                    study=study, criterion=criterion, rounds=rounds, data_key=key, result=result, seconds=seconds
+                )
+        except IntegrityError:
+            # Another request computed the same result meanwhile; the numbers are the same.
+            stored = LeaderboardResult.objects.get(study=study, criterion=criterion, rounds=rounds, data_key=key)
+        LeaderboardResult.objects.filter(study=study, criterion=criterion, rounds=rounds).exclude(
+            data_key=key
+        ).delete()
+    return StudyLeaderboard.from_stored(stored)
+
+
+def stored_leaderboard(*, study, criterion, rounds, data_key):
+    """A stored result by its key (the figures of a page ask for the result the page showed),
+    or None when it has been replaced since."""
+    stored = LeaderboardResult.objects.filter(
+        study=study, criterion=criterion, rounds=rounds, data_key=data_key
+    ).first()
+    return StudyLeaderboard.from_stored(stored) if stored else None
+
+
+# --- text, for the `leaderboard` command ---------------------------------------------------------
+
+
+def _columns(header, body):
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *body)
+    ]
+
+
+def render_text(leaderboard):
+    lines = []
+    for board in leaderboard.boards:
+        lines.append(f"== {board.title}: {board.battles} battles, {board.judgements} judgements ==")
+        if not board.rows:
+            lines += ["No battles judged yet.", ""]
+            continue
+        header = ("Category", "Model", "Elo", "95% interval", "Bradley-Terry", "95% interval", "Matches",
+                  "Win-rate vs. reference")
+        body = [
+            (r["split"], r["model"], r["elo"], r["elo_interval"], r["bt"], r["bt_interval"],
+             str(r["matches"]) + (" (!)" if r["few_matches"] else ""), r["win_rate"])
+            for r in board.display_rows
+        ]
+        lines += _columns(header, body)
+        if board.few_matches:
+            lines.append(f"(!) fewer than {MIN_MATCHES} matches: the interval means little.")
         lines.append("")
-    return "\n".join(lines)
-
-
-def render_agreement_text(agreements):
-    lines = ["== Agreement of the judges with the crowd =="]
-    if not agreements:
-        return "\n".join([*lines, "No finished judge run shares battles with the crowd yet.", ""])
-    for row in agreement_rows(agreements):
+    lines.append("== Agreement of the judges with the crowd ==")
+    if not leaderboard.agreements:
+        lines += ["No finished judge run shares battles with the crowd yet.", ""]
+        return "\n".join(lines)
+    for row in leaderboard.agreement_rows:
         lines.append(
             f"{row['judge']}: {row['shared']} shared battles, agreement with the majority "
             f"{row['agreement']}, Cohen's kappa {row['kappa']}, Spearman of rankings "
             f"{row['spearman']}, contradiction cycles (judge / humans) {row['cycles']}"
         )
-    for agreement_ in agreements:
-        lines.append(f"-- {agreement_.judge}: by majority strength --")
-        lines.append(agreement_.majority.to_string(index=False))
+    for found in leaderboard.agreements:
+        lines.append(f"-- {found['judge']}: by majority strength --")
+        lines.append(pd.DataFrame(found["majority"]).to_string(index=False))
     lines.append("")
     return "\n".join(lines)

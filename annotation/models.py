@@ -13,6 +13,8 @@ from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThan
 from django.utils import timezone
 
+from annotation.image_urls import image_url_allowed
+
 
 class Stage(models.TextChoices):
     INSTRUCTION_GENERATION = "instruction_generation", "Instruction generation"
@@ -38,6 +40,9 @@ class ImageAsset(models.Model):
                                  help_text="The page the image was found on (e.g. Openverse).")
     uploaded_by = models.ForeignKey("Worker", null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="images")
+    original_name = models.CharField(
+        max_length=255, blank=True,
+        help_text="The uploaded file's own name, for people; the stored file is named by its content hash.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -46,11 +51,19 @@ class ImageAsset(models.Model):
         ]
 
     def __str__(self):
-        return self.url or self.file.name
+        name = self.original_name or self.url or f"image #{self.pk}"
+        return f"{name} ({self.width}×{self.height})" if self.width and self.height else name
 
     @property
     def display_url(self):
         return self.file.url if self.file else self.url
+
+    @property
+    def browser_url(self):
+        """What a page may point a browser at: our stored file, or a link on an allowed host, else ""."""
+        if self.file:
+            return self.file.url
+        return self.url if image_url_allowed(self.url) else ""
 
 
 class InstructionFamily(models.Model):
@@ -517,6 +530,16 @@ class PreferenceStudy(models.Model):
     def __str__(self):
         return self.name
 
+    def clean(self):
+        # Without a rubric the annotators' page has nothing to score against and refuses every
+        # submission; a family's or an instance's rubric only overrides this default.
+        if self.with_rubric and not self.rubric.strip():
+            from django.core.exceptions import ValidationError
+
+            raise ValidationError({"rubric": "A study that asks for rubric scores needs a rubric: write "
+                                             "the default score rubric here (what is judged, and what "
+                                             "scores 1 to 5 mean), or untick “with rubric”."})
+
     def rubric_for(self, instance):
         """The most specific rubric: the instance's, then its family's, then the study's."""
         rubrics = {(r.family_id, r.instance_id): r.text for r in self.rubrics.all()}
@@ -636,6 +659,8 @@ class JudgeRun(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
         RUNNING = "running", "Running"
+        # Between the attempts of a job that met a rate limit, an outage or a lost database.
+        RETRYING = "retrying", "Retrying"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
@@ -684,7 +709,11 @@ class JudgeCall(models.Model):
     response = models.JSONField()
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     via_batch = models.BooleanField(default=False)
+    # The run that paid for the answer; a run's tokens and cost are the sum of its own calls.
+    run = models.ForeignKey(JudgeRun, null=True, blank=True, on_delete=models.SET_NULL,
+                            related_name="paid_calls")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
@@ -731,6 +760,30 @@ class Judgement(models.Model):
 
     def __str__(self):
         return f"{self.run.engine} on battle #{self.battle_id} ({self.ordering}, {self.criterion})"
+
+
+class LeaderboardResult(models.Model):
+    """A study's leaderboard as computed once (annotation/leaderboard.py), kept so the dashboard,
+    its figures, the API and the command all show the same numbers without rerunning the
+    bootstrap. ``data_key`` is a hash of the judgements it was computed from and the parameters,
+    so a new or changed judgement makes a new key and the stored result is simply not found."""
+
+    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="leaderboard_results")
+    criterion = models.CharField(max_length=40)
+    rounds = models.PositiveIntegerField()
+    data_key = models.CharField(max_length=64)
+    result = models.JSONField()
+    computed_at = models.DateTimeField(auto_now_add=True)
+    seconds = models.FloatField(help_text="How long the computation took.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "criterion", "rounds", "data_key"],
+                                    name="leaderboard_result_unique_per_data"),
+        ]
+
+    def __str__(self):
+        return f"Leaderboard of {self.study} ({self.criterion}, {self.rounds} rounds)"
 
 
 # --- snapshots: versioned, immutable exports (DESIGN.md step 10) ---
@@ -798,3 +851,55 @@ class Snapshot(models.Model):
 
     def _stored_status(self):
         return type(self).objects.filter(pk=self.pk).values_list("status", flat=True).first()
+
+
+# --- imported sheets: the layout a published file was written in, kept to write it back ---
+
+
+class ImportedSheet(models.Model):
+    """A sheet file as imported: its layout as written (columns, booleans, line ends).
+
+    Exports write a table in this layout when every instance in it came from sheets of this
+    layout, so a published file imported alone comes back byte for byte.
+    """
+
+    class Kind(models.TextChoices):
+        MULTI_IMAGE = "multi_image", "Multi-image sheet"
+        SINGLE_IMAGE = "single_image", "Single-image sheet"
+        FULLY_ANNOTATED = "fully_annotated", "Fully annotated example"
+
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    source_dataset = models.CharField(max_length=200, blank=True)
+    columns = models.JSONField(default=list, help_text="The header, as written.")
+    boolean_words = models.JSONField(
+        default=list, help_text="Per column, how the file spells [true, false]; empty for others.")
+    line_terminator = models.CharField(max_length=2, default="\n")
+    ends_with_newline = models.BooleanField(default=True)
+    sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"{self.name} ({self.get_kind_display()})"
+
+
+class ImportedRow(models.Model):
+    """One row of an imported sheet and the instance it became (an identical repeat of an earlier
+    row points at the same instance), with its cells as written."""
+
+    sheet = models.ForeignKey(ImportedSheet, on_delete=models.CASCADE, related_name="rows")
+    number = models.PositiveIntegerField(help_text="The row as a spreadsheet numbers it (header: 1).")
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="imported_rows")
+    cells = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["sheet_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["sheet", "number"], name="imported_row_number_unique"),
+        ]
+
+    def __str__(self):
+        return f"Row {self.number} of {self.sheet.name}"

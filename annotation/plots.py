@@ -3,6 +3,10 @@
 Figures are built with matplotlib's object API on the Agg canvas rather than through pyplot:
 pyplot keeps global state that is not safe across the threads of a web server, and a server
 has no display anyway.
+
+Every text drawn from data (model names, categories, judge names) is drawn with
+``parse_math=False``: matplotlib otherwise reads "$...$" as TeX, and a model called "$x^$" would
+stop the figure with a parse error (issue 10).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 _DPI = 120
 
@@ -24,11 +29,12 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def elo_interval_plot(df: pd.DataFrame, *, title: str = "Elo rating with 95% interval") -> bytes:
+def elo_interval_plot(df: pd.DataFrame, *, title: str = "Ratings with 95% interval") -> bytes:
     """Ratings with their bootstrap intervals, best model on top.
 
-    Takes ``bootstrap_elo`` / ``bootstrap_bradley_terry`` output (model, rating, lower, upper)
-    or ``leaderboard_table`` output (model, elo, elo_lower, elo_upper, optionally split).
+    Takes ``bootstrap_elo`` / ``bootstrap_bradley_terry`` output (model, rating, lower, upper) or
+    ``leaderboard_table`` output (model, elo, elo_lower, elo_upper, optionally split and the
+    Bradley-Terry columns bt, bt_lower, bt_upper, drawn beside Elo).
     """
     frame = df.rename(columns={"elo": "rating", "elo_lower": "lower", "elo_upper": "upper"})
     if "split" in frame.columns:
@@ -37,34 +43,56 @@ def elo_interval_plot(df: pd.DataFrame, *, title: str = "Elo rating with 95% int
         labels = frame["model"].astype(str)
     frame = frame.assign(label=labels.to_numpy()).sort_values("rating")
     y = np.arange(len(frame))
-    rating = frame["rating"].to_numpy(dtype=float)
-    errors = np.vstack([rating - frame["lower"].to_numpy(dtype=float), frame["upper"].to_numpy(dtype=float) - rating])
-    fig = Figure(figsize=(7, 0.35 * len(frame) + 1.2))
+    fig = Figure(figsize=(7, 0.4 * len(frame) + 1.4))
     ax = fig.add_subplot()
-    ax.errorbar(rating, y, xerr=errors, fmt="o", color="tab:blue", ecolor="tab:gray", capsize=3)
-    ax.set_yticks(y, frame["label"])
-    ax.set_xlabel("rating")
-    ax.set_title(title)
+    series = [("rating", "lower", "upper", "Elo", "tab:blue", 0.0)]
+    if "bt" in frame.columns:
+        series = [("rating", "lower", "upper", "Elo", "tab:blue", 0.12),
+                  ("bt", "bt_lower", "bt_upper", "Bradley-Terry", "tab:orange", -0.12)]
+    for point, lower, upper, name, colour, offset in series:
+        rating = frame[point].to_numpy(dtype=float)
+        errors = np.vstack([rating - frame[lower].to_numpy(dtype=float), frame[upper].to_numpy(dtype=float) - rating])
+        ax.errorbar(rating, y + offset, xerr=errors, fmt="o", color=colour, ecolor=colour, capsize=3, label=name)
+    ax.set_yticks(y, frame["label"], parse_math=False)
+    ax.set_xlabel("rating (Elo scale)")
+    ax.set_title(title, parse_math=False)
     ax.grid(axis="x", alpha=0.3)
+    if len(series) > 1:
+        ax.legend(loc="lower right")
     return _png(fig)
 
 
-def category_heatmap(df: pd.DataFrame, *, title: str = "Win-rate vs. reference") -> bytes:
-    """``category_win_rates`` output (models x instruction categories) as an annotated heatmap
-    (VisIT-Bench Fig. 8 shows the same numbers as bars)."""
-    values = df.to_numpy(dtype=float)
-    fig = Figure(figsize=(max(6.0, 0.45 * df.shape[1] + 3), max(3.0, 0.4 * df.shape[0] + 1.5)))
+def category_heatmap(table: pd.DataFrame, *, title: str = "Win-rate vs. reference") -> bytes:
+    """``category_win_rate_table`` output (model, instruction_category, n, win_rate) as an
+    annotated heatmap of models x categories (VisIT-Bench Fig. 8 shows the same numbers as bars).
+    Every cell shows its n; a cell where the model never met the reference is hatched and
+    says so, not left blank."""
+    rates = table.pivot(index="model", columns="instruction_category", values="win_rate")
+    counts = table.pivot(index="model", columns="instruction_category", values="n").fillna(0)
+    order = rates.mean(axis=1).sort_values(ascending=False, na_position="last").index
+    rates, counts = rates.loc[order].sort_index(axis=1), counts.loc[order].sort_index(axis=1)
+    values = rates.to_numpy(dtype=float)
+    fig = Figure(figsize=(max(6.0, 0.8 * rates.shape[1] + 3), max(3.0, 0.5 * rates.shape[0] + 1.5)))
     ax = fig.add_subplot()
+    ax.set_facecolor("#f2f2f2")
     image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    ax.set_xticks(np.arange(df.shape[1]), [str(c) for c in df.columns], rotation=60, ha="right")
-    ax.set_yticks(np.arange(df.shape[0]), [str(i) for i in df.index])
+    ax.set_xticks(np.arange(rates.shape[1]), [str(c) for c in rates.columns], rotation=60, ha="right",
+                  parse_math=False)
+    ax.set_yticks(np.arange(rates.shape[0]), [str(i) for i in rates.index], parse_math=False)
     if values.size <= 400:
         for (row, col), value in np.ndenumerate(values):
-            if not np.isnan(value):
+            n = int(counts.iat[row, col])
+            if np.isnan(value):
+                ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#bbbbbb",
+                                       linewidth=0))
+                ax.text(col, row, "no battles\nn=0", ha="center", va="center", fontsize=7, color="#555555",
+                        parse_math=False)
+            else:
                 colour = "black" if value > 0.6 else "white"
-                ax.text(col, row, f"{value:.0%}", ha="center", va="center", fontsize=7, color=colour)
+                ax.text(col, row, f"{value:.0%}\nn={n}", ha="center", va="center", fontsize=7, color=colour,
+                        parse_math=False)
     fig.colorbar(image, ax=ax, label="win-rate")
-    ax.set_title(title)
+    ax.set_title(title, parse_math=False)
     return _png(fig)
 
 
@@ -93,5 +121,5 @@ def agreement_bars(df: pd.DataFrame, *, title: str = "Agreement with the crowd m
     ax.set_ylabel("reconstructs majority")
     ax.set_xlabel("majority strength")
     ax.legend(loc="lower right")
-    ax.set_title(title)
+    ax.set_title(title, parse_math=False)
     return _png(fig)

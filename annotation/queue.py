@@ -108,20 +108,37 @@ def next_assignment(*, worker, stage, family=None):
             )
 
 
-def lease_unit(*, worker, unit):
+class ClaimConflict(AnnotationError):
+    """A platform claim that disagrees with the (assignment id, task id) pair bound at first load.
+
+    The caller may check the claim with the platform and, if it holds, lease again with
+    `rebind=True`; until then nothing is leased and nothing stored changes.
+    """
+
+
+def lease_unit(*, worker, unit, platform_assignment_id="", platform_task_id="", rebind=False):
     """Lease one given unit (an MTurk HIT points at its unit), under the same rules as the queue.
 
     Returns the worker's assignment on it (an existing one is returned, so a reload resumes), or
     raises AnnotationError saying why they cannot have it.
+
+    With platform ids (MTurk's assignmentId and hitId) the first lease binds them to the
+    assignment, and they never change afterwards unless the caller has had the platform confirm a
+    different pair (`rebind`): a worker id in a URL is a claim anybody can make, so the same worker
+    id with another assignment id, or an assignment id already bound to another worker, raises
+    ClaimConflict before anything is leased or written.
     """
     now = timezone.now()
     with transaction.atomic():
         Worker.objects.select_for_update().filter(pk=worker.pk).first()
         mine = Assignment.objects.filter(unit=unit, worker=worker).first()
+        if platform_assignment_id:
+            _check_binding(worker, unit, platform_assignment_id, platform_task_id, rebind=rebind)
         if mine is not None:
             if mine.status == Assignment.Status.SUBMITTED:
                 raise AnnotationError("You have already done this task.")
             if mine.status == Assignment.Status.LEASED and mine.lease_expires_at > now:
+                _bind(mine, platform_assignment_id, platform_task_id)
                 return mine
         open_to_worker = units_open_to(worker=worker, stage=unit.stage, now=now).filter(pk=unit.pk)
         if mine is None and not open_to_worker.exists():
@@ -140,9 +157,57 @@ def lease_unit(*, worker, unit):
             # An expired or returned lease of this worker's own is renewed rather than duplicated.
             mine.status, mine.leased_at, mine.lease_expires_at = Assignment.Status.LEASED, now, expires
             mine.save(update_fields=["status", "leased_at", "lease_expires_at"])
+            _bind(mine, platform_assignment_id, platform_task_id)
             return mine
         return Assignment.objects.create(unit=locked, worker=worker, leased_at=now,
-                                         lease_expires_at=expires)
+                                         lease_expires_at=expires,
+                                         platform_assignment_id=platform_assignment_id,
+                                         platform_task_id=platform_task_id)
+
+
+def binding_conflict(*, platform, worker, unit, platform_assignment_id, platform_task_id):
+    """Why a claim of (platform_assignment_id, platform_task_id) for `worker` (None: a worker id
+    we have never seen) on `unit` disagrees with the pairs bound at first load, or "" when not."""
+    mine = Q(unit=unit, worker=worker) if worker is not None else Q(pk__in=[])
+    bound = Assignment.objects.filter(
+        mine | Q(platform_assignment_id=platform_assignment_id, worker__platform=platform)
+    ).values_list("worker_id", "unit_id", "platform_assignment_id", "platform_task_id")
+    for worker_id, unit_id, bound_assignment_id, bound_task_id in bound:
+        if worker is None or worker_id != worker.pk:
+            return "This assignment is already bound to another worker."
+        if unit_id != unit.pk:
+            return "This assignment belongs to another task."
+        if bound_assignment_id and (bound_assignment_id, bound_task_id) != (
+            platform_assignment_id, platform_task_id
+        ):
+            return "This task is already open for you under another assignment."
+    return ""
+
+
+def _check_binding(worker, unit, platform_assignment_id, platform_task_id, *, rebind):
+    if not rebind:
+        conflict = binding_conflict(platform=worker.platform, worker=worker, unit=unit,
+                                    platform_assignment_id=platform_assignment_id,
+                                    platform_task_id=platform_task_id)
+        if conflict:
+            raise ClaimConflict(conflict)
+        return
+    # The platform has confirmed the assignment is this worker's now, so whoever held it before
+    # returned it there: their unsubmitted lease gives its slot back at once.
+    Assignment.objects.filter(
+        platform_assignment_id=platform_assignment_id, worker__platform=worker.platform,
+        status=Assignment.Status.LEASED,
+    ).exclude(worker=worker).update(status=Assignment.Status.RETURNED)
+
+
+def _bind(assignment, platform_assignment_id, platform_task_id):
+    if not platform_assignment_id or (assignment.platform_assignment_id, assignment.platform_task_id) == (
+        platform_assignment_id, platform_task_id
+    ):
+        return
+    assignment.platform_assignment_id = platform_assignment_id
+    assignment.platform_task_id = platform_task_id
+    assignment.save(update_fields=["platform_assignment_id", "platform_task_id"])
 
 
 def lock_assignment_for_submission(*, assignment_id, worker, stage):
@@ -179,6 +244,17 @@ def lock_assignment_for_submission(*, assignment_id, worker, stage):
                 "Your text is still on this page; please ask for a new task."
             )
     return assignment, False
+
+
+def stored_answer_for(worker, answer, *, author_id):
+    """The answer already stored for an assignment submitted again, returned to its author only.
+
+    A second submit of the same assignment (a double click, a resent form) is answered with what
+    was stored; anybody else is told nothing about it.
+    """
+    if answer is None or author_id != worker.pk:
+        raise AnnotationError("This task was given to someone else.")
+    return answer
 
 
 def mark_submitted(assignment, *, active_seconds=None):

@@ -6,6 +6,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
+from annotation.image_urls import check_image_url
 from annotation.models import (
     Caption,
     ImageAsset,
@@ -19,7 +20,15 @@ from annotation.models import (
     Verification,
     WorkUnit,
 )
-from annotation.queue import lock_assignment_for_submission, mark_submitted
+from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from annotation.typed_text import (
+    CAPTION_MAX_CHARS,
+    COMMENT_MAX_CHARS,
+    INSTRUCTION_MAX_CHARS,
+    clean_typed_text,
+    field_limit,
+)
+from tasks.jobs import enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +63,8 @@ def launch_stage(*, family, stage, overlap=None, lease_minutes=None):
             config.lease_minutes = lease_minutes
         config.launched_at = config.launched_at or timezone.now()
         config.save()
-        transaction.on_commit(lambda: _enqueue_work_unit_creation(family.pk, stage))
+        enqueue("tasks.create_work_units", family.pk, stage)
     return config
-
-
-def _enqueue_work_unit_creation(family_id, stage):
-    from tasks.pipeline import create_work_units_job
-
-    create_work_units_job.delay(family_id, stage)
 
 
 def pause_stage(*, family, stage):
@@ -89,6 +92,14 @@ def _unit_specs(family, stage):
         verdict=Reference.Verdict.PENDING,
     ).select_related("instance")
     return [(f"reference-{ref.pk}", ref.instance, ref) for ref in references]
+
+
+def units_owed(*, family, stage):
+    """True when a launched stage lacks units it needs (its creation job was lost or never ran)."""
+    if not is_launched(family=family, stage=stage):
+        return False
+    keys = {key for key, _, _ in _unit_specs(family, stage)}
+    return WorkUnit.objects.filter(stage=stage, key__in=keys).count() < len(keys)
 
 
 def _caption_key(instance):
@@ -125,11 +136,17 @@ def _open_unit_if_launched(*, family, stage, key, instance=None, reference=None)
 # --- instruction generation ---------------------------------------------------------------------
 
 
-def submit_instruction(*, assignment_id, worker, instruction, images, active_seconds=None):
-    """A worker's new instruction of the family with its image(s); creates the instance."""
-    instruction = (instruction or "").strip()
+def clean_instruction(instruction):
+    """A typed instruction as stored, or AnnotationError: checked before anything else is saved."""
+    instruction = clean_typed_text(instruction, what="The instruction", max_chars=INSTRUCTION_MAX_CHARS)
     if len(instruction) < MIN_INSTRUCTION_CHARS:
         raise AnnotationError(f"Please write an instruction of at least {MIN_INSTRUCTION_CHARS} characters.")
+    return instruction
+
+
+def submit_instruction(*, assignment_id, worker, instruction, images, active_seconds=None):
+    """A worker's new instruction of the family with its image(s); creates the instance."""
+    instruction = clean_instruction(instruction)
     if not images:
         raise AnnotationError("Please add an image.")
     with transaction.atomic():
@@ -137,7 +154,9 @@ def submit_instruction(*, assignment_id, worker, instruction, images, active_sec
             assignment_id=assignment_id, worker=worker, stage=Stage.INSTRUCTION_GENERATION
         )
         if already:
-            return assignment.instruction_submission.instance
+            submission = getattr(assignment, "instruction_submission", None)
+            instance = submission.instance if submission else None
+            return stored_answer_for(worker, instance, author_id=instance and instance.author_id)
         family = assignment.unit.family
         if not family.is_multi_image and len(images) != 1:
             raise AnnotationError("This family takes exactly one image.")
@@ -171,13 +190,18 @@ def add_instance(*, family, instruction, images, author=None, imported_from=""):
 
 def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
     """One caption per image, rich enough that a text-only reader could follow the instruction."""
-    texts = [(text or "").strip() for text in texts]
+    texts = [
+        clean_typed_text(text, max_chars=CAPTION_MAX_CHARS,
+                         what=f"The caption of image {number}" if len(texts) > 1 else "The caption")
+        for number, text in enumerate(texts, start=1)
+    ]
     with transaction.atomic():
         assignment, already = lock_assignment_for_submission(
             assignment_id=assignment_id, worker=worker, stage=Stage.CAPTION
         )
         if already:
-            return assignment.caption
+            caption = getattr(assignment, "caption", None)
+            return stored_answer_for(worker, caption, author_id=caption and caption.author_id)
         instance = Instance.objects.select_for_update().get(pk=assignment.unit.instance_id)
         image_count = instance.instanceimage_set.count()
         if len(texts) != image_count:
@@ -217,19 +241,18 @@ def use_caption(*, instance, caption):
     instance.current_caption = caption
     instance.status = Instance.Status.AWAITING_REFERENCE
     instance.save(update_fields=["current_caption", "status", "updated_at"])
-    transaction.on_commit(lambda: _enqueue_reference_generation(instance.pk))
+    queue_reference_generation(instance_id=instance.pk)
 
 
-def _enqueue_reference_generation(instance_id):
+def queue_reference_generation(*, instance_id):
+    """Queue the model's reference for an instance once this transaction commits, when a model is set."""
     from annotation.references import reference_model_configured
 
     if not reference_model_configured():
         logger.info("No reference model configured; instance %s waits for a pasted reference.",
                     instance_id)
         return
-    from tasks.pipeline import generate_reference_job
-
-    generate_reference_job.delay(instance_id)
+    enqueue("tasks.generate_reference", instance_id)
 
 
 # --- references --------------------------------------------------------------------------------
@@ -288,17 +311,20 @@ def submit_verification(*, assignment_id, worker, is_correct, problem_in_caption
         raise AnnotationError("A correct response has no problem to point at.")
     if not is_correct and not (problem_in_caption or problem_in_response):
         raise AnnotationError("Please say where the problem is: in the caption, the response, or both.")
+    comment = clean_typed_text(comment, what="The comment", max_chars=COMMENT_MAX_CHARS)
     with transaction.atomic():
         assignment, already = lock_assignment_for_submission(
             assignment_id=assignment_id, worker=worker, stage=Stage.VERIFICATION
         )
         if already:
-            return assignment.verification
+            verification = getattr(assignment, "verification", None)
+            return stored_answer_for(worker, verification,
+                                     author_id=verification and verification.worker_id)
         reference = Reference.objects.select_for_update().get(pk=assignment.unit.reference_id)
         verification = Verification.objects.create(
             reference=reference, worker=worker, assignment=assignment, is_correct=is_correct,
             problem_in_caption=problem_in_caption, problem_in_response=problem_in_response,
-            is_harmful=is_harmful, comment=(comment or "").strip(),
+            is_harmful=is_harmful, comment=comment,
         )
         if mark_submitted(assignment, active_seconds=active_seconds):
             decide_reference(reference=reference)
@@ -387,7 +413,21 @@ def record_imported_verdict(*, reference, gpt4_correct, problem_in_caption, prob
     return reference
 
 
+def check_image_details(*, url="", licence="", author="", source_url="", which="the image"):
+    """The image's typed details, each within its database column and free of control characters;
+    (url, licence, author, source_url) cleaned, or AnnotationError naming the field."""
+    def clean(value, name, label):
+        return clean_typed_text(value, what=f"The {label} of {which}", multiline=False,
+                                max_chars=field_limit(ImageAsset, name))
+
+    return (clean(url, "url", "link"), clean(licence, "licence", "licence"),
+            clean(author, "author", "author"), clean(source_url, "source_url", "source page"))
+
+
 def image_from_url(*, url, licence="", licence_url="", author="", source_url="", uploaded_by=None):
     """An image we reference by URL (Openverse / Creative Commons) with its licence metadata."""
+    url, licence, author, source_url = check_image_details(url=url, licence=licence, author=author,
+                                                           source_url=source_url)
+    check_image_url(url)
     return ImageAsset.objects.create(url=url, licence=licence, licence_url=licence_url,
                                      author=author, source_url=source_url, uploaded_by=uploaded_by)

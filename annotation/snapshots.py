@@ -23,7 +23,7 @@ from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 from django.utils import timezone
 
-from annotation import exports
+from annotation import exports, sheet_layouts
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
@@ -77,9 +77,9 @@ def assign_version(*, snapshot):
 
 
 def enqueue_build(*, snapshot):
-    from tasks.exports import build_snapshot_job
+    from tasks.jobs import enqueue
 
-    transaction.on_commit(lambda: build_snapshot_job.delay(snapshot.pk))
+    enqueue("tasks.build_snapshot", snapshot.pk)
 
 
 @receiver(m2m_changed, sender=Snapshot.studies.through)
@@ -93,10 +93,15 @@ def _studies_are_frozen(sender, instance, action, **kwargs):
 
 @dataclass(frozen=True)
 class _Output:
-    """One export of a snapshot: which table, in which formats."""
+    """One export of a snapshot: which table, in which formats.
+
+    A benchmark sheet (`sheet_kind`) is written in the layout exports.sheet_export chooses at
+    build time; `table` is then its published layout, which names the file.
+    """
 
     table: exports.Table
     formats: tuple[str, ...]  # of "csv", "spreadsheet.csv", "jsonl", "parquet"
+    sheet_kind: str | None = None
 
     def names(self):
         return {kind: _file_name(self.table, kind) for kind in self.formats}
@@ -110,8 +115,9 @@ def _file_name(table, kind):
 
 SHEET_FORMATS = ("csv", "spreadsheet.csv", "parquet")
 OUTPUTS = (
-    _Output(exports.SINGLE_IMAGE_SHEET, SHEET_FORMATS),
-    _Output(exports.MULTI_IMAGE_SHEET, SHEET_FORMATS),
+    _Output(exports.SINGLE_IMAGE_SHEET, SHEET_FORMATS, sheet_layouts.SINGLE_IMAGE),
+    _Output(exports.MULTI_IMAGE_SHEET, SHEET_FORMATS, sheet_layouts.MULTI_IMAGE),
+    _Output(exports.FULLY_ANNOTATED_SHEET, SHEET_FORMATS, sheet_layouts.FULLY_ANNOTATED),
     _Output(exports.HUMAN_PREFERENCES, SHEET_FORMATS),
     _Output(exports.HUMAN_PREFERENCES_WIDE, SHEET_FORMATS),
     _Output(exports.BATTLES, ("jsonl", "parquet")),
@@ -203,19 +209,20 @@ def _write_files(snapshot, workdir, progress):
     files = []
     digests = {}
 
+    tables = {}
     for output in OUTPUTS:
-        table = output.table
-        progress.step(f"Writing {table.name}")
+        progress.step(f"Writing {output.table.name}")
+        table, rows = _rows_for(output, studies, digests)
+        tables[table.name] = table
         paths = {kind: workdir / name for kind, name in output.names().items()}
         for path in paths.values():
             path.parent.mkdir(parents=True, exist_ok=True)
         texts = {kind: _HashingFile(path) for kind, path in paths.items() if kind != "parquet"}
-        rows, on_row = _rows_for(table, studies, digests)
         try:
             count = exports.write_table(
                 table, rows,
                 csv_file=texts.get("csv"), spreadsheet_file=texts.get("spreadsheet.csv"),
-                jsonl_file=texts.get("jsonl"), parquet_file=paths.get("parquet"), on_row=on_row,
+                jsonl_file=texts.get("jsonl"), parquet_file=paths.get("parquet"),
             )
         finally:
             for handle in texts.values():
@@ -236,7 +243,8 @@ def _write_files(snapshot, workdir, progress):
     (workdir / MANIFEST_NAME).write_text(
         json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8"
     )
-    (workdir / CARD_NAME).write_text(dataset_card(manifest=manifest), encoding="utf-8")
+    (workdir / CARD_NAME).write_text(dataset_card(manifest=manifest, tables=tables),
+                                     encoding="utf-8")
 
     progress.step("Uploading to storage")
     names = [entry["name"] for entry in files] + [CONTENT_SUMS_NAME, MANIFEST_NAME, CARD_NAME]
@@ -253,26 +261,51 @@ def _write_files(snapshot, workdir, progress):
             "instance_digests": digests}
 
 
+def downloadable_names(snapshot):
+    """The names of a built snapshot's files, in the order the admin and the API list them: the
+    data files, then the checksums, the manifest and the dataset card."""
+    if snapshot.status != Snapshot.Status.DONE:
+        return []
+    return [entry["name"] for entry in snapshot.files if "path" in entry] + [
+        CONTENT_SUMS_NAME, MANIFEST_NAME, CARD_NAME]
+
+
+def open_snapshot_file(*, snapshot, name):
+    """One of the snapshot's files, open for reading, for a view that has checked the reader's
+    permission. Only names the snapshot lists are opened, so no path reaches the storage that
+    the build did not write."""
+    if name not in downloadable_names(snapshot):
+        raise AnnotationError(f"{snapshot} has no file named {name!r}.")
+    stored = f"{storage_prefix(snapshot)}/{name}"
+    storage = snapshot_storage()
+    if not storage.exists(stored):
+        raise AnnotationError(f"{snapshot} lists {name} but the storage no longer holds it.")
+    return storage.open(stored, "rb")
+
+
 def storage_prefix(snapshot):
     return f"v{snapshot.version}"
 
 
-def _rows_for(table, studies, digests):
-    if table in (exports.SINGLE_IMAGE_SHEET, exports.MULTI_IMAGE_SHEET):
+def _rows_for(output, studies, digests):
+    """(table, rows) of one output; a sheet's rows also record each instance's digest."""
+    if output.sheet_kind is not None:
+        table, sheet_rows = exports.sheet_export(output.sheet_kind)
 
         def rows():
-            for instance_id, row in exports.sheet_rows(table=table):
-                digests[str(instance_id)] = hashlib.sha256(
+            for instance_id, row in sheet_rows:
+                digests.setdefault(str(instance_id), hashlib.sha256(
                     json.dumps([table.name, *row], ensure_ascii=False).encode()
-                ).hexdigest()
+                ).hexdigest())
                 yield row
 
-        return rows(), None
+        return table, rows()
+    table = output.table
     if table is exports.HUMAN_PREFERENCES:
-        return exports.human_preference_rows(studies=studies), None
+        return table, exports.human_preference_rows(studies=studies)
     if table is exports.HUMAN_PREFERENCES_WIDE:
-        return exports.human_preference_rows(studies=studies, wide=True), None
-    return exports.battle_rows(studies=studies), None
+        return table, exports.human_preference_rows(studies=studies, wide=True)
+    return table, exports.battle_rows(studies=studies)
 
 
 def _file_sha256(path):
@@ -421,8 +454,12 @@ benchmark = load_dataset("csv", data_files={{"test": "visit_bench_single_image.c
 """
 
 
-def dataset_card(*, manifest):
-    """README.md for the snapshot: what each file and column is, and how to load them."""
+def dataset_card(*, manifest, tables=None):
+    """README.md for the snapshot: what each file and column is, and how to load them.
+
+    `tables` (by name) are the tables as written, when a sheet kept an imported layout.
+    """
+    tables = tables or {}
     files_by_table = {}
     for entry in manifest["files"]:
         files_by_table.setdefault(entry["table"], []).append(entry)
@@ -447,9 +484,10 @@ def dataset_card(*, manifest):
         "Check the files with `sha256sum -c SHA256SUMS`.",
         "",
         "Worker ids never appear: workers are named by a keyed pseudonym. The `spreadsheet/` CSVs "
-        "are for spreadsheet programs: a cell starting with =, +, -, @, tab or carriage return is "
-        "prefixed with an apostrophe so that it is shown rather than run. Use the other CSVs (or "
-        "the Parquet files, with the same rows) for analysis.",
+        "are for spreadsheet programs: a cell starting with =, +, -, @ (or their full-width forms), "
+        "tab or a line break, after any leading spaces, is prefixed with an apostrophe so that it "
+        "is shown rather than run. Use the other CSVs (or the Parquet files, with the same rows) "
+        "for analysis.",
         "",
         "## Loading",
         "",
@@ -458,7 +496,7 @@ def dataset_card(*, manifest):
         "",
     ]
     for output in OUTPUTS:
-        table = output.table
+        table = tables.get(output.table.name, output.table)
         lines += [f"### {table.title}", "", table.description, ""]
         for entry in files_by_table.get(table.name, []):
             lines.append(f"- `{entry['name']}`: {entry['rows']} rows, {entry['bytes']} bytes, "

@@ -2,8 +2,16 @@
 
 Every check that can be made without decoding pixels comes first: the byte count, the file type
 sniffed from the content (never the name or the client's content type), and the pixel count from
-the header. Only then does Pillow verify the file and decode it once, to catch damaged and
+the header. Only then does Pillow verify the file and decode its first frame, to catch damaged and
 truncated files before anyone is shown them.
+
+What is stored is never the uploaded file but a new one of the same type written from those
+pixels alone (issue 10): no EXIF (a phone photo's GPS position, the camera, a description), no
+XMP, comments, colour profiles or text chunks, and nothing appended, so a file that is also a
+script or a web page (a GIF+JS or PNG+HTML polyglot) is stored as a plain image. The EXIF
+orientation is applied to the pixels first, so the photo stays upright without it; an animation
+keeps its first frame, and the other frames are never decoded, however many there are. Licence
+and author live in ImageAsset's own fields, never in the file.
 """
 
 import hashlib
@@ -16,7 +24,7 @@ import filetype
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
-from PIL import Image
+from PIL import Image, ImageCms, ImageOps, JpegImagePlugin
 
 from annotation.exceptions import AnnotationError
 from annotation.models import ImageAsset
@@ -32,16 +40,22 @@ class _ImageType:
     pillow_format: str
     # A JPEG with a Multi-Picture extension (many phone cameras) opens in Pillow as MPO.
     pillow_results: frozenset
+    # The pixel modes the stored file is written in; anything else is converted to the first.
+    stored_modes: tuple
 
 
 _TYPES_BY_MIME = {
-    "image/jpeg": _ImageType("jpg", "JPEG", "JPEG", frozenset({"JPEG", "MPO"})),
-    "image/png": _ImageType("png", "PNG", "PNG", frozenset({"PNG"})),
+    "image/jpeg": _ImageType("jpg", "JPEG", "JPEG", frozenset({"JPEG", "MPO"}), ("RGB", "L")),
+    "image/png": _ImageType("png", "PNG", "PNG", frozenset({"PNG"}),
+                            ("RGBA", "RGB", "LA", "L", "1", "I;16")),
     # An animated PNG is a PNG to Pillow and to browsers; filetype names it separately.
-    "image/apng": _ImageType("png", "PNG", "PNG", frozenset({"PNG"})),
-    "image/webp": _ImageType("webp", "WebP", "WEBP", frozenset({"WEBP"})),
-    "image/gif": _ImageType("gif", "GIF", "GIF", frozenset({"GIF"})),
+    "image/apng": _ImageType("png", "PNG", "PNG", frozenset({"PNG"}),
+                             ("RGBA", "RGB", "LA", "L", "1", "I;16")),
+    "image/webp": _ImageType("webp", "WebP", "WEBP", frozenset({"WEBP"}), ("RGBA", "RGB")),
+    "image/gif": _ImageType("gif", "GIF", "GIF", frozenset({"GIF"}), ("P", "L")),
 }
+_JPEG_QUALITY = 90
+_WEBP_QUALITY = 90
 
 
 def store_uploaded_image(*, upload, uploaded_by=None, licence="", licence_url="", author="",
@@ -54,9 +68,10 @@ def store_uploaded_image(*, upload, uploaded_by=None, licence="", licence_url=""
     If the database write fails the file just written is deleted; if a surrounding transaction
     rolls back later the file stays, unreferenced, and the next upload of that content reuses it.
     """
+    original_name = readable_file_name(getattr(upload, "name", ""))
     data = _read_capped(upload)
     image_type = _sniff_type(data)
-    width, height = _check_pixels(data, image_type)
+    data, width, height = _clean_copy(_first_frame(data, image_type), image_type)
 
     sha256 = hashlib.sha256(data).hexdigest()
     name = f"images/{sha256[:2]}/{sha256}.{image_type.extension}"
@@ -70,13 +85,25 @@ def store_uploaded_image(*, upload, uploaded_by=None, licence="", licence_url=""
             return ImageAsset.objects.create(
                 file=name, width=width, height=height, sha256=sha256, licence=licence,
                 licence_url=licence_url, author=author, source_url=source_url,
-                uploaded_by=uploaded_by,
+                uploaded_by=uploaded_by, original_name=original_name,
             )
     except Exception:
         # Leave no file without its row; another row may share identical content, so keep it then.
         if wrote_file and not ImageAsset.objects.filter(file=name).exists():
             storage.delete(name)
         raise
+
+
+def readable_file_name(name):
+    """The name the uploader's computer gave the file, without folders or control characters.
+
+    It is shown to people only (the stored file is named by its hash); it is the uploader's text,
+    so templates escape it like any other.
+    """
+    name = str(name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable()).strip()
+    field = ImageAsset._meta.get_field("original_name")
+    return name[: field.max_length]
 
 
 def _read_capped(upload):
@@ -107,8 +134,8 @@ def _sniff_type(data):
     return image_type
 
 
-def _check_pixels(data, image_type):
-    """(width, height) once the header, a verify pass and a full decode all agree it is sound."""
+def _first_frame(data, image_type):
+    """The first frame, decoded, once the header, a verify pass and the decode all agree it is sound."""
     limit = settings.IMAGE_UPLOAD_MAX_PIXELS
     damaged = AnnotationError(
         f"This {image_type.label} image is damaged or incomplete; please export it again or "
@@ -133,9 +160,11 @@ def _check_pixels(data, image_type):
                     raise AnnotationError(f"This file is not {_ACCEPTED_TYPES_TEXT}.")
                 image.verify()
             # verify() leaves the image unusable and does not decode every format (JPEG, GIF), so
-            # a fresh open and a full load catch truncated pixel data.
-            with Image.open(io.BytesIO(data), formats=[image_type.pillow_format]) as image:
-                image.load()
+            # a fresh open and a load catch truncated pixel data. load() decodes the first frame
+            # only: an animation's frame count is never asked for, so 10,000 frames cost one.
+            image = Image.open(io.BytesIO(data), formats=[image_type.pillow_format])
+            image.load()
+            return image
         except AnnotationError:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
@@ -146,7 +175,72 @@ def _check_pixels(data, image_type):
             # Malformed input surfaces from Pillow as many types (OSError, SyntaxError,
             # struct.error, ValueError, EOFError, ...); to the uploader they all mean one thing.
             raise damaged from None
-    return width, height
+
+
+def _clean_copy(image, image_type):
+    """(bytes, width, height) of a new file of the image's type holding its upright pixels only."""
+    # exif_transpose applies the orientation tag to the pixels and returns a new image.
+    upright = _in_srgb(ImageOps.exif_transpose(image))
+    transparency = upright.info.get("transparency")
+    mode = _stored_mode(upright, image_type)
+    if upright.mode != mode:
+        # A GIF frame Pillow gives as RGB(A) gets a palette of its own colours, not the web palette.
+        upright = upright.convert("RGB").quantize() if mode == "P" else upright.convert(mode)
+    # A new image from the raw pixels carries no info, EXIF, profile or comment of the upload.
+    pixels = Image.frombytes(mode, upright.size, upright.tobytes())
+    options = {}
+    if mode == "P":
+        pixels.putpalette(upright.getpalette())
+        if isinstance(transparency, int):
+            options["transparency"] = transparency
+    if image_type.pillow_format == "JPEG":
+        options.update(_jpeg_quality(image, mode))
+    elif image_type.pillow_format == "WEBP":
+        options["quality"] = _WEBP_QUALITY
+    buffer = io.BytesIO()
+    pixels.save(buffer, format=image_type.pillow_format, **options)
+    image.close()
+    return buffer.getvalue(), pixels.width, pixels.height
+
+
+def _stored_mode(image, image_type):
+    if image_type.pillow_format == "GIF":
+        return image.mode if image.mode in image_type.stored_modes else "P"
+    has_alpha = image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info
+    if image.mode in image_type.stored_modes and not (has_alpha and image.mode in ("RGB", "L")):
+        return image.mode
+    if has_alpha and "RGBA" in image_type.stored_modes:
+        return "RGBA"
+    if image.mode in ("1", "L", "I", "I;16", "F") and "L" in image_type.stored_modes:
+        return "L"
+    return "RGB"
+
+
+def _in_srgb(image):
+    """The image in sRGB when it carries another colour profile, so dropping the profile keeps its colours."""
+    profile = image.info.get("icc_profile")
+    if not profile or image.mode not in ("RGB", "RGBA", "CMYK"):
+        return image
+    try:
+        return ImageCms.profileToProfile(
+            image, ImageCms.ImageCmsProfile(io.BytesIO(profile)), ImageCms.createProfile("sRGB"),
+            outputMode="RGBA" if image.mode == "RGBA" else "RGB",
+        )
+    except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
+        # A broken profile: the pixels as they are, without it.
+        return image
+
+
+def _jpeg_quality(source, mode):
+    """The upload's own quantisation tables where they fit, so re-encoding costs as little quality as it can."""
+    tables = getattr(source, "quantization", None)
+    if tables and source.mode == mode and len(tables) <= (1 if mode == "L" else 3):
+        options = {"qtables": [tables[key] for key in sorted(tables)]}
+        sampling = JpegImagePlugin.get_sampling(source)
+        if sampling != -1:
+            options["subsampling"] = sampling
+        return options
+    return {"quality": _JPEG_QUALITY}
 
 
 def _too_large_message(size, limit, *, read_so_far=False):

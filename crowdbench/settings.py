@@ -5,9 +5,11 @@ files. Production differs only in values read from the environment (DATABASE_URL
 CELERY_BROKER_URL, AWS_STORAGE_BUCKET_NAME, OPENAI_*), never in code paths.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -19,6 +21,29 @@ DEBUG = env.bool("DJANGO_DEBUG", default=True)
 SECRET_KEY = env("DJANGO_SECRET_KEY", default="crowdbench-insecure-local-key-change-me")
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+# HTTPS. Production (DEBUG off) is HTTPS only by default, since MTurk frames only HTTPS pages: HTTP
+# is redirected and browsers are told to keep to HTTPS (HSTS) for a year, subdomains included; the
+# preload flag only consents to a listing that someone would still have to submit.
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=not DEBUG)
+
+
+def _proxy_ssl_header(value):
+    """`X-Forwarded-Proto: https` as Django's ("HTTP_X_FORWARDED_PROTO", "https")."""
+    if not value:
+        return None
+    name, separator, expected = value.partition(":")
+    if not separator or not name.strip() or not expected.strip():
+        raise ImproperlyConfigured("DJANGO_SECURE_PROXY_SSL_HEADER reads like 'X-Forwarded-Proto: https'.")
+    return "HTTP_" + name.strip().upper().replace("-", "_"), expected.strip()
+
+
+# Behind a proxy that ends TLS, the header it sets on HTTPS requests; only set it when the proxy
+# always sets or strips that header, since a client could otherwise claim HTTPS.
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env("DJANGO_SECURE_PROXY_SSL_HEADER", default=""))
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -32,6 +57,9 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "health_check",
+    "drf_spectacular_sidecar",
+    "axes",
     "annotation",
     "tasks",
     "mturk",
@@ -47,6 +75,16 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "crowdbench.middleware.ContentSecurityPolicyMiddleware",
+    # Last, so that it turns a lockout flagged anywhere below into the lockout page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes watches every password check (admin, /work/login/, API tokens through
+# annotation/api/authentication.py) and refuses further ones after AXES_FAILURE_LIMIT failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "crowdbench.urls"
@@ -55,7 +93,8 @@ WSGI_APPLICATION = "crowdbench.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # Project-wide overrides of the admin's own templates (its header links to the dashboard).
+        "DIRS": [BASE_DIR / "crowdbench" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -124,6 +163,19 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(VAR_DIR / "celery-control"),
         "store_processed": False,
     }
+else:
+    # Redis hands an unacknowledged job to another worker after this long: a dead worker's jobs
+    # wait this long, and a job running longer would run twice (its lease makes the copy exit).
+    # A few times the longest job (a judge chunk, ~10 min), and above the longest retry wait.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS", default=3600 // 2),
+        # An unreachable broker fails a request's enqueue in seconds, not a TCP timeout.
+        "socket_connect_timeout": 5,
+        "socket_timeout": 10,
+    }
+# Sending a job retries the broker briefly; past that the job is left to the outbox sweep.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5,
+                                    "interval_max": 1}
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=None)
 CELERY_TASK_IGNORE_RESULT = CELERY_RESULT_BACKEND is None
 CELERY_TASK_ACKS_LATE = True
@@ -131,8 +183,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging", "tasks.platforms", "tasks.exports"]
+CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging", "tasks.platforms", "tasks.exports", "tasks.outbox"]
+# Owed work whose job was queued longer ago than this, and is not running, is queued again.
+JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", default=600)
 CELERY_BEAT_SCHEDULE = {
+    "requeue-owed-jobs": {"task": "tasks.requeue_owed",
+                          "schedule": env.float("JOB_SWEEP_SECONDS", default=60.0)},
     "expire-leases": {"task": "tasks.expire_leases", "schedule": 60.0},
     "sync-platforms": {"task": "tasks.sync_platforms", "schedule": 300.0},
     "poll-mturk-notifications": {"task": "tasks.poll_mturk_notifications", "schedule": 60.0},
@@ -145,6 +201,8 @@ OPENAI_REFERENCE_MODEL = env("OPENAI_REFERENCE_MODEL", default="")
 OPENAI_MAX_RETRIES = env.int("OPENAI_MAX_RETRIES", default=5)
 OPENAI_TIMEOUT_SECONDS = env.float("OPENAI_TIMEOUT_SECONDS", default=120.0)
 MODEL_JOB_RETRY_BACKOFF_SECONDS = env.int("MODEL_JOB_RETRY_BACKOFF_SECONDS", default=30)
+# Full jitter spreads the retries of many jobs hit by one outage; off, each waits the whole backoff.
+MODEL_JOB_RETRY_JITTER = env.bool("MODEL_JOB_RETRY_JITTER", default=True)
 OPENAI_MAX_OUTPUT_TOKENS = env.int("OPENAI_MAX_OUTPUT_TOKENS", default=512)
 # USD per million tokens (input, output); extend through OPENAI_PRICES_JSON for other models.
 OPENAI_PRICES = {
@@ -158,6 +216,27 @@ OPENAI_PRICES = {
 }
 
 LOGIN_URL = "admin:login"
+
+# Login throttling (django-axes). A sign-in is refused, even with the right password, once either
+# the user name or the client address has AXES_FAILURE_LIMIT failures in the last
+# AXES_COOLOFF_MINUTES: spreading guesses over many addresses still locks the account, and one
+# address cannot walk through many accounts. A success before the limit clears the count.
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = "crowdbench.lockout.lockout_parameters"
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "crowdbench.lockout.lockout_response"
+# Keeps every manage.py command from starting with a banner; failures and lockouts are still logged.
+AXES_VERBOSE = False
+# Behind N proxies, the client address is the Nth from the right of X-Forwarded-For (the entries
+# left of it are whatever the client sent); with none, the socket's address.
+TRUSTED_PROXY_COUNT = env.int("DJANGO_TRUSTED_PROXY_COUNT", default=0)
+if TRUSTED_PROXY_COUNT:
+    AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT
+    AXES_IPWARE_PROXY_ORDER = "right-most"
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+else:
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
 LOGGING = {
     "version": 1,
@@ -181,14 +260,21 @@ JUDGE_TEMPERATURE = env.float("JUDGE_TEMPERATURE", default=0.0)
 JUDGE_BATCH_POLL_SECONDS = env.float("JUDGE_BATCH_POLL_SECONDS", default=30.0)
 # OpenAI bills Batch API tokens at half price.
 JUDGE_BATCH_PRICE_FACTOR = env.float("JUDGE_BATCH_PRICE_FACTOR", default=0.5)
+# A background run is split into jobs of at most this many calls, so each job is short next to
+# the broker's visibility timeout (at 4 at a time and up to a minute a call: about 10 minutes).
+JUDGE_CHUNK_CALLS = env.int("JUDGE_CHUNK_CALLS", default=40)
 
 # Annotator pages (frontend/annotator_views.py). MTurk shows them inside its iframe
 # (ExternalQuestion), where browsers send cookies only when they are SameSite=None; Secure, and
 # Secure needs HTTPS: so cross-site cookies follow DEBUG unless set. Safari may drop them anyway,
 # which is why task forms carry their own signed token (frontend/tokens.py).
 ANNOTATOR_CROSS_SITE_COOKIES = env.bool("DJANGO_CROSS_SITE_COOKIES", default=not DEBUG)
-SESSION_COOKIE_SECURE = ANNOTATOR_CROSS_SITE_COOKIES
-CSRF_COOKIE_SECURE = ANNOTATOR_CROSS_SITE_COOKIES
+SESSION_COOKIE_SECURE = env.bool("DJANGO_SESSION_COOKIE_SECURE", default=not DEBUG or ANNOTATOR_CROSS_SITE_COOKIES)
+CSRF_COOKIE_SECURE = env.bool("DJANGO_CSRF_COOKIE_SECURE", default=SESSION_COOKIE_SECURE)
+if ANNOTATOR_CROSS_SITE_COOKIES and not (SESSION_COOKIE_SECURE and CSRF_COOKIE_SECURE):
+    # Browsers drop a SameSite=None cookie that is not Secure, so MTurk workers would lose their session.
+    raise ImproperlyConfigured("DJANGO_CROSS_SITE_COOKIES needs DJANGO_SESSION_COOKIE_SECURE and "
+                               "DJANGO_CSRF_COOKIE_SECURE on.")
 SESSION_COOKIE_SAMESITE = "None" if ANNOTATOR_CROSS_SITE_COOKIES else "Lax"
 CSRF_COOKIE_SAMESITE = SESSION_COOKIE_SAMESITE
 # Who may frame the annotator pages (CSP frame-ancestors; every other page keeps X-Frame-Options).
@@ -216,7 +302,9 @@ PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}
 
 # Crowd platforms (mturk/). MTurk: sandbox unless MTURK_SANDBOX=false; credentials from boto3's
 # usual chain (AWS_ACCESS_KEY_ID, ...) or MTURK_ACCESS_KEY_ID / MTURK_SECRET_ACCESS_KEY.
-PUBLIC_BASE_URL = env("PUBLIC_BASE_URL", default="https://127.0.0.1:8000")
+# The site's public address (annotation/public_urls.py): exported image URLs, study links and HITs.
+# Unset: links shown in a browser use the address in use; the admin warns before anything leaves.
+PUBLIC_BASE_URL = env("PUBLIC_BASE_URL", default="")
 MTURK_SANDBOX = env.bool("MTURK_SANDBOX", default=True)
 MTURK_ENDPOINT_URL = env("MTURK_ENDPOINT_URL", default="")
 MTURK_ACCESS_KEY_ID = env("MTURK_ACCESS_KEY_ID", default="")
@@ -254,10 +342,20 @@ EXPORT_CHUNK_ROWS = env.int("EXPORT_CHUNK_ROWS", default=5000)
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes a request without credentials a 401.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "annotation.api.authentication.ThrottledTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    # Staff, and the model permissions the admin would ask for the same rows.
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAdminUser",
+        "annotation.api.permissions.ModelPermissions",
+    ],
+    "DEFAULT_PARSER_CLASSES": [
+        "annotation.api.parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "EXCEPTION_HANDLER": "annotation.api.exceptions.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "annotation.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -273,4 +371,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from our own static files, so the pages' Content-Security-Policy can stay 'self'.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }

@@ -3,8 +3,13 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.static import serve
 
+from crowdbench.health import health
+from frontend.landing import landing
+
 urlpatterns = [
+    path("", landing, name="landing"),
     path("admin/", admin.site.urls),
+    path("health/", health, name="health"),
     path("dashboard/", include("frontend.urls")),
     path("api/", include("annotation.api.urls")),
     path("", include("frontend.annotator_urls")),

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.views import LoginView, redirect_to_login
+from django.contrib.auth.views import LoginView, LogoutView, redirect_to_login
+from django.core.cache import cache
 from django.db import transaction
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -32,18 +33,27 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Worker, WorkUnit
-from annotation.queue import lease_unit, next_assignment, return_assignment, units_open_to
+from annotation.queue import (
+    ClaimConflict,
+    binding_conflict,
+    lease_unit,
+    next_assignment,
+    return_assignment,
+    units_open_to,
+)
+from annotation.typed_text import ANSWER_MAX_CHARS, clean_typed_text
 from frontend import tokens
 from frontend.security import annotator_page, mturk_submit_origin
 from frontend.task_pages import PAGES, gold_material
 from frontend.worker_summary import recent_work, stage_tallies
-from mturk import qualifications
+from mturk import identity, qualifications
 from mturk.exceptions import PlatformError
 from mturk.models import (
     CrowdStudy,
     GoldAnswer,
     GoldItem,
     QualificationAttempt,
+    Submission,
     WorkerBlock,
     WorkerQualification,
 )
@@ -70,6 +80,31 @@ def _platform_worker(platform, participant_id):
     return worker
 
 
+# The study participants this browser arrived as (ids of Worker rows), in its signed session.
+_BROWSER_PARTICIPANTS = "crowdbench.participants"
+
+
+def _bound_here(request, worker_id):
+    return worker_id in request.session.get(_BROWSER_PARTICIPANTS, [])
+
+
+def _participant(request, *, study, participant_id, platform_session_id):
+    """The Worker a Prolific / Connect study link names, if this browser may act as them.
+
+    A participant id in a link is no secret, so it is bound to the browser that first arrives with
+    it (its session cookie); a later arrival with the same id from another browser is a fresh
+    claim, which the platform must confirm before it sees any of that participant's work or their
+    completion code. Raises IdentityRefused.
+    """
+    worker, created = Worker.objects.get_or_create(platform=study.platform, external_id=participant_id)
+    if not created and not _bound_here(request, worker.pk):
+        identity.confirm_participant(study=study, participant_id=participant_id,
+                                     platform_session_id=platform_session_id)
+    request.session[_BROWSER_PARTICIPANTS] = [
+        *[pk for pk in request.session.get(_BROWSER_PARTICIPANTS, []) if pk != worker.pk], worker.pk]
+    return worker
+
+
 def _study_arrival(params):
     """(platform, participant id, study id, platform session id) of a study link, or None."""
     if params.get("participantId") or params.get("projectId"):
@@ -86,9 +121,8 @@ def _valid_platform_id(value):
 
 
 def _record_platform_ids(assignment, *, platform_assignment_id, platform_task_id):
-    # The key of an MTurk assignment is (assignmentId, workerId): a returned HIT's assignmentId
-    # comes back for another worker, who gets their own row here, and a worker who accepts the
-    # same unit again gets their row updated with the new assignmentId.
+    # A study participant's assignments carry the study id and their platform session, so sync
+    # finds them; the participant themselves was checked against this browser (_participant).
     if (assignment.platform_assignment_id, assignment.platform_task_id) != (
         platform_assignment_id, platform_task_id
     ):
@@ -121,11 +155,25 @@ def _problem(request, message, *, status=200, heading="This task is not availabl
                   status=status)
 
 
+# What the page after a submit or a give-back says about it (`?after=`), so it is seen whichever
+# way the worker moved on (with or without JavaScript, without cookies inside MTurk's iframe).
+NOTICES = {
+    "saved": "Saved. Your answer is stored; here is the next task.",
+    "given-back": "Task given back: it is free for someone else now. Here is the next one.",
+}
+
+
+def _after(url, what):
+    return f"{url}{'&' if '?' in url else '?'}after={what}"
+
+
 def _render_task(request, page, unit, *, assignment=None, grant=None, preview=False,
                  study=None, posted=None, error="", status=200):
     context = page.context(unit, posted, assignment)
     session = grant.session if grant else None
     context.update({
+        "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
+        "can_give_back": bool(grant) and not preview,
         "page": page,
         "unit": unit,
         "preview": preview,
@@ -135,7 +183,8 @@ def _render_task(request, page, unit, *, assignment=None, grant=None, preview=Fa
         "study": study,
         "done_in_study": _done_in_study(assignment.worker, study) if study and assignment else 0,
         "session_token": tokens.sign_session(session) if session else "",
-        "worker_token": tokens.sign_worker(grant.worker_id) if grant else "",
+        "worker_token": tokens.sign_worker(grant.worker_id, assignment_id=grant.assignment_id)
+        if grant else "",
         "error": error,
         "config": {
             "draftKey": f"assignment-{assignment.pk}" if assignment else "",
@@ -175,18 +224,36 @@ def unit_page(request, unit_id):
 def _mturk_unit(request, page, unit, params):
     platform_assignment_id = params.get("assignmentId", "")
     worker_id = params.get("workerId", "").strip()
+    hit_id = params.get("hitId", "")
+    hit = identity.mturk_hit_of_unit(unit, hit_id) if _valid_platform_id(hit_id) else None
+    if hit is None:
+        # Only units we published as MTurk HITs are shown to MTurk's visitors, previews included:
+        # Prolific, Connect and in-house work is never opened by a unit id and a made-up HIT id.
+        return _problem(request, "This task is not published on MTurk. Please open it from your "
+                        "platform.", status=404)
     if platform_assignment_id == MTURK_PREVIEW_ASSIGNMENT or not worker_id:
         # MTurk's preview: show the task read-only; nothing is leased until the HIT is accepted.
         if unit.status != WorkUnit.Status.OPEN:
             return _problem(request, "This task already has all the answers it needs.")
         return _render_task(request, page, unit, preview=True)
     submit_origin = mturk_submit_origin(params.get("turkSubmitTo", ""))
-    hit_id = params.get("hitId", "")
     if not (submit_origin and _valid_platform_id(worker_id)
-            and _valid_platform_id(platform_assignment_id) and _valid_platform_id(hit_id)):
+            and _valid_platform_id(platform_assignment_id)):
         return _problem(request, "This task link is incomplete. Please open it again from MTurk.",
                         status=400)
-    worker = _platform_worker(Worker.Platform.MTURK, worker_id)
+    worker = Worker.objects.filter(platform=Worker.Platform.MTURK, external_id=worker_id).first()
+    # The (assignmentId, workerId) pair is fixed at first load; any other claim is checked with
+    # MTurk before the claimant gets a token, a lease or a look at anybody's work.
+    rebind = bool(binding_conflict(platform=Worker.Platform.MTURK, worker=worker, unit=unit,
+                                   platform_assignment_id=platform_assignment_id,
+                                   platform_task_id=hit_id))
+    if rebind:
+        try:
+            identity.confirm_mturk_assignment(assignment_id=platform_assignment_id,
+                                              worker_id=worker_id, hit_id=hit_id)
+        except identity.IdentityRefused as refused:
+            return _problem(request, str(refused), status=403)
+    worker = worker or _platform_worker(Worker.Platform.MTURK, worker_id)
     held_before = Assignment.objects.filter(unit=unit, worker=worker).exists()
     gate = _qualification_gate(request, worker, unit.stage, next_url=request.get_full_path())
     if gate is not None:
@@ -198,13 +265,16 @@ def _mturk_unit(request, page, unit, params):
         if gold is not None:
             return gold
     try:
-        assignment = lease_unit(worker=worker, unit=unit)
+        assignment = lease_unit(worker=worker, unit=unit, platform_assignment_id=platform_assignment_id,
+                                platform_task_id=hit_id, rebind=rebind)
+    except ClaimConflict:
+        # Another load of this HIT bound a different pair a moment ago.
+        return _problem(request, identity.MTURK_NOT_CONFIRMED, status=403)
     except AnnotationError as error:
         return _problem(request, str(error))
-    _record_platform_ids(assignment, platform_assignment_id=platform_assignment_id,
-                         platform_task_id=hit_id)
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk,
-                                   turk_submit_to=submit_origin)
+                                   turk_submit_to=submit_origin,
+                                   mturk_assignment_id=platform_assignment_id)
     return _render_task(request, page, unit, assignment=assignment, grant=grant)
 
 
@@ -223,6 +293,8 @@ def stage_page(request, stage):
         worker = Worker.objects.filter(pk=session.worker_id).first()
         if study is None or worker is None:
             return _problem(request, tokens.FORGED_MESSAGE, status=403)
+        if not _bound_here(request, worker.pk):
+            return _problem(request, identity.STUDY_NOT_CONFIRMED, status=403)
         return _study_task(request, page, study, worker, session)
     arrival = _study_arrival(request.GET)
     if arrival is not None:
@@ -237,7 +309,11 @@ def stage_page(request, stage):
                             status=404)
         if platform_session_id and not _valid_platform_id(platform_session_id):
             platform_session_id = ""
-        worker = _platform_worker(platform, participant_id)
+        try:
+            worker = _participant(request, study=study, participant_id=participant_id,
+                                  platform_session_id=platform_session_id)
+        except identity.IdentityRefused as refused:
+            return _problem(request, str(refused), status=403)
         session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
                                       platform_session_id=platform_session_id)
         return _study_task(request, page, study, worker, session)
@@ -249,7 +325,8 @@ def stage_page(request, stage):
         return gate
     assignment = next_assignment(worker=worker, stage=stage)
     if assignment is None:
-        return render(request, "annotator/nothing_waiting.html", {"page": page})
+        return render(request, "annotator/nothing_waiting.html", {
+            "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk)
     return _render_task(request, page, assignment.unit, assignment=assignment, grant=grant)
 
@@ -344,6 +421,10 @@ def submit(request):
     if worker.platform == Worker.Platform.LOCAL and worker.user_id != request.user.pk:
         # An in-house annotator's token is good only in their own logged-in session.
         return _refuse(request, "Please log in again to save this answer.", wants_json=wants_json)
+    if grant.turk_submit_to and grant.mturk_assignment_id != assignment.platform_assignment_id:
+        # MTurk confirmed a newer assignment for this task: this page belongs to an older one.
+        return _refuse(request, "This task was opened again under another MTurk assignment. "
+                       "Please continue there.", wants_json=wants_json)
     page = _page_or_404(assignment.unit.stage)
     try:
         label = page.submit(request=request, assignment_id=assignment.pk, worker=worker,
@@ -357,17 +438,58 @@ def submit(request):
     if grant.turk_submit_to:
         # MTurk learns of the work only from this POST, made by the worker's browser.
         handback = {"action": f"{grant.turk_submit_to}/mturk/externalSubmit",
-                    "fields": {"assignmentId": assignment.platform_assignment_id,
+                    "fields": {"assignmentId": grant.mturk_assignment_id,
                                "submission": label}}
         if wants_json:
             return JsonResponse({"ok": True, "submission": label, "mturk": handback})
         return render(request, "annotator/mturk_handback.html", {"handback": handback})
-    next_url = reverse("frontend:stage", args=[assignment.unit.stage])
-    if grant.session is not None:
-        next_url += "?continue=" + tokens.sign_session(grant.session)
+    next_url = _after(_next_task_url(assignment, grant), "saved")
     if wants_json:
         return JsonResponse({"ok": True, "submission": label, "next": next_url})
     return redirect(next_url)
+
+
+def _next_task_url(assignment, grant):
+    next_url = reverse("frontend:stage", args=[assignment.unit.stage])
+    if grant.session is not None:
+        next_url += "?continue=" + tokens.sign_session(grant.session)
+    return next_url
+
+
+# Exempt from CSRF for the reason given at `submit`: the task's signed token is the defence.
+@csrf_exempt
+@annotator_page
+@require_POST
+def give_back(request):
+    """The worker gives the task on screen back: its lease ends now, so the slot is free for someone
+    else at once, and the worker moves on to their next task (on MTurk: returns the HIT there)."""
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    try:
+        grant = tokens.read_task(request.POST.get("token", ""))
+    except tokens.TokenRefused as error:
+        return _refuse(request, str(error), wants_json=wants_json)
+    if isinstance(grant, tokens.GoldGrant):
+        # A check question holds no lease; nothing is recorded and the worker moves on.
+        next_url = _after(grant.next_url or reverse("frontend:home"), "given-back")
+        return JsonResponse({"ok": True, "next": next_url}) if wants_json else redirect(next_url)
+    assignment = (Assignment.objects.select_related("worker", "unit")
+                  .filter(pk=grant.assignment_id, worker_id=grant.worker_id).first())
+    if assignment is None:
+        return _refuse(request, tokens.FORGED_MESSAGE, wants_json=wants_json)
+    if assignment.worker.platform == Worker.Platform.LOCAL and assignment.worker.user_id != request.user.pk:
+        return _refuse(request, "Please log in again to give this task back.", wants_json=wants_json)
+    if grant.turk_submit_to and grant.mturk_assignment_id != assignment.platform_assignment_id:
+        return _refuse(request, tokens.FORGED_MESSAGE, wants_json=wants_json)
+    return_assignment(assignment=assignment)
+    if grant.turk_submit_to:
+        # Only MTurk can end the worker's assignment there; our slot is free already.
+        page = render(request, "annotator/problem.html", {
+            "heading": "Task given back",
+            "message": "This task is free for someone else now. Please press “Return” on MTurk "
+                       "to give the HIT back there too; you will not be charged for it."})
+        return JsonResponse({"ok": True, "next": ""}) if wants_json else page
+    next_url = _after(_next_task_url(assignment, grant), "given-back")
+    return JsonResponse({"ok": True, "next": next_url}) if wants_json else redirect(next_url)
 
 
 # Exempt from CSRF for the reason given at `submit`: the signed study-session token is the defence.
@@ -382,6 +504,9 @@ def finish(request):
         return _problem(request, str(error), status=403)
     study = get_object_or_404(CrowdStudy, pk=session.study_id)
     worker = get_object_or_404(Worker, pk=session.worker_id)
+    if not _bound_here(request, worker.pk):
+        # The code goes only to the browser that did the work, not to whoever holds its token.
+        return _problem(request, identity.STUDY_NOT_CONFIRMED, status=403)
     if not _done_in_study(worker, study):
         return _problem(request, "Finish a task first: the code is given once your first answer "
                         "is saved.", heading="No code yet")
@@ -460,6 +585,8 @@ def _render_gold(request, page, item, grant, *, worker, study=None, session=None
     # Rendered exactly as the stage's own task: same template, same controls, same button.
     context = page.gold_context(item, posted)
     context.update({
+        "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
+        "can_give_back": True,
         "page": page,
         "preview": False,
         "mturk": mturk,
@@ -539,17 +666,20 @@ def _test_taker(request, stage):
                                           stage=stage).first()
         if study is None or not _valid_platform_id(participant_id):
             raise Http404("This study is not known here. Please tell the researchers.")
-        worker = _platform_worker(platform, participant_id)
-        session = tokens.StudySession(
-            worker_id=worker.pk, study_id=study.pk,
-            platform_session_id=platform_session_id if _valid_platform_id(platform_session_id) else "")
+        platform_session_id = platform_session_id if _valid_platform_id(platform_session_id) else ""
+        try:
+            worker = _participant(request, study=study, participant_id=participant_id,
+                                  platform_session_id=platform_session_id)
+        except identity.IdentityRefused as refused:
+            raise tokens.TokenRefused(str(refused)) from None
+        session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
+                                      platform_session_id=platform_session_id)
         next_url = reverse("frontend:stage", args=[stage]) + "?continue=" + tokens.sign_session(session)
         return worker, tokens.QualificationPass(worker_id=worker.pk, stage=stage, next_url=next_url)
     if params.get("workerId"):
-        if not _valid_platform_id(params["workerId"]):
-            raise tokens.TokenRefused("This link is incomplete. Please open it again from MTurk.")
-        worker = _platform_worker(Worker.Platform.MTURK, params["workerId"].strip())
-        return worker, tokens.QualificationPass(worker_id=worker.pk, stage=stage)
+        # A bare MTurk worker id proves nothing; MTurk workers reach the test from a HIT, whose
+        # page sends them here with a signed pass once their assignment's claim holds.
+        raise tokens.TokenRefused("Please open the test from a HIT of this study on MTurk.")
     if request.user.is_authenticated:
         worker = _local_worker(request.user)
         return worker, tokens.QualificationPass(worker_id=worker.pk, stage=stage,
@@ -583,6 +713,7 @@ def _render_test(request, stage, worker, grant, attempt, *, posted=None, error="
         "qualification": qualification,
         "items": _test_items(attempt, posted),
         "pass_percent": round(qualification.pass_score * 100),
+        "answer_max_chars": ANSWER_MAX_CHARS,
         "token": tokens.sign_qualification(grant),
         "worker_token": tokens.sign_worker(worker.pk),
         "mturk": False,
@@ -641,21 +772,10 @@ def _take_test(request, stage, worker, grant, *, wants_json):
                .filter(qualification__stage=stage, worker=worker).first())
     if attempt is None:
         return _refuse(request, "Please open the test again from its link.", wants_json=wants_json)
-    answers = {}
-    if attempt.status == QualificationAttempt.Status.STARTED:
-        items = GoldItem.objects.in_bulk(attempt.item_ids)
-        for pk in attempt.item_ids:
-            posted = request.POST.get(f"item-{pk}", "").strip()
-            item = items.get(pk)
-            if item is None or not posted:
-                continue
-            # The stored answer is the option itself (it may be a number), not its text.
-            answers[pk] = next((option for option in item.options or [] if str(option) == posted),
-                               posted if item.kind == GoldItem.Kind.FREE_TEXT else None)
-        answers = {pk: answer for pk, answer in answers.items() if answer is not None}
     try:
+        answers = _test_answers(request.POST, attempt)
         qualifications.submit_qualification_answers(worker, stage, answers)
-    except PlatformError as error:
+    except AnnotationError as error:
         if wants_json:
             return JsonResponse({"ok": False, "error": str(error)}, status=400)
         return _render_test(request, stage, worker, grant, attempt, posted=request.POST,
@@ -666,6 +786,25 @@ def _take_test(request, stage, worker, grant, *, wants_json):
                       + tokens.sign_qualification(grant))
         return JsonResponse({"ok": True, "next": result_url})
     return _test_result(request, stage, worker, grant, attempt)
+
+
+def _test_answers(posted, attempt):
+    if attempt.status != QualificationAttempt.Status.STARTED:
+        return {}
+    answers = {}
+    items = GoldItem.objects.in_bulk(attempt.item_ids)
+    for number, pk in enumerate(attempt.item_ids, start=1):
+        item = items.get(pk)
+        text = clean_typed_text(posted.get(f"item-{pk}", ""), what=f"Your answer to question {number}",
+                                max_chars=ANSWER_MAX_CHARS)
+        if item is None or not text:
+            continue
+        # The stored answer is the option itself (it may be a number), not its text.
+        answer = next((option for option in item.options or [] if str(option) == text),
+                      text if item.kind == GoldItem.Kind.FREE_TEXT else None)
+        if answer is not None:
+            answers[pk] = answer
+    return answers
 
 
 def _test_result(request, stage, worker, grant, attempt):
@@ -719,27 +858,58 @@ def home(request):
 @require_GET
 def worker_page(request):
     """What a worker did, what became of it, and (once wired) their qualification state."""
+    via = None
     if "w" in request.GET:
         try:
-            worker = get_object_or_404(Worker, pk=tokens.read_worker(request.GET["w"]))
+            worker_id, via = tokens.read_worker(request.GET["w"])
         except tokens.TokenRefused as error:
             return _problem(request, str(error), status=403)
+        worker = get_object_or_404(Worker, pk=worker_id)
     elif request.user.is_authenticated:
         worker = _local_worker(request.user)
     else:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
-    rows = qualifications.qualification_status(worker)
+    only = None
+    if worker.platform == Worker.Platform.MTURK and not _mturk_confirmed(worker, via):
+        # Whoever opened a HIT first with this worker id got this link, and MTurk cannot confirm
+        # an assignment still being worked on: until it does, the link shows that task only.
+        only = [via] if via is not None else []
+    rows = qualifications.qualification_status(worker) if only is None else []
     for row in rows:
         if row["status"] in ("not_taken", "started") or (
                 row["status"] == "failed" and row["retake_at"] <= timezone.now()):
             row["test_url"] = _qualify_url(worker, row["stage"], next_url=_tasks_url(worker, row["stage"]))
     return render(request, "annotator/worker.html", {
         "worker": worker,
-        "tallies": stage_tallies(worker),
-        "rows": recent_work(worker),
+        "tallies": stage_tallies(worker, only=only),
+        "rows": recent_work(worker, only=only),
         "qualifications": rows,
         "in_house": worker.platform == Worker.Platform.LOCAL,
+        "partial": only is not None,
     })
+
+
+def _mturk_confirmed(worker, assignment_id):
+    """Whether MTurk confirms the assignment behind a worker-page link is this worker's: from a
+    synced submission, from an earlier answer kept in the cache, or by asking GetAssignment."""
+    assignment = Assignment.objects.filter(pk=assignment_id, worker=worker).exclude(
+        platform_assignment_id="").first() if assignment_id is not None else None
+    if assignment is None:
+        return False
+    if Submission.objects.filter(worker=worker, study__platform=Worker.Platform.MTURK,
+                                 platform_assignment_id=assignment.platform_assignment_id).exists():
+        return True
+    key = f"crowdbench:mturk-confirmed:{worker.pk}:{assignment.platform_assignment_id}"
+    if cache.get(key):
+        return True
+    try:
+        identity.confirm_mturk_assignment(assignment_id=assignment.platform_assignment_id,
+                                          worker_id=worker.external_id,
+                                          hit_id=assignment.platform_task_id)
+    except identity.IdentityRefused:
+        return False
+    cache.set(key, True, 24 * 3600)
+    return True
 
 
 class AnnotatorLoginView(LoginView):
@@ -751,3 +921,7 @@ class AnnotatorLoginView(LoginView):
 
 
 login = annotator_page(AnnotatorLoginView.as_view(), frameable=False)
+
+
+# In-house annotators log out here (a POST, as Django's LogoutView requires).
+logout = annotator_page(LogoutView.as_view(next_page="frontend:login"), frameable=False)

@@ -1,8 +1,10 @@
 """Researcher dashboard views: study progress, leaderboards and plots (paper Tables 3-4, Figs. 8-9).
 
-Thin views: the numbers come from annotation.leaderboard (which calls annotation.ratings and
-annotation.agreement), the pictures from annotation.plots.
+Thin views: the numbers come from annotation.leaderboard's stored result (one computation per
+state of the judgements, shared with the API), the pictures from annotation.plots.
 """
+
+import re
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.db.models import Count
@@ -10,8 +12,12 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from annotation import leaderboard as boards
-from annotation import plots, ratings
+from annotation import plots
 from annotation.models import CHIRP_CRITERIA, REFERENCE_MODEL_NAME, JudgeRun, PreferenceStudy
+from tasks.models import Job
+
+_DATA_KEY = re.compile(r"[0-9a-f]{64}")
+
 
 
 def _criterion(request):
@@ -21,13 +27,6 @@ def _criterion(request):
     return criterion
 
 
-def _png(data):
-    response = HttpResponse(data, content_type="image/png")
-    # The leaderboard changes as judgements arrive; a stale plot would contradict the table.
-    response["Cache-Control"] = "private, no-cache"
-    return response
-
-
 @staff_member_required
 def index(request):
     studies = PreferenceStudy.objects.annotate(
@@ -35,23 +34,24 @@ def index(request):
         human_total=Count("battles__human_judgements", distinct=True),
     ).order_by("-created_at")
     runs = JudgeRun.objects.select_related("study").order_by("-created_at")[:50]
-    return render(request, "dashboard/index.html", {"studies": studies, "runs": runs})
+    failed_jobs = Job.objects.filter(status=Job.Status.FAILED).order_by("-updated_at")[:50]
+    return render(request, "dashboard/index.html",
+                  {"studies": studies, "runs": runs, "failed_jobs": failed_jobs})
 
 
 @staff_member_required
 def leaderboard(request, study_id):
     study = get_object_or_404(PreferenceStudy, pk=study_id)
     criterion = _criterion(request)
-    leaderboards = boards.study_leaderboards(study=study, criterion=criterion)
-    agreement = boards.agreement_rows(boards.study_agreements(study=study, criterion=criterion))
+    result = boards.study_leaderboard(study=study, criterion=criterion)
     return render(
         request,
         "dashboard/leaderboard.html",
         {
             "study": study,
             "criterion": criterion,
-            "leaderboards": leaderboards,
-            "agreement": agreement,
+            "result": result,
+            "min_matches": boards.MIN_MATCHES,
             "reference_model": REFERENCE_MODEL_NAME,
             "criteria": CHIRP_CRITERIA if study.with_criteria else CHIRP_CRITERIA[:1],
             "runs": study.judge_runs.order_by("id"),
@@ -59,43 +59,67 @@ def leaderboard(request, study_id):
     )
 
 
-def _battles_of(study, judge, criterion):
-    for _title, key, battles in boards.evaluator_battles(study=study, criterion=criterion):
-        if key == judge:
-            return battles
-    raise Http404("No such evaluator in this study.")
+def _result(request, study):
+    """The result the page showed (its figures carry ?v=<data key>), so a figure never
+    recomputes anything and is the same picture for the same key; without a key, or once the
+    judgements have changed, the current result."""
+    criterion = _criterion(request)
+    key = request.GET.get("v", "")
+    if _DATA_KEY.fullmatch(key):
+        found = boards.stored_leaderboard(study=study, criterion=criterion, rounds=boards.DEFAULT_ROUNDS,
+                                          data_key=key)
+        if found is not None:
+            return found, True
+    return boards.study_leaderboard(study=study, criterion=criterion), False
+
+
+def _png(data, *, immutable):
+    response = HttpResponse(data, content_type="image/png")
+    # A figure named by its data key never changes; without one it follows the judgements.
+    response["Cache-Control"] = "private, max-age=86400, immutable" if immutable else "private, no-cache"
+    return response
+
+
+def _board(request, study_id, judge):
+    study = get_object_or_404(PreferenceStudy, pk=study_id)
+    result, immutable = _result(request, study)
+    board = result.board(judge)
+    if board is None:
+        raise Http404("No such evaluator in this study.")
+    if not board.rows:
+        raise Http404("No battles judged yet.")
+    return board, immutable
 
 
 @staff_member_required
 def elo_plot(request, study_id, judge):
-    study = get_object_or_404(PreferenceStudy, pk=study_id)
-    battles = _battles_of(study, judge, _criterion(request))
-    if battles.empty:
-        raise Http404("No battles judged yet.")
-    return _png(plots.elo_interval_plot(ratings.bootstrap_elo(battles, seed=study.seed)))
+    board, immutable = _board(request, study_id, judge)
+    table = board.table
+    if "split" in table.columns:
+        # The figure shows the all-images ratings; the table beside it has each split.
+        table = table[table["split"] == table["split"].iloc[0]]
+    return _png(plots.elo_interval_plot(table, title=f"{board.title}: Elo and Bradley-Terry, 95% interval"),
+                immutable=immutable)
 
 
 @staff_member_required
 def category_plot(request, study_id, judge):
-    study = get_object_or_404(PreferenceStudy, pk=study_id)
-    battles = _battles_of(study, judge, _criterion(request))
-    if battles.empty:
-        raise Http404("No battles judged yet.")
-    return _png(
-        plots.category_heatmap(
-            ratings.category_win_rates(battles, reference_model=REFERENCE_MODEL_NAME)
-        )
-    )
+    board, immutable = _board(request, study_id, judge)
+    if board.category_table.empty:
+        raise Http404("No battle against the reference yet.")
+    return _png(plots.category_heatmap(board.category_table, title=f"{board.title}: win-rate vs. reference"),
+                immutable=immutable)
 
 
 @staff_member_required
 def agreement_plot(request, study_id, judge):
     study = get_object_or_404(PreferenceStudy, pk=study_id)
-    for found in boards.study_agreements(study=study, criterion=_criterion(request)):
-        if found.key == judge:
-            return _png(
-                plots.agreement_bars(
-                    found.majority, title=f"{found.judge}: agreement with the crowd majority"
-                )
-            )
-    raise Http404("This judge shares no battles with the crowd yet.")
+    result, immutable = _result(request, study)
+    found = result.agreement(judge)
+    if found is None:
+        raise Http404("This judge shares no battles with the crowd yet.")
+    return _png(
+        plots.agreement_bars(result.majority_table(judge),
+                             title=f"{found['judge']}: agreement with the crowd majority"),
+        immutable=immutable,
+    )

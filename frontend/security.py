@@ -19,16 +19,23 @@ def _origin(url):
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
 
 
-def content_security_policy(*, frameable):
-    image_sources = ["'self'", "blob:", *settings.IMAGE_MEDIA_ORIGINS,
+def content_security_policy(*, frameable, staff_page=False):
+    """The policy of a page. Every page has one (crowdbench/middleware.py gives it to the rest), so
+    no page makes a browser fetch an image from a host a worker chose.
+
+    A `staff_page` (admin, dashboard, Swagger UI) also allows inline styles and data: images, which
+    their own templates and stylesheets use; neither reaches the network.
+    """
+    image_sources = ["'self'", "blob:", *(["data:"] if staff_page else []), *settings.IMAGE_MEDIA_ORIGINS,
                      *(f"https://{host}" for host in settings.IMAGE_URL_ALLOWED_HOSTS)]
     ancestors = ["'self'", *settings.ANNOTATOR_FRAME_ANCESTORS] if frameable else ["'none'"]
-    form_targets = ["'self'", *(_origin(url) for url in settings.MTURK_SUBMIT_ORIGINS)]
+    # Only a task page posts its assignment back to MTurk.
+    form_targets = ["'self'", *([] if staff_page else (_origin(url) for url in settings.MTURK_SUBMIT_ORIGINS))]
     directives = [
         "default-src 'self'",
         f"img-src {' '.join(image_sources)}",
         "script-src 'self'",
-        "style-src 'self'",
+        "style-src 'self' 'unsafe-inline'" if staff_page else "style-src 'self'",
         "connect-src 'self'",
         "object-src 'none'",
         "base-uri 'none'",
@@ -56,12 +63,6 @@ def annotator_page(view=None, *, frameable=True):
         return wrapped
 
     return decorate(view) if view is not None else decorate
-
-
-def image_url_allowed(url):
-    """Whether a browser may load this image URL: HTTPS on a host of the researcher's allow-list."""
-    parts = urlsplit(url or "")
-    return parts.scheme == "https" and (parts.hostname or "") in set(settings.IMAGE_URL_ALLOWED_HOSTS)
 
 
 def mturk_submit_origin(turk_submit_to):

@@ -15,10 +15,11 @@ from django.db import transaction
 
 from annotation import services
 from annotation.exceptions import AnnotationError
-from annotation.models import CHIRP_CRITERIA, Assignment, Instance, InstanceImage, Side, Stage
+from annotation.image_urls import image_url_allowed
+from annotation.models import CHIRP_CRITERIA, Assignment, ImageAsset, Instance, InstanceImage, Side, Stage
 from annotation.preferences import pairwise_task, submit_pairwise_judgement
+from annotation.typed_text import CAPTION_MAX_CHARS, COMMENT_MAX_CHARS, INSTRUCTION_MAX_CHARS, field_limit
 from annotation.uploads import store_uploaded_image
-from frontend.security import image_url_allowed
 
 MAX_IMAGES_PER_INSTRUCTION = 8
 
@@ -49,7 +50,7 @@ def gallery(images):
     return [
         GalleryImage(
             number=number,
-            src=image.file.url if image.file else (image.url if image_url_allowed(image.url) else ""),
+            src=image.browser_url,
             url=image.url,
             licence=image.licence,
             author=image.author,
@@ -167,6 +168,8 @@ def _instruction_context(unit, posted, assignment=None):
         "licences": list(LICENCES),
         "instruction": posted.get("instruction", ""),
         "min_chars": services.MIN_INSTRUCTION_CHARS,
+        "max_chars": INSTRUCTION_MAX_CHARS,
+        "limits": {name: field_limit(ImageAsset, name) for name in ("url", "author", "source_url")},
         "allowed_hosts": settings.IMAGE_URL_ALLOWED_HOSTS,
     }
 
@@ -185,13 +188,14 @@ def _posted_images(request):
     filled = []
     for index in _posted_slot_indexes(request.POST, request.FILES):
         upload = request.FILES.get(f"image-{index}-file")
-        url = request.POST.get(f"image-{index}-url", "").strip()
-        licence = request.POST.get(f"image-{index}-licence", "").strip()
-        author = request.POST.get(f"image-{index}-author", "").strip()
-        source = request.POST.get(f"image-{index}-source", "").strip()
+        which = f"image {len(filled) + 1}"
+        url, licence, author, source = services.check_image_details(
+            url=request.POST.get(f"image-{index}-url", ""),
+            licence=request.POST.get(f"image-{index}-licence", ""),
+            author=request.POST.get(f"image-{index}-author", ""),
+            source_url=request.POST.get(f"image-{index}-source", ""), which=which)
         if not upload and not url:
             continue
-        which = f"image {len(filled) + 1}"
         if upload and url:
             raise AnnotationError(f"For {which}, upload a file or give a link, not both.")
         if url and not re.match(r"^https?://[^\s/]+\.[^\s/]+", url):
@@ -211,6 +215,8 @@ def _submit_instruction(*, request, assignment_id, worker, active_seconds):
     if mine is not None and hasattr(mine, "instruction_submission"):
         # A second click of Submit: the answer is stored already, so store no images again.
         return f"instance-{mine.instruction_submission.instance_id}"
+    # Every typed field is checked before an upload is stored.
+    services.clean_instruction(request.POST.get("instruction", ""))
     posted = _posted_images(request)
     with transaction.atomic():
         images = []
@@ -247,6 +253,7 @@ def _caption_context(unit, posted, assignment=None):
             for index, image in enumerate(images)
         ],
         "min_chars": services.MIN_CAPTION_CHARS,
+        "max_chars": CAPTION_MAX_CHARS,
     }
 
 
@@ -283,6 +290,7 @@ def _verification_context(unit, posted, assignment=None):
         "problem": posted.get("problem", ""),
         "harmful": posted.get("harmful", "") == "yes",
         "comment": posted.get("comment", ""),
+        "comment_max_chars": COMMENT_MAX_CHARS,
     }
 
 
@@ -326,6 +334,7 @@ def _verification_gold_context(item, posted):
         "problem": posted.get("problem", ""),
         "harmful": posted.get("harmful", "") == "yes",
         "comment": posted.get("comment", ""),
+        "comment_max_chars": COMMENT_MAX_CHARS,
     }
 
 
@@ -337,24 +346,27 @@ def _verification_gold_answer(posted, item):
 
 # --- pairwise preference (paper §4; CHIRP C.2.1 and Fig. 19; Prometheus-Vision rubrics) ----------
 
-# CHIRP's questions (Appendix C.2.1), "assistant" read as "response". Overall is the forced choice.
+# CHIRP's survey questions word for word (Appendix C.2.1, as its workers saw them in Fig. 19);
+# the two responses are "Assistant 1" and "Assistant 2" there and here. Overall is the forced choice.
 CRITERION_QUESTIONS = {
-    "overall": ("Overall preference",
-                "Which response do you prefer overall, considering all factors?"),
+    "overall": ("Overall Preference",
+                "Which assistant's response do you prefer overall, considering all factors?"),
     "relevance_and_completeness": (
-        "Relevance and completeness",
-        "Which response is more relevant to the question and gives a more complete answer?"),
+        "Relevance and Completeness Evaluation",
+        "Which assistant's response is more relevant to the question and provides a more complete "
+        "answer?"),
     "understanding_and_reasoning": (
-        "Understanding and reasoning",
-        "Which response shows a better understanding of concepts and better reasoning?"),
+        "Understanding and Reasoning",
+        "Which assistant's answer displays a better understanding of concepts and better reasoning "
+        "in its response?"),
     "hallucination": (
-        "Hallucination",
-        "Which response describes the image accurately, without adding or describing objects or "
-        "elements that are not in the image?"),
+        "Hallucination Evaluation",
+        "Which assistant accurately describes the image without adding or describing objects or "
+        "elements that don't exist in the image?"),
     "detail": (
-        "Detail",
-        "Which response's description of the image is more detailed, considering both the amount "
-        "and the quality of the details?"),
+        "Detail Evaluation",
+        "Which assistant's description of the image is more detailed, taking into consideration "
+        "both the amount and quality of the details provided?"),
 }
 RUBRIC_SCORES = (1, 2, 3, 4, 5)
 
@@ -371,7 +383,7 @@ def _pairwise_questions(posted, *, criteria, rubric):
         for criterion in ("overall", *criteria)
     ]
     scores = [
-        {"name": f"score-{side}", "title": f"Score of response {number}",
+        {"name": f"score-{side}", "title": f"Score of Assistant {number}",
          "value": posted.get(f"score-{side}", "")}
         for number, side in enumerate(Side.values, start=1)
     ] if rubric else []
@@ -486,7 +498,7 @@ PAGES = {
             context=_pairwise_context,
             submit=_submit_pairwise,
             shortcuts=(
-                ("1 / 2", "response 1 / response 2, then the next question"),
+                ("1 / 2", "assistant 1 / assistant 2, then the next question"),
                 ("1 – 5", "a score, then the next"), ("Tab", "move between questions"),
                 ("Enter", "submit"),
             ),

@@ -28,8 +28,10 @@ class TokenRefused(AnnotationError):
 class AssignmentGrant:
     """What a task page may submit: one assignment, for one worker.
 
-    `turk_submit_to` is where MTurk wants the assignment handed back; `study_id` and
-    `platform_session_id` say which CloudResearch / Prolific study the participant works in.
+    `turk_submit_to` is where MTurk wants the assignment handed back and `mturk_assignment_id` the
+    MTurk assignment the page was opened for (a token of an earlier binding of the same unit is no
+    good once MTurk confirmed a new one); `study_id` and `platform_session_id` say which
+    CloudResearch / Prolific study the participant works in.
     """
 
     assignment_id: int
@@ -37,6 +39,7 @@ class AssignmentGrant:
     turk_submit_to: str = ""
     study_id: int | None = None
     platform_session_id: str = ""
+    mturk_assignment_id: str = ""
 
     @property
     def session(self):
@@ -58,7 +61,7 @@ class StudySession:
 def sign_assignment(grant):
     return signing.dumps(
         {"a": grant.assignment_id, "w": grant.worker_id, "t": grant.turk_submit_to,
-         "s": grant.study_id, "p": grant.platform_session_id},
+         "s": grant.study_id, "p": grant.platform_session_id, "m": grant.mturk_assignment_id},
         salt=_ASSIGNMENT_SALT, compress=True,
     )
 
@@ -69,7 +72,8 @@ def read_assignment(token):
         return AssignmentGrant(assignment_id=int(data["a"]), worker_id=int(data["w"]),
                                turk_submit_to=str(data.get("t") or ""),
                                study_id=int(data["s"]) if data.get("s") is not None else None,
-                               platform_session_id=str(data.get("p") or ""))
+                               platform_session_id=str(data.get("p") or ""),
+                               mturk_assignment_id=str(data.get("m") or ""))
     except (KeyError, TypeError, ValueError):
         raise TokenRefused(FORGED_MESSAGE) from None
 
@@ -90,15 +94,23 @@ def read_session(token):
         raise TokenRefused(FORGED_MESSAGE) from None
 
 
-def sign_worker(worker_id):
-    """A link to a worker's own page, for platform workers who have no account with us."""
-    return signing.dumps({"w": worker_id}, salt=_WORKER_SALT)
+def sign_worker(worker_id, *, assignment_id=None):
+    """A link to a worker's own page, for platform workers who have no account with us.
+
+    An MTurk worker's link names the assignment whose page gave it: the page shows their whole
+    record only once MTurk confirms that assignment is theirs (frontend.annotator_views.worker_page).
+    """
+    data = {"w": worker_id}
+    if assignment_id is not None:
+        data["a"] = assignment_id
+    return signing.dumps(data, salt=_WORKER_SALT)
 
 
 def read_worker(token):
+    """(worker id, assignment id or None) of a worker-page link."""
     data = _load(token, _WORKER_SALT)
     try:
-        return int(data["w"])
+        return int(data["w"]), int(data["a"]) if data.get("a") is not None else None
     except (KeyError, TypeError, ValueError):
         raise TokenRefused(FORGED_MESSAGE) from None
 

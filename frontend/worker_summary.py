@@ -36,9 +36,11 @@ class WorkRow:
     approval_note: str = ""
 
 
-def stage_tallies(worker):
+def stage_tallies(worker, *, only=None):
+    """Counts per stage; `only`: the assignment ids to count, when not all may be shown."""
+    assignments = worker.assignments.all() if only is None else worker.assignments.filter(pk__in=only)
     rows = (
-        worker.assignments.values("unit__stage")
+        assignments.values("unit__stage")
         .annotate(
             submitted=Count("pk", filter=Q(status=Assignment.Status.SUBMITTED)),
             in_progress=Count("pk", filter=Q(status=Assignment.Status.LEASED)),
@@ -57,9 +59,10 @@ def stage_tallies(worker):
     ]
 
 
-def recent_work(worker, limit=RECENT):
+def recent_work(worker, limit=RECENT, *, only=None):
+    assignments = worker.assignments.all() if only is None else worker.assignments.filter(pk__in=only)
     assignments = (
-        worker.assignments.select_related(
+        assignments.select_related(
             "unit__family", "instruction_submission__instance", "caption__instance",
             "verification__reference", "human_judgement",
         )

@@ -7,13 +7,17 @@ from django.contrib import admin, messages
 from django.core.cache import cache
 from django.db.models import Count, Q
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html
 
+from annotation.models import Worker
+from annotation.public_urls import placeholder_warning
 from mturk import client as mturk_client
 from mturk import pay, qualifications, services
 from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
 from mturk.models import (
+    STUDY_DEFAULTS,
     AuditLog,
     Bonus,
     CrowdStudy,
@@ -70,6 +74,40 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
     list_filter = ["platform", "stage"]
     readonly_fields = ["hit_type_id", "hit_type_environment", "link", "completion", "pay_plan"]
     actions = ["publish_batch", "sync", "plan_pay", "expire_hits"]
+    fieldsets = [
+        (None, {"fields": ["platform", "stage", "family", "name", "external_id", "completion_code"]}),
+        ("Pay", {"fields": ["reward_usd", "target_hourly_wage_usd", "estimated_seconds", "budget_usd",
+                            "places_published", "pay_plan"]}),
+        ("What workers see", {"fields": ["title", "description", "keywords", "assignment_duration_minutes",
+                                         "lifetime_hours", "frame_height"]}),
+        ("Who may work", {
+            "fields": ["requires_stage_qualification", "worker_countries", "min_approval_rate",
+                       "min_approved_hits", "auto_approval_days"],
+            "description": "Countries, approval rate and approved HITs become MTurk qualification "
+                           "requirements. On Prolific and CloudResearch Connect set them in the "
+                           "platform's own screening; they start empty here. Auto-approval starts at "
+                           "the platform's own delay (Prolific 21 days, Connect 14).",
+        }),
+        ("Links and platform ids", {"fields": ["link", "completion", "hit_type_id", "hit_type_environment"]}),
+    ]
+
+    def add_view(self, request, form_url="", extra_context=None):
+        # Each platform starts with its own defaults, so the platform is chosen first.
+        if request.method == "GET" and request.GET.get("platform") not in STUDY_DEFAULTS:
+            return TemplateResponse(request, "admin/mturk/crowdstudy/choose_platform.html", {
+                **self.admin_site.each_context(request), "opts": self.opts,
+                "title": "Which platform is this study on?",
+                "platforms": [(Worker.Platform(platform).label,
+                               f"{reverse('admin:mturk_crowdstudy_add')}?platform={platform}")
+                              for platform in STUDY_DEFAULTS],
+            })
+        return super().add_view(request, form_url, extra_context)
+
+    def get_changeform_initial_data(self, request):
+        initial = super().get_changeform_initial_data(request)
+        for field, value in STUDY_DEFAULTS.get(initial.get("platform"), {}).items():
+            initial.setdefault(field, value)
+        return initial
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(
@@ -96,10 +134,23 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
     def spend(self, study):
         return f"${pay.committed_spend(study)}"
 
+    def get_object(self, request, object_id, from_field=None):
+        study = super().get_object(request, object_id, from_field)
+        if study is not None:
+            # The study link is shown on the address the researcher is using when
+            # PUBLIC_BASE_URL is unset; a display method sees only the object.
+            study.shown_to = request
+        return study
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if request.method == "GET" and (warning := placeholder_warning("this study's link and HITs")):
+            self.message_user(request, warning, messages.WARNING)
+        return super().change_view(request, object_id, form_url, extra_context)
+
     @admin.display(description="study link")
     def link(self, study):
         try:
-            return study_link(study)
+            return study_link(study, request=getattr(study, "shown_to", None))
         except PlatformError as error:
             return str(error)
 
@@ -144,6 +195,8 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
                                     title="Publish a batch", submit_label="Publish",
                                     action="publish_batch")
         if response:
+            if warning := placeholder_warning("the HITs and study links of this batch"):
+                self.message_user(request, warning, messages.WARNING)
             return response
         for study in queryset:
             try:

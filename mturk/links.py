@@ -11,6 +11,7 @@ from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
 from annotation.models import Worker
+from annotation.public_urls import public_url
 from mturk.exceptions import PlatformError
 from mturk.platforms import cloudresearch, prolific
 
@@ -24,21 +25,22 @@ COMPLETION_URLS = {
 }
 
 
-def _stage_page(study):
+def _stage_page(study, request):
     try:
         path = reverse("frontend:stage", args=[study.stage])
     except NoReverseMatch:
         path = f"/work/{study.stage}/"
-    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}{path}"
+    return public_url(path, request=request)
 
 
-def study_link(study):
-    """The URL to paste into the platform's study set-up, with its placeholders for the ids."""
+def study_link(study, *, request=None):
+    """The URL to paste into the platform's study set-up, with its placeholders for the ids: on
+    PUBLIC_BASE_URL, or (unset) on the address of the researcher's ``request``."""
     parameters = LINK_PARAMETERS.get(study.platform)
     if parameters is None:
         raise PlatformError(f"{study.get_platform_display()} studies have no study link.")
     query = "&".join(f"{name}={placeholder}" for name, placeholder in parameters.items())
-    return f"{_stage_page(study)}?{query}"
+    return f"{_stage_page(study, request)}?{query}"
 
 
 def completion_redirect(study):

@@ -2,6 +2,9 @@
 
 The paper paid $18/h (§2.2); CHIRP $0.10 per minute (C.2.2). MTurk charges 20% of reward and
 bonus, 20% more for HITs with 10 or more assignments, and at least $0.01 per assignment.
+Prolific and CloudResearch Connect charge a share of rewards and bonuses that depends on the
+account (academic or not); PLATFORM_FEE_RATES_JSON sets yours, and until it does the plan uses
+the academic rate and says that it assumed it.
 """
 
 import statistics
@@ -25,21 +28,63 @@ def cents(amount):
     return Decimal(amount).quantize(CENT, rounding=ROUND_HALF_UP)
 
 
+@dataclass(frozen=True)
+class FeeRate:
+    """A platform's share of rewards and bonuses, and where that number came from."""
+
+    rate: Decimal
+    source: str  # "configured", "assumed" or "none"
+    what: str  # whose rate it is, for people
+
+    @property
+    def note(self):
+        percent = f"{self.rate * 100:.1f}%"
+        if self.source == "configured":
+            return f"{self.what} {percent} from PLATFORM_FEE_RATES_JSON"
+        if self.source == "assumed":
+            return (f"{self.what} {percent}, assumed: {ASSUMED_FEE_REASONS[self.what]}; set "
+                    "PLATFORM_FEE_RATES_JSON to your account's rate")
+        return f"no platform fee ({self.what})"
+
+
+# The academic and non-profit rates each platform publishes (Prolific: 33.3% of rewards and
+# bonuses, plus VAT where it applies; CloudResearch Connect: 25%, 40% for other researchers).
+ASSUMED_FEE_RATES = {
+    Worker.Platform.PROLIFIC: ("Prolific", Decimal("0.333")),
+    Worker.Platform.CLOUDRESEARCH: ("CloudResearch Connect", Decimal("0.25")),
+}
+ASSUMED_FEE_REASONS = {
+    "Prolific": "its academic rate (plus VAT where it applies; higher for companies)",
+    "CloudResearch Connect": "its academic and non-profit rate (40% for other researchers)",
+}
+
+
+def fee_rate(platform):
+    """The fee rate of a platform other than MTurk (whose fee has its own rules)."""
+    what, assumed = ASSUMED_FEE_RATES.get(platform, (Worker.Platform(platform).label
+                                                     if platform in Worker.Platform.values else platform,
+                                                     None))
+    if platform in settings.PLATFORM_FEE_RATES:
+        return FeeRate(Decimal(str(settings.PLATFORM_FEE_RATES[platform])), "configured", what)
+    if assumed is not None:
+        return FeeRate(assumed, "assumed", what)
+    return FeeRate(Decimal("0"), "none", what)
+
+
 def fee_per_assignment(*, platform, reward, assignments_per_task=1):
     reward = Decimal(reward)
     if platform == Worker.Platform.MTURK:
         rate = MTURK_FEE + (MTURK_LARGE_HIT_FEE if assignments_per_task >= MTURK_LARGE_HIT_ASSIGNMENTS
                             else Decimal("0"))
         return max(MTURK_MIN_FEE, cents(reward * rate))
-    rate = Decimal(str(settings.PLATFORM_FEE_RATES.get(platform, 0)))
-    return cents(reward * rate)
+    return cents(reward * fee_rate(platform).rate)
 
 
 def bonus_fee(*, platform, amount):
     amount = Decimal(amount)
     if platform == Worker.Platform.MTURK:
         return max(MTURK_MIN_FEE, cents(amount * MTURK_FEE))
-    return cents(amount * Decimal(str(settings.PLATFORM_FEE_RATES.get(platform, 0))))
+    return cents(amount * fee_rate(platform).rate)
 
 
 def reward_for(*, seconds, hourly_wage):
@@ -121,8 +166,7 @@ def _fee_note(platform, assignments_per_task):
     if platform == Worker.Platform.MTURK:
         extra = " + 20% for 10+ assignments" if assignments_per_task >= MTURK_LARGE_HIT_ASSIGNMENTS else ""
         return f"MTurk 20%{extra}, min $0.01"
-    rate = settings.PLATFORM_FEE_RATES.get(platform, 0)
-    return f"{Decimal(str(rate)) * 100:.1f}% from PLATFORM_FEE_RATES" if rate else "fee rate not configured"
+    return fee_rate(platform).note
 
 
 def plan(*, platform, stage, tasks, assignments_per_task=1, hourly_wage=None, family=None,

@@ -29,6 +29,7 @@ from mturk.models import (
     WorkerBlock,
     WorkerQualification,
 )
+from tasks.jobs import enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ def _decide(attempt):
             )
             if attempt.worker.platform == Worker.Platform.MTURK:
                 # Granted on MTurk by a job, so the worker's page never waits on MTurk.
-                transaction.on_commit(lambda: _enqueue_mturk_grant(granted.pk))
+                enqueue("tasks.grant_mturk_qualification", granted.pk)
     attempt.save(update_fields=["score", "status", "submitted_at"])
 
 
@@ -243,12 +244,6 @@ def ensure_mturk_qualification_type(qualification):
     qualification.mturk_environment = environment
     qualification.save(update_fields=["mturk_qualification_type_id", "mturk_environment"])
     return qualification.mturk_qualification_type_id
-
-
-def _enqueue_mturk_grant(granted_id):
-    from tasks.platforms import grant_mturk_qualification_job
-
-    grant_mturk_qualification_job.delay(granted_id)
 
 
 def grant_mturk_qualification(granted):

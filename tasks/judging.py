@@ -1,20 +1,52 @@
-"""Background jobs of LLM judging: a thin wrapper that loads a judge run and calls the service."""
+"""Background jobs of LLM judging: a start job, one job per chunk of battles, and a finish job.
 
-import logging
+Each loads the run and calls one service of annotation/judge.py under a lease, so a second
+delivery of the same job exits at once. A retry resumes: answers already received are stored.
+"""
 
-from annotation.judge import run_judge
+from annotation import judge
 from annotation.models import JudgeRun
 from crowdbench.celery import app
-from tasks.pipeline import MODEL_CALL_RETRIES
+from tasks.jobs import JOB_OPTIONS, enqueue, lease
 
-logger = logging.getLogger(__name__)
+# A run shows what its jobs are going through: "retrying" with the cause, "failed" with the reason.
+_RUN_STATUS = {**JOB_OPTIONS, "on_status": staticmethod(lambda args, status, error:
+                                                        judge.record_job_status(args[0], status, error))}
 
 
-# A retry resumes: every answer already received is cached, so only the rest is paid for.
-@app.task(name="tasks.run_judge", **MODEL_CALL_RETRIES)
+def _run(run_id):
+    return JudgeRun.objects.filter(pk=run_id).first()
+
+
+@app.task(name="tasks.run_judge", **_RUN_STATUS)
 def run_judge_job(run_id):
-    run = JudgeRun.objects.select_related("study").filter(pk=run_id).first()
-    if run is None:
-        logger.warning("Judge run %s no longer exists; nothing judged.", run_id)
-        return None
-    return run_judge(run=run).status
+    with lease("judge_run", run_id) as mine:
+        run = _run(run_id)
+        if not mine or run is None:
+            return None
+        chunks = judge.start_judge_run(run=run)
+        for index in chunks:
+            enqueue("tasks.judge_chunk", run_id, index)
+        if not chunks:
+            enqueue("tasks.finish_judge_run", run_id)
+        return len(chunks)
+
+
+@app.task(name="tasks.judge_chunk", **_RUN_STATUS)
+def judge_chunk_job(run_id, index):
+    with lease(f"judge_chunk:{run_id}", index) as mine:
+        run = _run(run_id)
+        if not mine or run is None:
+            return None
+        if judge.judge_chunk(run=run, index=index):
+            enqueue("tasks.finish_judge_run", run_id)
+        return index
+
+
+@app.task(name="tasks.finish_judge_run", **_RUN_STATUS)
+def finish_judge_run_job(run_id):
+    with lease("judge_run", run_id) as mine:
+        run = _run(run_id)
+        if not mine or run is None:
+            return None
+        return judge.finish_judge_run(run=run).status

@@ -2,40 +2,17 @@
 
 import logging
 
-import openai
-from django.conf import settings
-
 from annotation.models import Instance, InstructionFamily
 from annotation.queue import expire_leases
 from annotation.references import generate_reference
 from annotation.services import create_work_units
 from crowdbench.celery import app
+from tasks.jobs import JOB_OPTIONS, lease
 
 logger = logging.getLogger(__name__)
 
-# The openai client has already retried these within the call; the job retries them again later
-# with its own growing backoff, to ride out a longer outage or rate limit. Any other error is
-# ours or the model's and would only fail again.
-TRANSIENT_OPENAI_ERRORS = (
-    openai.RateLimitError,
-    openai.APIConnectionError,
-    openai.APITimeoutError,
-    openai.InternalServerError,
-)
-# For every job that calls a model. With the default 30 s base the retries come after up to 30 s,
-# 1, 2, 4 and 8 min, enough to ride out a rate-limit window; acks_late re-runs a job whose worker
-# died, and the jobs are idempotent (one reference per prompt, judge calls cached by request).
-MODEL_CALL_RETRIES = {
-    "autoretry_for": TRANSIENT_OPENAI_ERRORS,
-    "retry_backoff": settings.MODEL_JOB_RETRY_BACKOFF_SECONDS,
-    "retry_backoff_max": 600,
-    "retry_jitter": True,
-    "max_retries": 5,
-    "acks_late": True,
-}
 
-
-@app.task(name="tasks.create_work_units")
+@app.task(name="tasks.create_work_units", **JOB_OPTIONS)
 def create_work_units_job(family_id, stage):
     family = InstructionFamily.objects.filter(pk=family_id).first()
     if family is None:
@@ -44,14 +21,19 @@ def create_work_units_job(family_id, stage):
     return create_work_units(family=family, stage=stage)
 
 
-@app.task(name="tasks.generate_reference", **MODEL_CALL_RETRIES)
+# Under a lease, so a second copy of the job (a redelivery, the outbox sweep) never pays the
+# model a second time while the first is waiting for its answer.
+@app.task(name="tasks.generate_reference", **JOB_OPTIONS)
 def generate_reference_job(instance_id):
-    instance = Instance.objects.select_related("current_caption").filter(pk=instance_id).first()
-    if instance is None:
-        logger.warning("Instance %s no longer exists; no reference generated.", instance_id)
-        return None
-    reference = generate_reference(instance=instance)
-    return reference.pk if reference else None
+    with lease("reference", instance_id) as mine:
+        if not mine:
+            return None
+        instance = Instance.objects.select_related("current_caption").filter(pk=instance_id).first()
+        if instance is None:
+            logger.warning("Instance %s no longer exists; no reference generated.", instance_id)
+            return None
+        reference = generate_reference(instance=instance)
+        return reference.pk if reference else None
 
 
 @app.task(name="tasks.expire_leases")

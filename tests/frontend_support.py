@@ -1,5 +1,6 @@
 """Rows behind the annotator pages, made through the real services (tests/test_frontend*.py)."""
 
+from decimal import Decimal
 from urllib.parse import urlencode
 
 from django.core.files import File
@@ -17,7 +18,7 @@ from annotation.services import create_work_units, store_reference
 from annotation.uploads import store_uploaded_image
 from fixtures.demo import IMAGES
 from fixtures.loader import skimage_data_dir
-from mturk.models import CrowdStudy, GoldItem, StageQualification
+from mturk.models import CrowdStudy, GoldItem, Hit, StageQualification
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, launch
 
 XSS_INSTRUCTION = 'Count the birds <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>'
@@ -110,7 +111,41 @@ def mturk_query(*, assignment_id="ASG1", worker_id="AWORKER1", hit_id="HIT1",
                       "turkSubmitTo": turk_submit_to})
 
 
-PREVIEW_QUERY = urlencode({"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "HIT1"})
+def published_hit(unit):
+    """The unit published as an MTurk HIT, recorded as mturk.services.publish_batch records it."""
+    mturk_study, _ = CrowdStudy.objects.get_or_create(platform="mturk", stage=unit.stage,
+                                                      name=f"MTurk {unit.stage}")
+    hit, _ = Hit.objects.get_or_create(
+        study=mturk_study, unit=unit,
+        defaults={"hit_id": f"3HIT{unit.pk:016d}", "hit_type_id": "3HITTYPE", "environment": "sandbox",
+                  "max_assignments": unit.overlap, "reward_usd": Decimal("0.50"),
+                  "status": Hit.Status.OPEN})
+    return hit
+
+
+def confirmed_by_sync(assignment):
+    """The Submission a sync of the unit's HIT records for this assignment: MTurk's word that the
+    assignment is this worker's."""
+    hit = published_hit(assignment.unit)
+    from mturk.models import Submission
+
+    submission = Submission.objects.create(study=hit.study, worker=assignment.worker, hit=hit,
+                                           platform_assignment_id=assignment.platform_assignment_id,
+                                           platform_status="Submitted")
+    submission.assignments.add(assignment)
+    return submission
+
+
+def unit_url(unit, **query):
+    """The page MTurk opens for a worker who accepted the unit's HIT."""
+    query.setdefault("hit_id", published_hit(unit).hit_id)
+    return f"/work/unit/{unit.pk}/?{mturk_query(**query)}"
+
+
+def preview_url(unit):
+    """The page MTurk shows in a HIT's preview: no assignment, no worker id."""
+    query = {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": published_hit(unit).hit_id}
+    return f"/work/unit/{unit.pk}/?{urlencode(query)}"
 
 
 def pairwise_unit(*, left_text="The cat is watching a bird outside the window: its ears point "

@@ -6,6 +6,7 @@ production runs. Each request is recorded; responses are played from a script, t
 
 import email.parser
 import json
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -70,6 +71,13 @@ class FakeOpenAI:
     def __init__(self, *, default=None):
         self.default = default
         self.requests = []
+        # Fault injection: every answer waits `latency` seconds, and a `failure_rate` share of
+        # requests (drawn from a seeded generator) get a 429 or a 500 instead of their answer.
+        self.latency = 0.0
+        self.failure_rate = 0.0
+        self._random = random.Random(0)
+        # Bodies of the requests answered 200, in order: a body twice is a call paid twice.
+        self.answered = []
         self._script = []
         # The Batch API (files + batches): a batch answers its lines from the same script, so a
         # test scripts batch answers exactly as it scripts direct calls.
@@ -93,6 +101,8 @@ class FakeOpenAI:
             self.requests.append(request)
             if self._script:
                 return self._script.pop(0)
+            if self.failure_rate and self._random.random() < self.failure_rate:
+                return rate_limited() if self._random.random() < 0.5 else server_error()
         if self.default is not None:
             return self.default
         # A test that runs out of script fails loudly rather than having the client retry.
@@ -188,7 +198,13 @@ class FakeOpenAI:
                     self._send(_not_found(self.path))
                     return
                 request = RecordedRequest(self.path, headers, body)
-                self._send(fake._next_response(request))
+                response = fake._next_response(request)
+                if fake.latency:
+                    time.sleep(fake.latency)
+                self._send(response)
+                if response.status == 200:
+                    with fake._lock:
+                        fake.answered.append(body)
 
             def do_GET(self):
                 self._send(fake._get(self.path))

@@ -1,18 +1,21 @@
 """The researchers' admin: launching stages, progress, imports, references by hand, Table 2."""
 
+import io
 import re
-from pathlib import Path
 
+import pandas as pd
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from annotation.models import ImageAsset, Instance, Reference, Stage, StageConfig
+from annotation.models import ImageAsset, Instance, ModelResponse, Reference, Stage, StageConfig
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory
+from tests.published_data import DATA as SHARED_DATA
+from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "visit-bench"
 
 
 @pytest.fixture
@@ -109,3 +112,46 @@ def test_refused_upload_is_a_form_error_and_stores_nothing(researcher, settings,
     assert "not a JPEG, PNG, WebP or GIF image" in response.content.decode()
     assert ImageAsset.objects.count() == 0
     assert not any(tmp_path.rglob("*.*"))
+
+
+def _verified_with_reference(family, instruction):
+    instance = verified_instance(family=family, instruction=instruction)
+    instance.references.create(caption=instance.current_caption, model="gpt-4",
+                               text="A candidate reference.", verdict="correct")
+    return instance
+
+
+def test_family_sheet_downloaded_from_the_import_page_imports_back_as_predictions(researcher):
+    family = FamilyFactory(name="Hot or cold")
+    instances = [_verified_with_reference(family, f"Is drink {n} hot or cold? Say why.") for n in (1, 2)]
+    other = _verified_with_reference(FamilyFactory(name="Another family"), "What breed is this dog?")
+    page = researcher.get(reverse("admin:annotation_modelresponse_import")).content.decode()
+    link = reverse("admin:annotation_instructionfamily_sheet", args=[family.pk, "single_image"])
+    assert f'href="{link}"' in page and "Hot or cold: single-image sheet</a> (2 instances)" in page
+
+    response = researcher.get(link)
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="hot-or-cold-{family.pk}-visit_bench_single_image.csv"')
+    sheet = pd.read_csv(io.BytesIO(response.content), keep_default_na=False)
+    assert sorted(sheet["instance_id"]) == [instance.pk for instance in instances]
+    assert other.pk not in set(sheet["instance_id"])
+    sheet["llava prediction"] = ["Hot.", "Cold."]
+    predictions = SimpleUploadedFile("predictions.csv", sheet.to_csv(index=False).encode(), "text/csv")
+    researcher.post(reverse("admin:annotation_modelresponse_import"), {"predictions": predictions})
+    assert sorted(ModelResponse.objects.values_list("instance_id", "text")) == [
+        (instances[0].pk, "Hot."), (instances[1].pk, "Cold.")]
+
+
+def test_family_sheet_of_an_unknown_kind_is_not_found(researcher):
+    family = FamilyFactory()
+    url = reverse("admin:annotation_instructionfamily_sheet", args=[family.pk, "fully_annotated"])
+    assert researcher.get(url).status_code == 404
+
+
+def test_family_sheet_needs_permission_to_view_the_family(client):
+    family = FamilyFactory()
+    staff = get_user_model().objects.create_user("guest", password="pw", is_staff=True)
+    client.force_login(staff)
+    url = reverse("admin:annotation_instructionfamily_sheet", args=[family.pk, "single_image"])
+    assert client.get(url).status_code == 403

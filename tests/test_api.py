@@ -1,5 +1,7 @@
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.db.models import Q
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -13,7 +15,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def researcher():
-    return get_user_model().objects.create_user("researcher", password="pw", is_staff=True)
+    """Staff with what the admin would let them see, and the right to request snapshots."""
+    user = get_user_model().objects.create_user("researcher", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(
+        Q(content_type__app_label="annotation", codename__startswith="view_") | Q(codename="add_snapshot")))
+    return user
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def _test_database_url():
 
 
 class CeleryWorker:
-    def __init__(self, *, log_path, openai_base_url, **environment):
+    def __init__(self, *, log_path, openai_base_url, extra_args=(), **environment):
         self.log_path = log_path
         self.nodename = f"crowdbench-test-{os.getpid()}@%h"
         env = {
@@ -51,7 +51,7 @@ class CeleryWorker:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "crowdbench", "worker", "--pool=solo",
              "--concurrency=1", "-Q", "celery", "--loglevel=INFO", "-n", self.nodename,
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat", *extra_args],
             cwd=settings.BASE_DIR, env=env, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -91,9 +91,10 @@ def start_worker(openai_server, tmp_path):
     app.control.purge()
     workers = []
 
-    def start(**environment):
+    def start(extra_args=(), **environment):
         worker = CeleryWorker(log_path=tmp_path / f"worker-{len(workers)}.log",
-                              openai_base_url=openai_server.base_url, **environment)
+                              openai_base_url=openai_server.base_url, extra_args=extra_args,
+                              **environment)
         workers.append(worker)
         worker.wait_for_log(" ready.")
         return worker

@@ -1,29 +1,29 @@
 import csv
 import io
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from annotation import exports
+from annotation import sheet_layouts as layouts
 from annotation.imports import import_visit_bench
 from annotation.models import CHIRP_CRITERIA, Instance
 from tests.export_fixtures import CRITERIA, judged_study_fixture  # noqa: F401
+from tests.published_data import DATA
 from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db
 
-DATA = Path(__file__).resolve().parents[2] / "shared/data/visit-bench"
 
 
 def _cells(text):
     return list(csv.reader(io.StringIO(text, newline="")))
 
 
-def _export(table, **options):
+def _export(kind, **options):
     handle = io.StringIO(newline="")
-    exports.export_sheet(table=table, csv_file=handle, **options)
+    exports.export_sheet(kind=kind, csv_file=handle, **options)
     return handle.getvalue()
 
 
@@ -31,7 +31,7 @@ def test_multi_image_sheet_round_trips_cell_by_cell():
     original = (DATA / "visit_bench_multi_images.csv").read_text(encoding="utf-8")
     import_visit_bench(path_or_file=DATA / "visit_bench_multi_images.csv")
 
-    exported = _export(exports.MULTI_IMAGE_SHEET)
+    exported = _export(layouts.MULTI_IMAGE)
 
     expected, got = _cells(original), _cells(exported)
     assert got[0] == expected[0]
@@ -47,7 +47,7 @@ def test_fully_annotated_example_round_trips():
     original = (DATA / "visit_fully_annotated_example.csv").read_text(encoding="utf-8")
     import_visit_bench(path_or_file=DATA / "visit_fully_annotated_example.csv")
 
-    exported = _export(exports.FULLY_ANNOTATED_SHEET, instances=exports.published_instances())
+    exported = _export(layouts.FULLY_ANNOTATED)
 
     assert _cells(exported) == _cells(original)
 
@@ -55,14 +55,15 @@ def test_fully_annotated_example_round_trips():
 def test_fully_annotated_rows_appear_in_the_single_image_sheet_without_a_model_prediction():
     import_visit_bench(path_or_file=DATA / "visit_fully_annotated_example.csv")
 
-    rows = list(csv.DictReader(io.StringIO(_export(exports.SINGLE_IMAGE_SHEET), newline="")))
+    rows = list(csv.DictReader(io.StringIO(_export(layouts.SINGLE_IMAGE), newline="")))
 
     assert len(rows) == 10
     assert list(rows[0]) == exports.SINGLE_IMAGE_SHEET.header
     assert rows[0]["image"].startswith("https://visit-instruction-tuning.s3.amazonaws.com/")
     assert rows[0]["gpt4_prediction"] == ""
-    assert rows[0]["reference_output"] and rows[0]["is_multiple_images"] == "False"
-    assert _cells(_export(exports.MULTI_IMAGE_SHEET)) == [exports.MULTI_IMAGE_SHEET.header]
+    assert rows[0]["reference_output"] and rows[0]["human_ratings_gpt4_correct"] == "TRUE"
+    assert int(rows[0]["instance_id"]) == Instance.objects.order_by("id").first().pk
+    assert _cells(_export(layouts.MULTI_IMAGE)) == [exports.MULTI_IMAGE_SHEET.header]
 
 
 def test_instances_our_verifiers_discarded_are_not_exported():
@@ -73,10 +74,10 @@ def test_instances_our_verifiers_discarded_are_not_exported():
                                    caption=instance.current_caption)
     Instance.objects.filter(pk=discarded.pk).update(status=Instance.Status.DISCARDED)
 
-    rows = list(csv.DictReader(io.StringIO(_export(exports.SINGLE_IMAGE_SHEET), newline="")))
+    rows = list(csv.DictReader(io.StringIO(_export(layouts.SINGLE_IMAGE), newline="")))
 
     assert [row["instruction"] for row in rows] == ["kept"]
-    assert rows[0]["gpt4_prediction"] == "ref" and rows[0]["human_ratings_gpt4_correct"] == "True"
+    assert rows[0]["gpt4_prediction"] == "ref" and rows[0]["human_ratings_gpt4_correct"] == "TRUE"
 
 
 # --- preferences and battles -------------------------------------------------------------------
@@ -174,8 +175,8 @@ def test_parquet_holds_the_same_rows_as_the_csv(judged_study, tmp_path):
 
 def test_sheet_parquet_matches_the_csv_read_by_pandas(tmp_path):
     import_visit_bench(path_or_file=DATA / "visit_bench_multi_images.csv")
-    table = exports.MULTI_IMAGE_SHEET
-    rows = [row for _, row in exports.sheet_rows(table=table)]
+    table, rows = exports.sheet_export(layouts.MULTI_IMAGE)
+    rows = [row for _, row in rows]
     with open(tmp_path / "s.csv", "w", newline="", encoding="utf-8") as handle:
         exports.write_table(table, rows, csv_file=handle, parquet_file=tmp_path / "s.parquet",
                             chunk_rows=7)
@@ -204,8 +205,8 @@ def test_spreadsheet_variant_neutralises_while_the_exact_csv_keeps_the_text():
     instance.references.create(text="@SUM(1)", model="gpt-4", verdict="correct",
                                caption=instance.current_caption)
     exact, sheet = io.StringIO(newline=""), io.StringIO(newline="")
-    rows = [row for _, row in exports.sheet_rows(table=exports.SINGLE_IMAGE_SHEET)]
-    exports.write_table(exports.SINGLE_IMAGE_SHEET, rows, csv_file=exact, spreadsheet_file=sheet)
+    table, rows = exports.sheet_export(layouts.SINGLE_IMAGE)
+    exports.write_table(table, (row for _, row in rows), csv_file=exact, spreadsheet_file=sheet)
 
     exact_row = dict(zip(*_cells(exact.getvalue()), strict=True))
     sheet_row = dict(zip(*_cells(sheet.getvalue()), strict=True))

@@ -29,15 +29,16 @@ from mturk.models import GoldItem, QualificationAttempt, WorkerQualification
 from tests.factories import launch
 from tests.frontend_support import (
     LONG_RESPONSE,
-    PREVIEW_QUERY,
     XSS_INSTRUCTION,
     XSS_RESPONSE,
     caption_unit,
+    confirmed_by_sync,
     instruction_unit,
-    mturk_query,
     pairwise_unit,
+    preview_url,
     qualification_test,
     study,
+    unit_url,
     verification_unit,
 )
 
@@ -162,7 +163,7 @@ def assert_accessible(page):
 
 def test_mturk_preview_is_read_only(page, live_server):
     unit = caption_unit()
-    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{PREVIEW_QUERY}")
+    page.goto(live_server.url + preview_url(unit))
     assert page.locator(".banner").inner_text().startswith("Preview.")
     assert page.locator("textarea[name=caption-0]").is_disabled()
     assert page.locator("[data-submit]").is_disabled()
@@ -174,8 +175,8 @@ def test_mturk_preview_is_read_only(page, live_server):
 def test_mturk_accept_and_submit_hands_the_hit_back(page, live_server, external_submit):
     origin, received = external_submit
     unit = caption_unit()
-    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?"
-              f"{mturk_query(assignment_id='3ASG', worker_id='AWORKER', turk_submit_to=origin)}")
+    page.goto(live_server.url + unit_url(unit, assignment_id="3ASG", worker_id="AWORKER",
+                                         turk_submit_to=origin))
     page.locator(".gallery img").first.wait_for()
     page.fill("textarea[name=caption-0]", CAPTION)
     assert "enough" in page.locator("[data-counter-for=caption-0]").inner_text()
@@ -263,7 +264,7 @@ def test_double_click_on_submit_stores_one_answer(page, live_server, external_su
     posts = []
     page.on("request", lambda request: request.method == "POST" and "/work/submit/" in request.url
             and posts.append(request.url))
-    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}")
+    page.goto(live_server.url + unit_url(unit, turk_submit_to=origin))
     page.fill("textarea[name=caption-0]", CAPTION)
     page.dblclick("[data-submit]")
     page.wait_for_url(f"{origin}/mturk/externalSubmit")
@@ -276,7 +277,7 @@ def test_reload_restores_the_draft_and_a_successful_submit_clears_it(page, live_
                                                                     external_submit):
     origin, _ = external_submit
     unit = verification_unit()
-    url = f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}"
+    url = live_server.url + unit_url(unit, turk_submit_to=origin)
     page.goto(url)
     page.check("input[value=incorrect]")
     page.check("input[value=caption]")
@@ -298,7 +299,7 @@ def test_reload_restores_the_draft_and_a_successful_submit_clears_it(page, live_
 def test_failed_submit_keeps_the_text_and_says_why(page, live_server, external_submit):
     origin, _ = external_submit
     unit = caption_unit()
-    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}")
+    page.goto(live_server.url + unit_url(unit, turk_submit_to=origin))
     page.fill("textarea[name=caption-0]", "Too short")
     page.click("[data-submit]")
     assert "too short" in page.locator("[data-error]").inner_text()
@@ -346,7 +347,7 @@ def test_in_house_annotator_writes_an_instruction_that_stays_inert_for_the_next_
     # The next worker, on MTurk, captions it: the instruction shows as text and runs nothing.
     caption = instance.work_units.get(stage=Stage.CAPTION)
     other = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-    other.goto(f"{live_server.url}/work/unit/{caption.pk}/?{mturk_query(turk_submit_to=origin)}")
+    other.goto(live_server.url + unit_url(caption, turk_submit_to=origin))
     assert other.locator(".instruction-text").inner_text() == XSS_INSTRUCTION
     other.locator(".gallery img").first.wait_for()
     assert other.evaluate("window.__xss") is None
@@ -358,7 +359,7 @@ def test_worker_page_and_phone_layout(page, live_server, external_submit):
     origin, _ = external_submit
     unit = verification_unit(photos=("astronaut", "camera"))
     page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}")
+    page.goto(live_server.url + unit_url(unit, turk_submit_to=origin))
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     shoot(page, "verification-phone")
     page.locator(".gallery img").first.click()
@@ -370,11 +371,13 @@ def test_worker_page_and_phone_layout(page, live_server, external_submit):
     page.wait_for_url(f"{origin}/mturk/externalSubmit")
 
     page.set_viewport_size({"width": 1280, "height": 800})
-    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}")
+    page.goto(live_server.url + unit_url(unit, turk_submit_to=origin))
     assert "already done" in page.content()
     from frontend.tokens import sign_worker
 
-    page.goto(f"{live_server.url}/work/me/?w={sign_worker(Worker.objects.get().pk)}")
+    done = Assignment.objects.get()
+    confirmed_by_sync(done)
+    page.goto(f"{live_server.url}/work/me/?w={sign_worker(done.worker_id, assignment_id=done.pk)}")
     assert "Verification" in page.locator("table").first.inner_text()
     shoot(page, "worker")
     assert_accessible(page)
@@ -396,7 +399,7 @@ def test_pairwise_by_keyboard_with_criteria_and_rubric(page, live_server, extern
     origin, received = external_submit
     unit = pairwise_unit(left_text=SHORT_RESPONSE, right_text=LONG_RESPONSE, with_criteria=True,
                          with_rubric=True)
-    url = f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}"
+    url = live_server.url + unit_url(unit, turk_submit_to=origin)
     page.goto(url)
     page.locator("form[data-ready]").wait_for(state="attached")
     page.locator(".gallery img").first.wait_for()
@@ -452,7 +455,7 @@ def test_pairwise_on_a_phone_stacks_the_responses(page, live_server, external_su
     origin, _ = external_submit
     unit = pairwise_unit(left_text=SHORT_RESPONSE, right_text=LONG_RESPONSE)
     page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}")
+    page.goto(live_server.url + unit_url(unit, turk_submit_to=origin))
     page.locator("form[data-ready]").wait_for(state="attached")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     first, second = (page.locator(f"[data-response={side}]").bounding_box()
@@ -468,7 +471,7 @@ def test_pairwise_on_a_phone_stacks_the_responses(page, live_server, external_su
 def test_a_model_response_with_html_stays_inert(page, live_server, external_submit):
     origin, _ = external_submit
     unit = pairwise_unit(left_text=XSS_RESPONSE, right_text=XSS_RESPONSE + " (two)")
-    page.goto(f"{live_server.url}/work/unit/{unit.pk}/?{mturk_query(turk_submit_to=origin)}")
+    page.goto(live_server.url + unit_url(unit, turk_submit_to=origin))
     page.locator("form[data-ready]").wait_for(state="attached")
     assert XSS_RESPONSE in pane_texts(page)
     assert page.evaluate("window.__xss") is None

@@ -3,18 +3,21 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.core import signing
+from django.http import HttpRequest
 from django.test import Client
 
 from annotation.models import Assignment, Caption, Stage, Verification, Worker
 from frontend import tokens
 from tests.factories import ImageAssetFactory
 from tests.frontend_support import (
-    PREVIEW_QUERY,
     XSS_INSTRUCTION,
     caption_unit,
-    mturk_query,
+    preview_url,
+    published_hit,
+    unit_url,
     verification_unit,
 )
+from tests.mturk_wire import assignment as mturk_assignment
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +25,7 @@ CAPTION = "A white cup of coffee with latte art in the shape of a heart, steam r
 
 
 def accept(client, unit, **query):
-    response = client.get(f"/work/unit/{unit.pk}/?{mturk_query(**query)}")
+    response = client.get(unit_url(unit, **query))
     assert response.status_code == 200, response.content
     return response, response.context["token"]
 
@@ -34,7 +37,7 @@ def submit(client, token, *, accept_json=True, **fields):
 
 def test_mturk_preview_shows_the_task_read_only_and_leases_nothing():
     unit = caption_unit()
-    response = Client().get(f"/work/unit/{unit.pk}/?{PREVIEW_QUERY}")
+    response = Client().get(preview_url(unit))
     assert response.status_code == 200
     assert response.context["preview"] is True
     assert response.context["token"] == ""
@@ -46,11 +49,12 @@ def test_mturk_preview_shows_the_task_read_only_and_leases_nothing():
 
 def test_mturk_accept_leases_the_unit_and_records_assignment_and_hit_ids():
     unit = caption_unit()
-    accept(Client(), unit, assignment_id="3ASG", worker_id="AW1", hit_id="3HIT")
+    hit = published_hit(unit)
+    accept(Client(), unit, assignment_id="3ASG", worker_id="AW1", hit_id=hit.hit_id)
     assignment = Assignment.objects.get()
     assert (assignment.unit, assignment.worker.platform, assignment.worker.external_id) == (
         unit, Worker.Platform.MTURK, "AW1")
-    assert (assignment.platform_assignment_id, assignment.platform_task_id) == ("3ASG", "3HIT")
+    assert (assignment.platform_assignment_id, assignment.platform_task_id) == ("3ASG", hit.hit_id)
 
 
 def test_reloading_an_accepted_hit_resumes_the_same_assignment():
@@ -154,15 +158,14 @@ def test_refused_answer_without_javascript_shows_why_and_keeps_the_text():
 
 def test_turk_submit_to_outside_mturk_is_refused():
     unit = caption_unit()
-    response = Client().get(f"/work/unit/{unit.pk}/?"
-                            f"{mturk_query(turk_submit_to='https://evil.example')}")
+    response = Client().get(unit_url(unit, turk_submit_to="https://evil.example"))
     assert response.status_code == 400
     assert not Assignment.objects.exists()
 
 
 def test_task_pages_may_be_framed_by_mturk_only():
     unit = caption_unit()
-    response = Client().get(f"/work/unit/{unit.pk}/?{PREVIEW_QUERY}")
+    response = Client().get(preview_url(unit))
     policy = response["Content-Security-Policy"]
     assert "frame-ancestors 'self' https://worker.mturk.com https://workersandbox.mturk.com" in policy
     assert "X-Frame-Options" not in response
@@ -172,7 +175,7 @@ def test_task_pages_may_be_framed_by_mturk_only():
 def test_images_load_only_from_this_site_and_the_allow_list(settings):
     settings.IMAGE_URL_ALLOWED_HOSTS = ["upload.wikimedia.org"]
     unit = caption_unit()
-    response = Client().get(f"/work/unit/{unit.pk}/?{PREVIEW_QUERY}")
+    response = Client().get(preview_url(unit))
     img_src = next(part for part in response["Content-Security-Policy"].split("; ")
                    if part.startswith("img-src"))
     assert img_src == "img-src 'self' blob: https://upload.wikimedia.org"
@@ -186,7 +189,7 @@ def test_image_url_outside_the_allow_list_is_shown_as_text_not_loaded(settings):
     link.save()
     allowed = ImageAssetFactory(url="https://upload.wikimedia.org/a/b/Cat.jpg")
     unit.instance.instanceimage_set.create(image=allowed, position=1)
-    html = Client().get(f"/work/unit/{unit.pk}/?{PREVIEW_QUERY}").content.decode()
+    html = Client().get(preview_url(unit)).content.decode()
     assert 'src="https://tracker.example.net' not in html
     assert "https://tracker.example.net/pixel.jpg?who=you" in html
     assert 'src="https://upload.wikimedia.org/a/b/Cat.jpg"' in html
@@ -200,7 +203,7 @@ def test_login_page_is_not_frameable():
 
 def test_worker_text_is_escaped_on_the_next_workers_page():
     unit = caption_unit(instruction=XSS_INSTRUCTION)
-    html = Client().get(f"/work/unit/{unit.pk}/?{PREVIEW_QUERY}").content.decode()
+    html = Client().get(preview_url(unit)).content.decode()
     assert "<script>window.__xss" not in html
     assert "&lt;script&gt;window.__xss=2&lt;/script&gt;" in html
     assert '<img src=x onerror' not in html
@@ -215,7 +218,7 @@ def test_in_house_token_is_good_only_in_its_own_session():
     as_alice.force_login(alice)
     token = as_alice.get(f"/work/unit/{unit.pk}/").context["token"]
     as_bob = Client()
-    as_bob.login(username="bob", password="pw-bob-123")
+    as_bob.login(request=HttpRequest(), username="bob", password="pw-bob-123")
     assert submit(as_bob, token, **{"caption-0": CAPTION}).status_code == 403
     assert submit(Client(), token, **{"caption-0": CAPTION}).status_code == 403
     assert submit(as_alice, token, **{"caption-0": CAPTION}).status_code == 200
@@ -243,12 +246,16 @@ def test_verification_answer_is_read_from_the_form():
             verification.problem_in_response, verification.is_harmful) == (False, True, True, True)
 
 
-def test_worker_page_shows_their_own_work_escaped():
+def test_worker_page_shows_their_own_work_escaped(mturk):
     unit = caption_unit()
-    _, token = accept(Client(), unit)
+    page, token = accept(Client(), unit, assignment_id="3ASGMINE", worker_id="AMINE")
     submit(Client(), token, **{"caption-0": CAPTION + " <script>x()</script>"})
-    worker = Worker.objects.get()
-    html = Client().get(f"/work/me/?w={tokens.sign_worker(worker.pk)}").content.decode()
+    # Submitted on MTurk by the hand-back, the assignment is one MTurk now confirms.
+    mturk.expect("get_assignment", {"Assignment": mturk_assignment(
+        assignment_id="3ASGMINE", worker_id="AMINE", hit_id=published_hit(unit).hit_id)})
+    html = Client().get(f"/work/me/?w={page.context['worker_token']}").content.decode()
+    mturk.done()
+    assert "data-partial-record" not in html
     assert "Instruction-conditioned caption" in html
     assert "&lt;script&gt;x()&lt;/script&gt;" in html
     assert "No qualification test is recorded" in html

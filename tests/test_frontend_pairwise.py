@@ -1,16 +1,20 @@
 """Page 4, pairwise preference, through Django's test client: sides, criteria, rubric, escaping."""
 
+import re
+from html import unescape
+from pathlib import Path
+
 import pytest
 from django.test import Client
 
-from annotation.models import Assignment, HumanJudgement, Side
+from annotation.models import Assignment, HumanJudgement, PreferenceStudy, Side
 from tests.frontend_support import (
     LONG_RESPONSE,
-    PREVIEW_QUERY,
     RUBRIC,
     XSS_RESPONSE,
-    mturk_query,
     pairwise_unit,
+    preview_url,
+    unit_url,
 )
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +23,7 @@ SHORT = "The cat is watching a bird outside the window."
 
 
 def accept(client, unit, **query):
-    response = client.get(f"/work/unit/{unit.pk}/?{mturk_query(**query)}")
+    response = client.get(unit_url(unit, **query))
     assert response.status_code == 200, response.content
     return response
 
@@ -43,7 +47,7 @@ def test_sides_differ_between_assignments_of_the_same_battle():
     seen = set()
     for n in range(12):
         unit = pairwise_unit(left_text=SHORT, right_text=LONG_RESPONSE, seed=n)
-        seen.add(accept(Client(), unit, worker_id=f"AW{n}").context["left"])
+        seen.add(accept(Client(), unit, worker_id=f"AW{n}", assignment_id=f"ASG{n}").context["left"])
     assert seen == {SHORT, LONG_RESPONSE}
 
 
@@ -64,10 +68,10 @@ def test_the_stored_judgement_names_the_response_that_was_shown_on_the_chosen_si
 def test_criteria_and_rubric_scores_are_asked_and_stored_per_shown_side():
     unit = pairwise_unit(with_criteria=True, with_rubric=True)
     page = accept(Client(), unit)
-    html = page.content.decode()
-    for question in ("Overall preference", "Relevance and completeness",
-                     "Understanding and reasoning", "Hallucination", "Detail"):
-        assert question in html
+    html = unescape(page.content.decode())
+    for title, question in chirp_survey_questions():
+        assert f">{title}</legend>" in html
+        assert f">{question}</p>" in html
     assert "Score 5: every claim is visible in the image." in html
     assert page.context["rubric"] == RUBRIC
     token = page.context["token"]
@@ -85,6 +89,29 @@ def test_criteria_and_rubric_scores_are_asked_and_stored_per_shown_side():
                                   "understanding_and_reasoning": "right",
                                   "hallucination": "left", "detail": "right"}
     assert judgement.rubric_scores == {"left": 4, "right": 2}
+
+
+def chirp_survey_questions():
+    """The five criteria as CHIRP's survey showed them (Appendix C.2.1, Fig. 19), from the paper."""
+    # The papers sit beside the project, as the published sheets do (tests/published_data.py).
+    candidates = [parent / "shared/seeds/004_eb2ff90e44e08a9d.txt" for parent in Path(__file__).resolve().parents]
+    text = next((path for path in candidates if path.exists()), None)
+    assert text is not None, "CHIRP's paper (shared/seeds/004_eb2ff90e44e08a9d.txt) is not beside the project"
+    pattern = re.compile(r"^(Overall Preference|Relevance and Completeness Evaluation|Understanding and "
+                         r"Reasoning|Hallucination Evaluation|Detail Evaluation): (Which .*\?)$", re.M)
+    found = dict(pattern.findall(text.read_text()))
+    assert len(found) == 5
+    return list(found.items())
+
+
+def test_a_rubric_study_whose_rubric_is_empty_asks_for_no_scores_and_accepts_the_choice():
+    unit = pairwise_unit(with_rubric=True)
+    PreferenceStudy.objects.update(rubric="")
+    page = accept(Client(), unit)
+    assert "score-left" not in page.content.decode()
+    response = submit(page.context["token"], choice="right")
+    assert response.status_code == 200, response.content
+    assert HumanJudgement.objects.get().rubric_scores == {}
 
 
 def test_a_study_without_criteria_shows_only_the_overall_choice():
@@ -108,7 +135,7 @@ def test_refused_answer_without_javascript_keeps_the_choices_made():
 
 def test_preview_shows_the_battle_read_only_and_leases_nothing():
     unit = pairwise_unit(left_text=SHORT, right_text=LONG_RESPONSE)
-    response = Client().get(f"/work/unit/{unit.pk}/?{PREVIEW_QUERY}")
+    response = Client().get(preview_url(unit))
     assert response.status_code == 200
     assert b'<fieldset class="plain" disabled>' in response.content
     assert not Assignment.objects.exists()
@@ -127,7 +154,8 @@ def test_pairwise_page_is_small_and_takes_few_queries(django_assert_max_num_quer
 
     unit = pairwise_unit(with_criteria=True, with_rubric=True)
     accept(Client(), unit)
-    with django_assert_max_num_queries(14):
+    # Three of these check the HIT and the (assignmentId, workerId) binding (issue 10.1).
+    with django_assert_max_num_queries(17):
         html = accept(Client(), unit).content
     assets = sum(len(open(finders.find(f"frontend/annotator.{ext}"), "rb").read())
                  for ext in ("css", "js"))

@@ -17,10 +17,10 @@ from mturk.models import (
     WorkerQualification,
 )
 from tests.frontend_support import (
-    mturk_query,
     qualification_test,
     right_answers,
     study,
+    unit_url,
     verification_unit,
 )
 
@@ -31,7 +31,7 @@ JSON = {"Accept": "application/json"}
 
 def open_test(client, unit, **query):
     """An MTurk worker opens a HIT of a stage they lack the qualification for."""
-    response = client.get(f"/work/unit/{unit.pk}/?{mturk_query(**query)}")
+    response = client.get(unit_url(unit, **query))
     assert response.status_code == 302, response.content
     assert response["Location"].startswith(f"/work/qualify/{unit.stage}/?q=")
     page = client.get(response["Location"])
@@ -100,7 +100,7 @@ def test_failing_shows_the_right_answers_and_when_to_try_again():
     assert "Continue to the tasks" not in html
     assert "You can take the test again after" in html
     # Coming back to the HIT, they are sent to the test page, which says when.
-    back = Client().get(f"/work/unit/{unit.pk}/?{mturk_query()}", follow=True)
+    back = Client().get(unit_url(unit), follow=True)
     assert "again after" in back.content.decode()
     assert not Assignment.objects.exists()
 
@@ -168,7 +168,7 @@ def test_a_live_gold_item_looks_like_the_stages_task_and_is_not_stored_as_work()
     qualified()
     unit = verification_unit()
     client = Client()
-    url = f"/work/unit/{unit.pk}/?{mturk_query(worker_id='AGOLD')}"
+    url = unit_url(unit, worker_id='AGOLD')
     gold = client.get(url)
     assert gold.status_code == 200
     assert gold.templates[0].name == "annotator/verification.html"
@@ -199,7 +199,7 @@ def test_a_live_gold_item_looks_like_the_stages_task_and_is_not_stored_as_work()
 def test_a_gold_answer_is_checked_like_a_real_one():
     qualified()
     unit = verification_unit()
-    gold = Client().get(f"/work/unit/{unit.pk}/?{mturk_query(worker_id='AGOLD')}")
+    gold = Client().get(unit_url(unit, worker_id='AGOLD'))
     response = Client().post("/work/submit/", {"token": gold.context["token"],
                                                "verdict": "incorrect"}, headers=JSON)
     assert response.status_code == 400
@@ -214,11 +214,11 @@ def test_a_worker_paused_below_the_bar_is_told_so_on_the_next_request():
     study(platform=Worker.Platform.CLOUDRESEARCH, stage=Stage.VERIFICATION, external_id="PRJ2")
     client = Client()
     query = urlencode({"participantId": "AGOLD-CR", "projectId": "PRJ2"})
+    next_url = f"/work/{Stage.VERIFICATION}/?{query}"
+    client.get(next_url)  # the first arrival binds the participant to this browser
     WorkerQualification.objects.create(
         qualification=qualification, test_score="1.000",
-        worker=Worker.objects.create(platform=Worker.Platform.CLOUDRESEARCH,
-                                     external_id="AGOLD-CR"))
-    next_url = f"/work/{Stage.VERIFICATION}/?{query}"
+        worker=Worker.objects.get(platform=Worker.Platform.CLOUDRESEARCH, external_id="AGOLD-CR"))
     for _ in range(2):
         page = client.get(next_url)
         assert "reference" in page.context
@@ -259,13 +259,15 @@ def test_worker_page_shows_qualification_state_and_payment_review():
     unit = verification_unit()
     crowd_study = study(platform=Worker.Platform.MTURK, stage=Stage.VERIFICATION, external_id="S")
     WorkerQualification.objects.filter(worker=worker).update(live_accuracy="0.750")
-    assignment = Assignment.objects.create(unit=unit, worker=worker,
+    assignment = Assignment.objects.create(unit=unit, worker=worker, platform_assignment_id="3ASG",
                                            lease_expires_at="2030-01-01T00:00Z")
     submission = Submission.objects.create(
         study=crowd_study, worker=worker, platform_assignment_id="3ASG",
         review=Submission.Review.REJECTED, feedback="The answers did not match the images.")
     submission.assignments.add(assignment)
-    html = Client().get(f"/work/me/?w={tokens.sign_worker(worker.pk)}").content.decode()
+    # The synced submission is MTurk's word that assignment 3ASG is this worker's.
+    link = tokens.sign_worker(worker.pk, assignment_id=assignment.pk)
+    html = Client().get(f"/work/me/?w={link}").content.decode()
     assert 'data-qualification-status="qualified"' in html
     assert "You are qualified." in html and "75%" in html and "100%" in html
     assert "Rejected" in html and "The answers did not match the images." in html

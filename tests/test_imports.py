@@ -1,7 +1,6 @@
 import csv
 import io
 import json
-from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -19,13 +18,10 @@ from annotation.models import (
 )
 from annotation.selectors import table2
 from tests.factories import FamilyFactory, ImageAssetFactory
+from tests.published_data import ANNOTATED, MULTI
 
 pytestmark = pytest.mark.django_db
 
-# CI clones the repository with shared/ beside it, as on the development machine.
-DATA = Path(__file__).resolve().parents[2] / "shared/data/visit-bench"
-MULTI = DATA / "visit_bench_multi_images.csv"
-ANNOTATED = DATA / "visit_fully_annotated_example.csv"
 
 
 def published_rows(path=MULTI):

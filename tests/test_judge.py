@@ -17,7 +17,6 @@ from annotation.judge import (
 from annotation.models import JudgeCall, JudgeRun
 from annotation.preferences import create_study
 from annotation.selectors_scoring import judge_battles, judge_rubric_scores
-from tasks.judging import run_judge_job
 from tests.factories import FamilyFactory
 from tests.openai_fake import ScriptedResponse, completion, rate_limited
 from tests.scoring_factories import verified_instance, with_responses
@@ -253,9 +252,11 @@ def test_a_failed_call_fails_the_run_and_a_rerun_pays_only_for_the_rest(judge_se
     run.refresh_from_db()
     assert run.status == JudgeRun.Status.FAILED and "Rate limit" in run.error
     judge_server.script(completion("Overall, Response B is better."))
-    run_judge_job(run.pk)
-    run.refresh_from_db()
-    assert (run.status, run.cached_calls, run.judgements.count()) == (JudgeRun.Status.DONE, 1, 2)
+    run = run_judge(run=run)
+    # The answer kept from the first attempt was paid for by this run: counted once, not cached.
+    assert (run.status, run.progress, run.cached_calls, run.judgements.count()) == (
+        JudgeRun.Status.DONE, "2/2", 0, 2)
+    assert (run.prompt_tokens, run.completion_tokens) == (200, 100)
     assert len(judge_server.requests) == 3
 
 

@@ -4,10 +4,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.judge import create_judge_run, run_judge
-from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, Stage
+from annotation.leaderboard import MIN_MATCHES
+from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, LeaderboardResult, Stage
 from annotation.preferences import create_study, launch_study, submit_pairwise_judgement
 from annotation.queue import next_assignment
 from tests.factories import FamilyFactory, WorkerFactory
@@ -54,11 +57,99 @@ def test_leaderboard_page_shows_a_table_per_evaluator(judged_study, staff_client
     assert response.status_code == 200
     page = response.content.decode()
     assert "Human judgements" in page and f"LLM judge: {run.engine}" in page
-    assert "Single Image" in page and "Multiple Images" in page
+    assert "All images" in page and "Single Image" in page and "Multiple Images" in page
     assert REFERENCE_MODEL_NAME in page and "llava" in page
-    assert "Win-rate vs. reference (w/ # ratings)" in page
+    assert "Bradley-Terry" in page and "Win-rate vs. reference (w/ # ratings)" in page
     assert "(n=" in page
     assert "Cohen" in page
+
+
+def test_leaderboard_counts_battles_and_judgements_apart(judged_study, staff_client):
+    study, run = judged_study
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+    # 3 instances x 3 pairs (llava, otter, the reference) = 9 battles; 3 workers each; the judge
+    # asked both orderings of each battle.
+    assert "9 battles, 27 judgements (3 per battle)." in page
+    assert "9 battles, 18 judgements (2 per battle)." in page
+
+
+def test_leaderboard_warns_about_models_with_few_matches(judged_study, staff_client):
+    study, _ = judged_study
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+    assert f"Fewer than {MIN_MATCHES} matches" in page
+    assert page.count('class="warn" title="fewer than') > 0
+
+
+def test_judge_agreement_with_the_crowd_is_on_the_judge_board(judged_study, staff_client):
+    study, run = judged_study
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+    board = page[page.index(f'id="board-run-{run.pk}"'):]
+    assert "Agreement with the crowd majority:" in board[: board.index("</section>")]
+
+
+def test_dashboard_and_api_show_one_stored_computation(judged_study, staff_client):
+    study, run = judged_study
+    staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
+    stored = LeaderboardResult.objects.get(study=study)
+
+    api = staff_client.get(f"/api/studies/{study.pk}/leaderboard/").json()
+
+    assert LeaderboardResult.objects.filter(study=study).count() == 1
+    assert {board["data_key"] for board in api} == {stored.data_key}
+    assert [board["rows"] for board in api] == [
+        [{**row, "few_matches": row["matches"] < MIN_MATCHES} for row in board["rows"]]
+        for board in stored.result["boards"]
+    ]
+    human = next(board for board in api if board["key"] == "human")
+    assert (human["battles"], human["judgements"]) == (9, 27)
+    assert {row["split"] for row in human["rows"]} == {"all-images", "single-image", "multi-image"}
+    assert next(board for board in api if board["key"] == f"run-{run.pk}")["agreement"]["shared"] == 9
+
+
+def test_figures_read_the_stored_result_without_recomputing(judged_study, staff_client):
+    study, run = judged_study
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+    key = LeaderboardResult.objects.get(study=study).data_key
+    assert f"v={key}" in page
+    for url in (
+        reverse("dashboard:elo_plot", args=[study.pk, "human"]),
+        reverse("dashboard:category_plot", args=[study.pk, "human"]),
+        reverse("dashboard:agreement_plot", args=[study.pk, f"run-{run.pk}"]),
+    ):
+        with CaptureQueriesContext(connection) as queries:
+            response = staff_client.get(url, {"v": key})
+        assert response.status_code == 200 and response.content.startswith(PNG)
+        assert "immutable" in response["Cache-Control"]
+        # the session, the user, the study and the stored result: no battle or judgement is read
+        tables = ('"annotation_humanjudgement"', '"annotation_judgement"', '"annotation_battle"')
+        assert not any(table in q["sql"] for q in queries.captured_queries for table in tables), url
+
+
+def test_a_new_judgement_replaces_the_stored_result(judged_study, staff_client):
+    study, _ = judged_study
+    staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
+    before = LeaderboardResult.objects.get(study=study)
+    judgement = HumanJudgement.objects.filter(battle__study=study).first()
+    judgement.choice = "right" if judgement.choice == "left" else "left"
+    judgement.save()
+
+    staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
+
+    after = LeaderboardResult.objects.get(study=study)
+    assert after.data_key != before.data_key and after.pk != before.pk
+
+
+def test_a_model_name_with_dollar_signs_draws(judge_server, staff_client):
+    with_responses(verified_instance(family=FamilyFactory(name="Maths $x$")), "$x^$", "$\\frac{")
+    study = create_study(name="Dollars", judgements_per_pair=1)
+    launch_study(study=study)
+    worker = WorkerFactory()
+    while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
+        submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left")
+    assert "$x^$" in staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+    for name in ("elo_plot", "category_plot"):
+        response = staff_client.get(reverse(f"dashboard:{name}", args=[study.pk, "human"]))
+        assert response.status_code == 200 and response.content.startswith(PNG)
 
 
 def test_leaderboard_plots_are_pngs(judged_study, staff_client):
@@ -96,8 +187,8 @@ def test_leaderboard_command_prints_the_tables(judged_study):
     out = StringIO()
     call_command("leaderboard", study.name, "--rounds", "50", stdout=out)
     text = out.getvalue()
-    assert "== Human judgements (27 battles) ==" in text  # 9 battles x 3 workers
-    assert "Win-rate vs. reference" in text and "Single Image" in text
+    assert "== Human judgements: 9 battles, 27 judgements ==" in text
+    assert "Win-rate vs. reference" in text and "Single Image" in text and "Bradley-Terry" in text
     assert "Agreement of the judges with the crowd" in text
 
 

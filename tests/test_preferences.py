@@ -125,12 +125,14 @@ def test_unmatched_row_is_reported_by_row_and_nothing_is_imported():
                 ]
             )
         )
-    assert "row 3: no instance has this instruction and image(s)" in str(error.value)
+    assert "row 3: no instance has the instruction" in str(error.value)
+    assert "https://elsewhere.example/x.jpg" in str(error.value)
+    assert "“instance_id” column" in str(error.value)
     assert "nothing was imported" in str(error.value)
     assert not ModelResponse.objects.exists()
 
 
-def test_duplicate_row_is_reported_with_the_row_it_repeats():
+def test_differing_second_prediction_for_an_instance_names_both_rows():
     instance = verified_instance()
     with pytest.raises(AnnotationError) as error:
         import_predictions(
@@ -141,7 +143,9 @@ def test_duplicate_row_is_reported_with_the_row_it_repeats():
                 ]
             )
         )
-    assert "row 3: the same instance as row 2" in str(error.value)
+    message = str(error.value)
+    assert 'row 3, column "LLaVA (13B) prediction": a second LLaVA (13B) prediction' in message
+    assert "different from row 2's" in message
     assert not ModelResponse.objects.exists()
 
 

@@ -261,6 +261,15 @@ def test_category_win_rates_is_model_by_category():
     assert list(wide.columns) == ["humor", "ocr"]
 
 
+def test_category_win_rate_table_gives_every_cell_its_n_and_marks_empty_ones():
+    battles = battles_with_reference()
+    battles.loc[len(battles)] = ["z", "x", "model_a", "maths"]
+    table = ratings.category_win_rate_table(battles, reference_model="ref").set_index(["model", "instruction_category"])
+    assert len(table) == 2 * 3  # x and y met the reference; three categories
+    assert table.loc[("x", "ocr"), "n"] == 2 and table.loc[("x", "ocr"), "win_rate"] == pytest.approx(0.5)
+    assert table.loc[("y", "maths"), "n"] == 0 and pd.isna(table.loc[("y", "maths"), "win_rate"])
+
+
 def test_leaderboard_table_splits_single_and_multi_image():
     single = simulated_battles({"ref": 1200, "a": 1000, "b": 900}, 600, seed=1)
     multi = simulated_battles({"ref": 1200, "c": 950}, 100, seed=2)
@@ -273,12 +282,23 @@ def test_leaderboard_table_splits_single_and_multi_image():
         "elo",
         "elo_lower",
         "elo_upper",
+        "bt",
+        "bt_lower",
+        "bt_upper",
         "matches",
         "wins_vs_reference",
         "n_vs_reference",
         "win_rate_vs_reference",
     ]
+    assert list(table["split"].unique()) == ["all-images", "single-image", "multi-image"]
     assert set(table.loc[table["split"] == "multi-image", "model"]) == {"ref", "c"}
+    everything = table[table["split"] == "all-images"].set_index("model")
+    assert set(everything.index) == {"ref", "a", "b", "c"}
+    assert everything.loc["ref", "matches"] == (
+        (battles["model_a"] == "ref") | (battles["model_b"] == "ref")
+    ).sum()
+    assert everything.loc["c", "bt"] == pytest.approx(ratings.bradley_terry(battles)["c"], abs=1e-9)
+    assert (everything["bt_lower"] <= everything["bt"]).all() and (everything["bt"] <= everything["bt_upper"]).all()
     row = table[(table["split"] == "single-image") & (table["model"] == "a")].iloc[0]
     a_games = single[(single["model_a"] == "a") | (single["model_b"] == "a")]
     assert row["matches"] == len(a_games)
@@ -298,7 +318,7 @@ def test_plots_return_png():
     battles = battles_with_reference()
     intervals = ratings.bootstrap_elo(battles, rounds=20)
     assert elo_interval_plot(intervals).startswith(b"\x89PNG")
-    wide = ratings.category_win_rates(battles, reference_model="ref")
-    assert category_heatmap(wide).startswith(b"\x89PNG")
+    long = ratings.category_win_rate_table(battles, reference_model="ref")
+    assert category_heatmap(long).startswith(b"\x89PNG")
     board = ratings.leaderboard_table(battles.assign(is_multi_image=False), reference_model="ref", rounds=20)
     assert elo_interval_plot(board).startswith(b"\x89PNG")

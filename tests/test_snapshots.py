@@ -1,7 +1,6 @@
 import csv
 import io
 import json
-from pathlib import Path
 
 import boto3
 import pandas as pd
@@ -18,11 +17,11 @@ from annotation.imports import import_visit_bench
 from annotation.models import Instance, Snapshot
 from tasks.exports import build_snapshot_job
 from tests.export_fixtures import RAW_WORKER_IDS, judged_study_fixture  # noqa: F401
+from tests.published_data import DATA
 from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db
 
-DATA = Path(__file__).resolve().parents[2] / "shared/data/visit-bench"
 
 
 @pytest.fixture(autouse=True)

@@ -1,16 +1,26 @@
 """The researchers' side: families, stages, progress, references, imports and the Table 2 report."""
 
+import json
+
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count, Q
+from django.core.exceptions import PermissionDenied
+from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Q
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
+from django.utils.text import slugify
 
-from annotation import imports, references, selectors, services
+from annotation import exports, imports, references, selectors, services
+from annotation import sheet_layouts as layouts
+from annotation.admin.worker_check import say_if_jobs_will_wait
+from annotation.admin.workflow import WorkflowAdminMixin, family_workflow, perform_family_action
 from annotation.exceptions import AnnotationError
+from annotation.image_urls import check_image_url
 from annotation.models import (
     Assignment,
     Caption,
@@ -25,6 +35,7 @@ from annotation.models import (
     Verification,
     Worker,
     WorkUnit,
+    multi_image_q,
 )
 from annotation.uploads import store_uploaded_image
 
@@ -63,20 +74,45 @@ class ImageAssetForm(forms.ModelForm):
                 self.add_error("upload", str(error))
         return cleaned
 
+    def clean_url(self):
+        url = self.cleaned_data["url"]
+        if url:
+            try:
+                check_image_url(url)
+            except AnnotationError as error:
+                raise forms.ValidationError(str(error)) from None
+        return url
+
+
+def thumbnail_html(image):
+    """A small preview linking to the full image; the alt text is the image's readable name."""
+    if image is None:
+        return "-"
+    src = image.browser_url
+    if not src:
+        # A link off the image allow-list is shown as text: the admin's browser never fetches it.
+        return image.url or "-"
+    return format_html('<a href="{}"><img class="admin-thumbnail" src="{}" alt="{}"></a>', src, src, str(image))
+
 
 @admin.register(ImageAsset)
 class ImageAssetAdmin(admin.ModelAdmin):
     form = ImageAssetForm
-    list_display = ["id", "thumbnail", "licence", "author", "width", "height", "created_at"]
-    search_fields = ["url", "author", "licence", "sha256"]
-    readonly_fields = ["thumbnail", "width", "height", "sha256", "uploaded_by"]
+    list_display = ["id", "thumbnail", "name", "licence", "author", "width", "height", "created_at"]
+    list_display_links = ["id", "name"]
+    search_fields = ["original_name", "url", "author", "licence", "sha256"]
+    readonly_fields = ["thumbnail", "original_name", "width", "height", "sha256", "uploaded_by"]
+
+    class Media:
+        css = {"all": ["annotation/admin.css"]}
 
     @admin.display(description="image")
     def thumbnail(self, image):
-        if not image.display_url:
-            return "-"
-        return format_html('<img src="{}" alt="" style="max-height:80px;max-width:120px">',
-                           image.display_url)
+        return thumbnail_html(image)
+
+    @admin.display(description="name", ordering="original_name")
+    def name(self, image):
+        return str(image)
 
     def get_fields(self, request, obj=None):
         fields = super().get_fields(request, obj)
@@ -94,10 +130,116 @@ class ImageAssetAdmin(admin.ModelAdmin):
 # --- families and stages ---------------------------------------------------------------------------
 
 
-class SeedImageInline(admin.TabularInline):
+class SeedImageForm(forms.ModelForm):
+    """A seed image: upload one here, or pick one already stored."""
+
+    upload = forms.FileField(required=False, label="Upload an image",
+                             help_text="JPEG, PNG, WebP or GIF; checked before it is stored.")
+    licence = forms.CharField(required=False, max_length=200, help_text="e.g. CC BY 2.0, CC0, public domain")
+    licence_url = forms.URLField(required=False, max_length=500)
+    author = forms.CharField(required=False, max_length=300)
+    source_url = forms.URLField(required=False, max_length=1000,
+                                help_text="The page the image was found on (e.g. Openverse).")
+
+    class Meta:
+        model = SeedImage
+        fields = ["upload", "licence", "licence_url", "author", "source_url", "image"]
+        labels = {"image": "Or a stored image"}
+
+    IMAGE_METADATA = ("licence", "licence_url", "author", "source_url")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["image"].required = False
+        if self.instance.pk:
+            # A stored seed image's licence is shown (and corrected) here, beside its thumbnail.
+            for name in self.IMAGE_METADATA:
+                self.initial.setdefault(name, getattr(self.instance.image, name))
+
+    def save(self, commit=True):
+        seed = super().save(commit)
+        if self.instance.pk and not self.cleaned_data.get("upload") and self.has_changed():
+            metadata = {name: self.cleaned_data.get(name) or "" for name in self.IMAGE_METADATA}
+            ImageAsset.objects.filter(pk=seed.image_id).update(**metadata)
+        return seed
+
+    def clean(self):
+        cleaned = super().clean()
+        upload = cleaned.get("upload")
+        if upload and not self.errors:
+            # The admin saves the family, its inlines and this image in one transaction.
+            try:
+                cleaned["image"] = store_uploaded_image(
+                    upload=upload, **{name: cleaned.get(name) or "" for name in self.IMAGE_METADATA})
+            except AnnotationError as error:
+                self.add_error("upload", str(error))
+        elif not cleaned.get("image") and not cleaned.get("DELETE"):
+            raise forms.ValidationError("Upload an image, or choose one already stored.")
+        return cleaned
+
+
+class SeedImageInline(admin.StackedInline):
     model = SeedImage
+    form = SeedImageForm
     extra = 1
     raw_id_fields = ["image"]
+    readonly_fields = ["preview"]
+    fields = ["preview", "upload", "licence", "licence_url", "author", "source_url", "image"]
+    verbose_name = "seed image"
+
+    @admin.display(description="image")
+    def preview(self, seed):
+        return thumbnail_html(seed.image if seed.pk else None)
+
+
+class SkillTagsField(forms.CharField):
+    """Skill tags typed as a comma-separated list (stored as a JSON list, as the sheets carry them)."""
+
+    MAX_TAG_CHARS = 60
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("help_text", "Comma-separated, e.g. recognition, reasoning, counting.")
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        if isinstance(value, list | tuple):
+            return ", ".join(str(tag) for tag in value)
+        return value
+
+    def to_python(self, value):
+        if isinstance(value, str) and value.strip().startswith("["):
+            # A JSON list typed from habit (the field used to take JSON) means the same tags.
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise forms.ValidationError("Type the tags separated by commas, e.g. recognition, "
+                                            "reasoning (not JSON).") from None
+            value = parsed if isinstance(parsed, list) else value
+        if isinstance(value, list | tuple):
+            value = ",".join(str(tag) for tag in value)
+        tags = []
+        for tag in (value or "").split(","):
+            tag = " ".join(tag.split())
+            if not tag:
+                continue
+            if len(tag) > self.MAX_TAG_CHARS or not tag.isprintable():
+                raise forms.ValidationError(
+                    f"“{tag[:self.MAX_TAG_CHARS]}…” is not a skill tag: a tag is at most "
+                    f"{self.MAX_TAG_CHARS} printable characters." if len(tag) > self.MAX_TAG_CHARS
+                    else "A skill tag cannot contain control characters.")
+            if tag.lower() not in (seen.lower() for seen in tags):
+                tags.append(tag)
+        return tags
+
+
+class InstructionFamilyForm(forms.ModelForm):
+    skill_tags = SkillTagsField(required=False, max_length=2000,
+                                widget=forms.TextInput(attrs={"class": "vLargeTextField", "size": 80}))
+
+    class Meta:
+        model = InstructionFamily
+        fields = ["name", "description", "skill_tags", "is_multi_image", "target_instances", "source",
+                  "source_dataset", "citation", "seed_instruction", "seed_response"]
 
 
 class StageConfigInline(admin.TabularInline):
@@ -110,17 +252,25 @@ class StageConfigInline(admin.TabularInline):
 
 def _launch_action(stage):
     def action(modeladmin, request, queryset):
+        launched = False
         for family in queryset:
             config = _report_errors(modeladmin, request,
                                     lambda family=family: services.launch_stage(family=family, stage=stage))
             if config:
+                launched = True
                 modeladmin.message_user(
                     request, f"{Stage(stage).label} launched for “{family.name}”; its work units are being created."
                 )
+        if launched:
+            say_if_jobs_will_wait(modeladmin, request)
 
     action.__name__ = f"launch_{stage}"
     action.short_description = f"Launch {Stage(stage).label.lower()}"
     return action
+
+
+# Pairwise preference is launched per preference study (its battles), never per family.
+FAMILY_STAGES = [stage for stage in Stage.values if stage != Stage.PAIRWISE]
 
 
 class VisitBenchImportForm(forms.Form):
@@ -128,10 +278,30 @@ class VisitBenchImportForm(forms.Form):
                                       "fully annotated example.")
 
 
+SHEET_KINDS = (layouts.SINGLE_IMAGE, layouts.MULTI_IMAGE)
+
+
+def family_sheets():
+    """[{family_id, family, kind, kind_name, rows}] for every family and kind of sheet that its
+    verified instances fill, by family name."""
+    counts = (exports.published_instances().order_by()
+              .annotate(multi=ExpressionWrapper(multi_image_q(), output_field=BooleanField()))
+              .values("family_id", "family__name", "multi").annotate(rows=Count("pk"))
+              .order_by("family__name", "family_id", "multi"))
+    sheets = []
+    for row in counts:
+        kind = layouts.MULTI_IMAGE if row["multi"] else layouts.SINGLE_IMAGE
+        sheets.append({"family_id": row["family_id"], "family": row["family__name"], "kind": kind,
+                       "kind_name": layouts.KIND_NAMES[kind], "rows": row["rows"]})
+    return sheets
+
+
 @admin.register(InstructionFamily)
-class InstructionFamilyAdmin(admin.ModelAdmin):
+class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
+    form = InstructionFamilyForm
     change_list_template = "admin/annotation/instructionfamily/change_list.html"
-    list_display = ["name", "source", "is_multi_image", "target_instances", "instance_count",
+    change_form_template = "admin/annotation/workflow_change_form.html"
+    list_display = ["name", "workflow_link", "source", "is_multi_image", "target_instances", "instance_count",
                     "verified_count", "discarded_count"]
     list_filter = ["source", "is_multi_image"]
     search_fields = ["name", "description", "source_dataset"]
@@ -143,7 +313,45 @@ class InstructionFamilyAdmin(admin.ModelAdmin):
         ("Seed example", {"fields": ["seed_instruction", "seed_response"]}),
         ("Progress", {"fields": ["progress"]}),
     ]
-    actions = [_launch_action(stage) for stage in Stage.values]
+    actions = [_launch_action(stage) for stage in FAMILY_STAGES]
+
+    class Media:
+        css = {"all": ["annotation/admin.css"]}
+
+    def build_workflow(self, family):
+        return family_workflow(family)
+
+    def perform_next_action(self, request, family, key):
+        return perform_family_action(family=family, key=key)
+
+    @admin.display(description="workflow")
+    def workflow_link(self, family):
+        return format_html('<a href="{}">Workflow</a>',
+                           reverse("admin:annotation_instructionfamily_workflow", args=[family.pk]))
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # A new family's next step is on its workflow page, not in the list of families.
+        if "_continue" in request.POST or "_addanother" in request.POST or "_popup" in request.POST:
+            return super().response_add(request, obj, post_url_continue)
+        self.message_user(request, f"The family “{obj.name}” was added. Its steps are below.", messages.SUCCESS)
+        return redirect("admin:annotation_instructionfamily_workflow", obj.pk)
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not SeedImage:
+            return super().save_formset(request, form, formset, change)
+        # Seed images keep the order they were added in; nobody types positions.
+        seeds = formset.save(commit=False)
+        for seed in formset.deleted_objects:
+            seed.delete()
+        taken = SeedImage.objects.filter(family=form.instance).aggregate(top=Max("position"))["top"]
+        position = -1 if taken is None else taken
+        for seed in seeds:
+            if seed.pk is None:
+                position += 1
+                seed.position = position
+            seed.save()
+        formset.save_m2m()
+        return None
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(
@@ -180,11 +388,28 @@ class InstructionFamilyAdmin(admin.ModelAdmin):
 
     def get_urls(self):
         return [
+            path("<int:family_id>/sheet/<slug:kind>.csv", self.admin_site.admin_view(self.sheet_view),
+                 name="annotation_instructionfamily_sheet"),
             path("import-visit-bench/", self.admin_site.admin_view(self.import_view),
                  name="annotation_instructionfamily_import"),
             path("table2/", self.admin_site.admin_view(self.table2_view),
                  name="annotation_instructionfamily_table2"),
         ] + super().get_urls()
+
+    def sheet_view(self, request, family_id, kind):
+        """The family's verified instances as a benchmark sheet: the file a researcher adds
+        "<model> prediction" columns to before importing it as predictions.csv."""
+        family = get_object_or_404(InstructionFamily, pk=family_id)
+        if kind not in SHEET_KINDS:
+            raise Http404(f"There is no {kind} sheet; a family's sheet is {' or '.join(SHEET_KINDS)}.")
+        if not self.has_view_permission(request, family):
+            raise PermissionDenied
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = content_disposition_header(
+            True, f"{slugify(family.name) or 'family'}-{family.pk}-{exports.SHEETS[kind].name}.csv")
+        exports.export_sheet(kind=kind, csv_file=response,
+                             instances=exports.published_instances().filter(family=family))
+        return response
 
     def import_view(self, request):
         if not request.user.has_perm("annotation.add_instance"):
@@ -236,8 +461,7 @@ class InstanceImageInline(admin.TabularInline):
 
     @admin.display(description="preview")
     def preview(self, link):
-        url = link.image.display_url if link.pk else ""
-        return format_html('<img src="{}" alt="" style="max-height:120px">', url) if url else "-"
+        return thumbnail_html(link.image if link.pk else None)
 
 
 class CaptionInline(admin.TabularInline):
@@ -272,6 +496,8 @@ class ManualReferenceForm(forms.Form):
 
 @admin.register(Instance)
 class InstanceAdmin(admin.ModelAdmin):
+    change_list_template = "admin/annotation/instance/change_list.html"
+    change_form_template = "admin/annotation/instance/change_form.html"
     list_display = ["id", "family", "short_instruction", "status", "image_count", "author"]
     list_filter = ["status", "family__is_multi_image", "family"]
     search_fields = ["instruction", "family__name"]
@@ -300,32 +526,35 @@ class InstanceAdmin(admin.ModelAdmin):
         url = reverse("admin:annotation_instance_add_reference", args=[instance.pk])
         return format_html('<a class="button" href="{}">Paste a reference</a>', url)
 
-    def _warn_when_no_model(self, request):
-        if not references.reference_model_configured():
-            self.message_user(request, references.NOT_CONFIGURED_MESSAGE, messages.WARNING)
+    class Media:
+        css = {"all": ["annotation/admin.css"]}
+
+    def _model_note(self, extra_context):
+        # A note in the page, not a message: messages pile up across the action's POST and the
+        # redirect that follows, and the researcher would read the same paragraph three times.
+        note = "" if references.reference_model_configured() else references.NOT_CONFIGURED_MESSAGE
+        return {**(extra_context or {}), "reference_model_note": note}
 
     def changelist_view(self, request, extra_context=None):
-        self._warn_when_no_model(request)
-        return super().changelist_view(request, extra_context)
+        return super().changelist_view(request, self._model_note(extra_context))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        if request.method == "GET":
-            self._warn_when_no_model(request)
-        return super().change_view(request, object_id, form_url, extra_context)
+        return super().change_view(request, object_id, form_url, self._model_note(extra_context))
 
     @admin.action(description="Generate candidate references (background job)")
     def generate_references(self, request, queryset):
         if not references.reference_model_configured():
-            self.message_user(request, references.NOT_CONFIGURED_MESSAGE, messages.ERROR)
+            self.message_user(request, "Nothing was queued: there is no reference model (see the note "
+                                       "above); paste references by hand instead.", messages.ERROR)
             return
-        from tasks.pipeline import generate_reference_job
-
         waiting = queryset.filter(status=Instance.Status.AWAITING_REFERENCE)
         for instance in waiting:
-            generate_reference_job.delay(instance.pk)
+            services.queue_reference_generation(instance_id=instance.pk)
         skipped = queryset.count() - waiting.count()
         self.message_user(request, f"Queued reference generation for {waiting.count()} instance(s)"
                                    + (f"; {skipped} not awaiting a reference were left alone." if skipped else "."))
+        if waiting.exists():
+            say_if_jobs_will_wait(self, request)
 
     def get_urls(self):
         return [
@@ -350,7 +579,7 @@ class InstanceAdmin(admin.ModelAdmin):
                 return redirect("admin:annotation_instance_change", instance.pk)
         context = {**self.admin_site.each_context(request), "form": form, "instance": instance,
                    "opts": self.model._meta, "title": f"Paste a reference for instance #{instance.pk}",
-                   "caption": instance.current_caption,
+                   "caption": instance.current_caption, "images": instance.ordered_images(),
                    "model_configured": references.reference_model_configured(),
                    "not_configured_message": references.NOT_CONFIGURED_MESSAGE}
         return TemplateResponse(request, "admin/annotation/add_reference.html", context)

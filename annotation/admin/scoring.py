@@ -2,7 +2,7 @@
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import transaction
+from django.core.files.base import ContentFile
 from django.db.models import Count
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -10,6 +10,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation import judge, preferences
+from annotation.admin.pipeline import family_sheets
+from annotation.admin.worker_check import say_if_jobs_will_wait
+from annotation.admin.workflow import WorkflowAdminMixin, perform_study_action, study_workflow
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Battle,
@@ -21,6 +24,9 @@ from annotation.models import (
     PreferenceStudy,
     Rubric,
 )
+from tasks.jobs import enqueue
+
+PENDING_PREDICTIONS = "pending_predictions"
 
 
 class PredictionsImportForm(forms.Form):
@@ -49,19 +55,42 @@ class ModelResponseAdmin(admin.ModelAdmin):
             self.message_user(request, "You may not import predictions.", messages.ERROR)
             return redirect("admin:annotation_modelresponse_changelist")
         form = PredictionsImportForm(request.POST or None, request.FILES or None)
-        if request.method == "POST" and form.is_valid():
+        good = 0
+        if request.method == "POST" and "only_good" in request.POST:
+            # The file the report was about, kept in the session: a file input cannot be refilled.
+            pending = request.session.pop(PENDING_PREDICTIONS, None)
+            if pending is None:
+                self.message_user(request, "Please choose the file again.", messages.WARNING)
+                return redirect("admin:annotation_modelresponse_import")
+            upload = ContentFile(pending["data"].encode("utf-8"), name=pending["name"])
+            try:
+                result = preferences.import_predictions(path_or_file=upload, only_good=True)
+            except AnnotationError as error:
+                form = PredictionsImportForm()
+                form.add_error("predictions", str(error))
+            else:
+                self.message_user(request, result.summary())
+                return redirect("admin:annotation_modelresponse_changelist")
+        elif request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["predictions"]
+            data = upload.read()
             try:
                 result = preferences.import_predictions(
-                    path_or_file=form.cleaned_data["predictions"]
-                )
+                    path_or_file=ContentFile(data, name=upload.name))
             except AnnotationError as error:
                 form.add_error("predictions", str(error))
+                good = getattr(error, "good", 0)
+                if good:
+                    request.session[PENDING_PREDICTIONS] = {
+                        "name": upload.name, "data": data.decode("utf-8-sig")}
             else:
                 self.message_user(request, result.summary())
                 return redirect("admin:annotation_modelresponse_changelist")
         context = {
             **self.admin_site.each_context(request),
             "form": form,
+            "good": good,
+            "sheets": family_sheets(),
             "opts": self.model._meta,
             "title": "Import model predictions",
         }
@@ -76,25 +105,29 @@ class RubricInline(admin.TabularInline):
 
 def _judge_action(mode):
     def action(modeladmin, request, queryset):
-        from tasks.judging import run_judge_job
-
+        queued = False
         for study in queryset:
             try:
                 run = judge.create_judge_run(study=study, mode=mode)
             except AnnotationError as error:
                 modeladmin.message_user(request, str(error), messages.ERROR)
                 continue
-            transaction.on_commit(lambda run_id=run.pk: run_judge_job.delay(run_id))
+            enqueue("tasks.run_judge", run.pk)
             modeladmin.message_user(request, f"{study}: judge run #{run.pk} ({run.engine}) queued.")
+            queued = True
+        if queued:
+            say_if_jobs_will_wait(modeladmin, request)
 
     action.__name__ = f"run_judge_{mode}"
     return admin.action(description=f"Run the LLM judge: {JudgeRun.Mode(mode).label}")(action)
 
 
 @admin.register(PreferenceStudy)
-class PreferenceStudyAdmin(admin.ModelAdmin):
+class PreferenceStudyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
+    change_form_template = "admin/annotation/workflow_change_form.html"
     list_display = [
         "name",
+        "workflow_link",
         "sampling",
         "judgements_per_pair",
         "with_criteria",
@@ -118,6 +151,39 @@ class PreferenceStudyAdmin(admin.ModelAdmin):
                 human_total=Count("battles__human_judgements", distinct=True),
             )
         )
+
+    def build_workflow(self, study):
+        return study_workflow(study)
+
+    def perform_next_action(self, request, study, key):
+        return perform_study_action(study=study, key=key, user=request.user)
+
+    @admin.display(description="workflow")
+    def workflow_link(self, study):
+        return format_html('<a href="{}">Workflow</a>',
+                           reverse("admin:annotation_preferencestudy_workflow", args=[study.pk]))
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        study = form.instance
+        # Battles are sampled once the families are saved (they decide which instances count),
+        # and only while the study has none and is not launched.
+        if study.launched_at or study.battles.exists():
+            return
+        try:
+            count = preferences.sample_battles(study=study)
+        except AnnotationError as error:
+            self.message_user(request, f"No battles were sampled yet: {error} The study's workflow "
+                                       "page samples them when you are ready.", messages.WARNING)
+        else:
+            self.message_user(request, f"{count} battles sampled for “{study.name}”.", messages.SUCCESS)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        if "_continue" in request.POST or "_addanother" in request.POST or "_popup" in request.POST:
+            return super().response_add(request, obj, post_url_continue)
+        self.message_user(request, f"The preference study “{obj.name}” was added. Its steps are below.",
+                          messages.SUCCESS)
+        return redirect("admin:annotation_preferencestudy_workflow", obj.pk)
 
     @admin.display(description="battles", ordering="battle_total")
     def battle_total(self, study):
@@ -237,11 +303,17 @@ class JudgeRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Run again (cached answers cost nothing)")
     def rerun(self, request, queryset):
-        from tasks.judging import run_judge_job
-
+        queued = 0
         for run in queryset:
-            transaction.on_commit(lambda run_id=run.pk: run_judge_job.delay(run_id))
-        self.message_user(request, f"{queryset.count()} judge run(s) queued.")
+            try:
+                judge.run_again(run=run)
+            except AnnotationError as error:
+                self.message_user(request, str(error), messages.ERROR)
+                continue
+            queued += 1
+        if queued:
+            self.message_user(request, f"{queued} judge run(s) queued.")
+            say_if_jobs_will_wait(self, request)
 
 
 @admin.register(Judgement)

@@ -4,11 +4,16 @@ A snapshot is immutable, so every field of an existing one is read-only and none
 """
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from annotation import snapshots
+from annotation import snapshot_downloads, snapshots
+from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.exceptions import AnnotationError
 from annotation.models import Snapshot
+from annotation.public_urls import placeholder_warning
 
 
 @admin.register(Snapshot)
@@ -20,6 +25,11 @@ class SnapshotAdmin(admin.ModelAdmin):
     readonly_fields = ["version", "status", "progress_bar", "progress_message", "error",
                        "created_at", "created_by", "finished_at", "content_sha256", "file_links",
                        "diff_with_previous", "manifest"]
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if request.method == "GET" and (warning := placeholder_warning("this snapshot's image URLs")):
+            self.message_user(request, warning, messages.WARNING)
+        return super().add_view(request, form_url, extra_context)
 
     def get_fields(self, request, obj=None):
         return self.add_fields if obj is None else ["note", "studies", *self.readonly_fields]
@@ -41,6 +51,7 @@ class SnapshotAdmin(admin.ModelAdmin):
         snapshots.enqueue_build(snapshot=form.instance)
         self.message_user(request, f"{form.instance} is being built in the background.",
                           messages.SUCCESS)
+        say_if_jobs_will_wait(self, request)
 
     @admin.display(description="progress")
     def progress_bar(self, obj):
@@ -51,13 +62,26 @@ class SnapshotAdmin(admin.ModelAdmin):
     def short_hash(self, obj):
         return obj.content_sha256[:12]
 
+    def get_urls(self):
+        download = path("<int:object_id>/files/<path:name>", self.admin_site.admin_view(self.download_view),
+                        name="annotation_snapshot_file")
+        return [download, *super().get_urls()]
+
+    def download_view(self, request, object_id, name):
+        """A snapshot file, for a researcher allowed to view snapshots (admin_view has already
+        sent anybody else to the login page)."""
+        if not snapshot_downloads.may_download(request.user):
+            raise PermissionDenied
+        return snapshot_downloads.file_response(snapshot=get_object_or_404(Snapshot, pk=object_id), name=name)
+
     @admin.display(description="files")
     def file_links(self, obj):
-        storage = snapshots.snapshot_storage()
+        entries = {entry["name"]: entry for entry in obj.files if "path" in entry}
         return format_html("<ul>{}</ul>", format_html_join(
-            "", '<li><a href="{}">{}</a> ({} rows, {} bytes)</li>',
-            ((storage.url(entry["path"]), entry["name"], entry["rows"], entry["bytes"])
-             for entry in obj.files if "path" in entry),
+            "", '<li><a href="{}" download>{}</a>{}</li>',
+            ((reverse("admin:annotation_snapshot_file", args=[obj.pk, name]), name,
+              f" ({entries[name]['rows']} rows, {entries[name]['bytes']} bytes)" if name in entries else "")
+             for name in snapshots.downloadable_names(obj)),
         ))
 
     @admin.display(description="diff with the previous snapshot")

@@ -1,7 +1,10 @@
 """What the REST API shows of each model. Workers appear only by pseudonym."""
 
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from annotation import snapshots
 from annotation.models import (
     HumanJudgement,
     ImageAsset,
@@ -11,6 +14,7 @@ from annotation.models import (
     PreferenceStudy,
     Snapshot,
 )
+from annotation.public_urls import public_url
 
 
 class FamilySerializer(serializers.ModelSerializer):
@@ -93,16 +97,53 @@ class JudgeJudgementSerializer(serializers.ModelSerializer):
                   "winner", "cot", "used_fallback", "refused", "score_a", "score_b", "created_at"]
 
 
+class SnapshotFileSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    path = serializers.CharField()
+    table = serializers.CharField()
+    format = serializers.CharField()
+    rows = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    download_url = serializers.URLField()
+
+
+class SnapshotDownloadSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    download_url = serializers.URLField()
+
+
+def _download_url(serializer, snapshot, name):
+    path = reverse("api:snapshot-file", kwargs={"version": snapshot.version, "name": name})
+    return public_url(path, request=serializer.context.get("request"))
+
+
 class SnapshotSerializer(serializers.ModelSerializer):
     created_by = serializers.StringRelatedField()
     studies = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    files = serializers.SerializerMethodField()
+    downloads = serializers.SerializerMethodField()
 
     class Meta:
         model = Snapshot
         fields = ["version", "status", "progress", "progress_message", "error", "created_at",
                   "created_by", "finished_at", "note", "studies", "content_sha256", "files",
-                  "manifest"]
+                  "downloads", "manifest"]
         read_only_fields = fields
+
+    @extend_schema_field(SnapshotFileSerializer(many=True))
+    def get_files(self, snapshot):
+        """The data files, each with the address that downloads it (once the build is done)."""
+        names = set(snapshots.downloadable_names(snapshot))
+        return [{**entry, "download_url": _download_url(self, snapshot, entry["name"])}
+                if entry["name"] in names else entry for entry in snapshot.files]
+
+    @extend_schema_field(SnapshotDownloadSerializer(many=True))
+    def get_downloads(self, snapshot):
+        """Every file of a built snapshot (data, SHA256SUMS, manifest.json, README.md) and its
+        download address; empty until the build is done."""
+        return [{"name": name, "download_url": _download_url(self, snapshot, name)}
+                for name in snapshots.downloadable_names(snapshot)]
 
 
 class SnapshotRequestSerializer(serializers.Serializer):
@@ -120,19 +161,61 @@ class SnapshotDiffSerializer(serializers.Serializer):
 
 
 class LeaderboardRowSerializer(serializers.Serializer):
-    split = serializers.CharField(required=False)
+    split = serializers.CharField(required=False, help_text="all-images, single-image or multi-image.")
     model = serializers.CharField()
-    elo = serializers.FloatField()
+    elo = serializers.FloatField(help_text="Online Elo, bootstrap median.")
     elo_lower = serializers.FloatField()
     elo_upper = serializers.FloatField()
+    bt = serializers.FloatField(help_text="Bradley-Terry maximum-likelihood rating, Elo scale.")
+    bt_lower = serializers.FloatField()
+    bt_upper = serializers.FloatField()
     matches = serializers.IntegerField()
+    few_matches = serializers.BooleanField(help_text="Fewer matches than min_matches: the interval means little.")
     wins_vs_reference = serializers.IntegerField(allow_null=True)
     n_vs_reference = serializers.IntegerField(allow_null=True)
     win_rate_vs_reference = serializers.FloatField(allow_null=True)
 
 
+class CategoryWinRateSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    instruction_category = serializers.CharField()
+    wins = serializers.IntegerField()
+    ties = serializers.IntegerField()
+    losses = serializers.IntegerField()
+    n = serializers.IntegerField()
+    win_rate = serializers.FloatField(allow_null=True, help_text="Null where n is 0.")
+
+
+class MajorityAgreementSerializer(serializers.Serializer):
+    strength = serializers.CharField()
+    n_pairs = serializers.IntegerField()
+    judge_accuracy = serializers.FloatField(allow_null=True)
+    judge_ci_lower = serializers.FloatField(allow_null=True)
+    judge_ci_upper = serializers.FloatField(allow_null=True)
+    random_baseline = serializers.FloatField(allow_null=True)
+    length_baseline = serializers.FloatField(allow_null=True)
+
+
+class AgreementSerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    shared = serializers.IntegerField(help_text="Battles judged by both the judge and the crowd.")
+    accuracy = serializers.FloatField(allow_null=True, help_text="Reconstructs the crowd majority.")
+    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa (CHIRP C.2.5).")
+    spearman = serializers.FloatField(allow_null=True, help_text="Spearman of the two Elo rankings.")
+    judge_cycles = serializers.IntegerField()
+    human_cycles = serializers.IntegerField()
+    majority = MajorityAgreementSerializer(many=True)
+
+
 class LeaderboardSerializer(serializers.Serializer):
     key = serializers.CharField()
     title = serializers.CharField()
-    battles = serializers.IntegerField()
+    battles = serializers.IntegerField(help_text="Distinct battles judged.")
+    judgements = serializers.IntegerField(help_text="Judgements over those battles (workers, or orderings).")
+    rounds = serializers.IntegerField()
+    data_key = serializers.CharField(help_text="sha256 of the judgements the result was computed from.")
+    computed_at = serializers.DateTimeField()
+    min_matches = serializers.IntegerField()
     rows = LeaderboardRowSerializer(many=True)
+    categories = CategoryWinRateSerializer(many=True)
+    agreement = AgreementSerializer(allow_null=True, help_text="This judge against the crowd; null for the crowd.")

@@ -1,10 +1,12 @@
 """The researchers' REST API: read-only over the pipeline's data; snapshots may be requested.
 
 Every endpoint needs a staff user (a DRF token, or an admin session for the browsable API and
-Swagger UI); the defaults live in settings.REST_FRAMEWORK.
+Swagger UI) with the model permissions the admin would ask for (annotation/api/permissions.py);
+errors a client caused become 400s in annotation/api/exceptions.py. The defaults live in
+settings.REST_FRAMEWORK.
 """
 
-import math
+import re
 
 import django_filters
 from django.db.models import Count, Prefetch, Q
@@ -12,12 +14,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from annotation import leaderboard, snapshots
+from annotation import leaderboard, snapshot_downloads, snapshots
 from annotation.api import serializers
-from annotation.exceptions import AnnotationError
 from annotation.models import (
     CHIRP_CRITERIA,
     HumanJudgement,
@@ -31,7 +32,20 @@ from annotation.models import (
 )
 
 MAX_LEADERBOARD_ROUNDS = 1000
-DEFAULT_LEADERBOARD_ROUNDS = 200
+DEFAULT_LEADERBOARD_ROUNDS = leaderboard.DEFAULT_ROUNDS
+MAX_SNAPSHOT_VERSION = 999_999_999
+# ASCII digits only: str.isdigit() and int() also take "²" and "١٢".
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")
+
+
+def query_int(request, name, *, default, maximum, minimum=1):
+    """A whole-number query parameter in [minimum, maximum], or a 400 naming the parameter."""
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    if not _WHOLE_NUMBER.fullmatch(text) or not minimum <= int(text) <= maximum:
+        raise ValidationError({name: f"A whole number from {minimum} to {maximum}."})
+    return int(text)
 
 
 class FamilyFilter(django_filters.FilterSet):
@@ -91,54 +105,32 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         parameters=[
             OpenApiParameter("criterion", str, enum=list(CHIRP_CRITERIA), default="overall"),
-            OpenApiParameter("rounds", int, description=f"Bootstrap rounds, 1 to "
-                                                        f"{MAX_LEADERBOARD_ROUNDS}.",
+            OpenApiParameter("rounds", int, description=f"Bootstrap rounds, 1 to {MAX_LEADERBOARD_ROUNDS}; "
+                                                        "the default is the dashboard's, whose stored result "
+                                                        "is returned.",
                              default=DEFAULT_LEADERBOARD_ROUNDS),
         ],
         responses=serializers.LeaderboardSerializer(many=True),
     )
     @action(detail=True, pagination_class=None, filter_backends=[])
     def leaderboard(self, request, pk=None):
-        """VisIT-Bench Tables 3-4 for the crowd and each finished LLM judge of the study."""
+        """VisIT-Bench Tables 3-4 for the crowd and each finished LLM judge of the study, with each
+        judge's agreement with the crowd: the same stored computation the dashboard shows."""
         study = self.get_object()
         criterion = request.query_params.get("criterion", "overall")
         if criterion not in CHIRP_CRITERIA:
             raise ValidationError({"criterion": f"One of {', '.join(CHIRP_CRITERIA)}."})
-        try:
-            rounds = int(request.query_params.get("rounds", DEFAULT_LEADERBOARD_ROUNDS))
-        except ValueError:
-            raise ValidationError({"rounds": "A whole number."}) from None
-        if not 1 <= rounds <= MAX_LEADERBOARD_ROUNDS:
-            raise ValidationError({"rounds": f"From 1 to {MAX_LEADERBOARD_ROUNDS}."})
-        boards = leaderboard.study_leaderboards(study=study, criterion=criterion, rounds=rounds)
+        rounds = query_int(request, "rounds", default=DEFAULT_LEADERBOARD_ROUNDS, maximum=MAX_LEADERBOARD_ROUNDS)
+        result = leaderboard.study_leaderboard(study=study, criterion=criterion, rounds=rounds)
         data = [
-            {"key": board.key, "title": board.title, "battles": len(board.battles),
-             "rows": _records(board.table)}
-            for board in boards
+            {"key": board.key, "title": board.title, "battles": board.battles, "judgements": board.judgements,
+             "rounds": result.rounds, "data_key": result.data_key, "computed_at": result.computed_at,
+             "min_matches": leaderboard.MIN_MATCHES,
+             "rows": [{**row, "few_matches": row["matches"] < leaderboard.MIN_MATCHES} for row in board.rows],
+             "categories": board.categories, "agreement": result.agreement(board.key)}
+            for board in result.boards
         ]
         return Response(serializers.LeaderboardSerializer(data, many=True).data)
-
-
-def _records(table):
-    if table is None:
-        return []
-    rows = []
-    for record in table.to_dict(orient="records"):
-        rows.append({key: _plain(value) for key, value in record.items()})
-    return rows
-
-
-def _plain(value):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if hasattr(value, "item"):
-        value = value.item()
-    try:
-        if value != value:  # pandas' NA
-            return None
-    except TypeError:
-        return None
-    return value
 
 
 class HumanJudgementFilter(django_filters.FilterSet):
@@ -189,7 +181,7 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["version", "created_at"]
     ordering = ["-version"]
     lookup_field = "version"
-    lookup_value_regex = r"[0-9]{1,9}"
+    lookup_value_regex = _WHOLE_NUMBER.pattern
     queryset = Snapshot.objects.select_related("created_by").prefetch_related("studies")
 
     @extend_schema(request=serializers.SnapshotRequestSerializer,
@@ -202,6 +194,16 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                                               note=form.validated_data["note"])
         return Response(self.get_serializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
 
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    @action(detail=True, url_path=r"files/(?P<name>[A-Za-z0-9_./-]{1,200})", pagination_class=None,
+            filter_backends=[])
+    def file(self, request, version=None, name=None):
+        """One file of a built snapshot (its `files[].download_url`), for staff allowed to view
+        snapshots."""
+        if not snapshot_downloads.may_download(request.user):
+            raise PermissionDenied("You may not download snapshots.")
+        return snapshot_downloads.file_response(snapshot=self.get_object(), name=name)
+
     @extend_schema(
         parameters=[OpenApiParameter("against", OpenApiTypes.INT,
                                      description="The older version (default: the previous).")],
@@ -212,17 +214,12 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         """Instances added, removed and changed since another snapshot."""
         new = self.get_object()
         old = None
-        against = request.query_params.get("against")
+        against = query_int(request, "against", default=None, maximum=MAX_SNAPSHOT_VERSION)
         if against is not None:
-            if not against.isdigit():
-                raise ValidationError({"against": "A snapshot version."})
-            old = Snapshot.objects.filter(version=int(against)).first()
+            old = Snapshot.objects.filter(version=against).first()
             if old is None:
                 raise NotFound(f"No snapshot v{against}.")
-        try:
-            diff = snapshots.diff_snapshots(new=new, old=old)
-        except AnnotationError as error:
-            raise ValidationError({"detail": str(error)}) from None
+        diff = snapshots.diff_snapshots(new=new, old=old)
         return Response(serializers.SnapshotDiffSerializer({
             "version": new.version, "against": diff.old.version if diff.old else None,
             "added": diff.added, "removed": diff.removed, "changed": diff.changed,

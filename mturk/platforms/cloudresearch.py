@@ -7,6 +7,7 @@ import io
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
+from annotation.exports import neutralise_formula
 from annotation.models import Worker
 from mturk.exceptions import PlatformError
 from mturk.models import short_hash
@@ -109,10 +110,5 @@ def payments_csv(study):
         bonus = sum(b.amount_usd for b in submission.bonuses.exclude(status=Bonus.Status.FAILED))
         status = {"approved": "Approve", "rejected": "Reject"}.get(submission.review, "Approve")
         writer.writerow([submission.worker.external_id, submission.platform_assignment_id, status,
-                         _safe_cell(submission.feedback), f"{bonus:.2f}" if bonus else ""])
+                         neutralise_formula(submission.feedback), f"{bonus:.2f}" if bonus else ""])
     return out.getvalue()
-
-
-def _safe_cell(text):
-    # A spreadsheet would run a cell starting with one of these as a formula.
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

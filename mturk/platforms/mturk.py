@@ -4,10 +4,10 @@ import re
 from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
-from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
 from annotation.models import Worker
+from annotation.public_urls import public_url
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import short_hash
@@ -30,7 +30,7 @@ def unit_url(unit, study):
         path = reverse("frontend:unit", args=[unit.pk])
     except NoReverseMatch:
         path = f"/work/unit/{unit.pk}/"
-    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}{path}?study={study.pk}"
+    return public_url(f"{path}?study={study.pk}")
 
 
 def external_question(url, frame_height):

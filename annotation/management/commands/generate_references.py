@@ -13,6 +13,7 @@ from annotation.references import (
     generate_reference,
     reference_model_configured,
 )
+from annotation.services import queue_reference_generation
 
 
 class Command(BaseCommand):
@@ -34,11 +35,9 @@ class Command(BaseCommand):
         instances = instances.select_related("current_caption").order_by("id")
 
         if enqueue:
-            from tasks.pipeline import generate_reference_job
-
             count = 0
             for instance in instances:
-                generate_reference_job.delay(instance.pk)
+                queue_reference_generation(instance_id=instance.pk)
                 count += 1
             self.stdout.write(f"Enqueued {count} reference job(s); each records its own cost.")
             return

@@ -103,10 +103,13 @@
     form.querySelectorAll("[data-counter-for]").forEach(function (counter) {
       var field = document.getElementById(counter.getAttribute("data-counter-for"));
       var min = Number(field.getAttribute("data-minlength") || 0);
+      var max = Number(field.getAttribute("data-maxlength") || 0);
       var length = field.value.trim().length;
-      counter.textContent = length + " characters" + (min ? (length < min ? " · at least " + min : " · enough") : "");
-      counter.classList.toggle("short", length > 0 && length < min);
-      counter.classList.toggle("enough", length >= min && min > 0);
+      var note = max && length > max ? " · at most " + max.toLocaleString("en") + ": please shorten it" :
+        min ? (length < min ? " · at least " + min : " · enough") : "";
+      counter.textContent = length.toLocaleString("en") + " characters" + note;
+      counter.classList.toggle("short", (length > 0 && length < min) || (max > 0 && length > max));
+      counter.classList.toggle("enough", length >= min && min > 0 && !(max && length > max));
     });
   }
   function syncSlots() {
@@ -129,9 +132,14 @@
     return (label ? label.textContent : legend ? legend.textContent : "").trim();
   }
   function validate() {
-    form.querySelectorAll("[data-minlength]").forEach(function (field) {
-      var short = !field.disabled && field.value.trim().length < Number(field.getAttribute("data-minlength"));
-      field.setCustomValidity(short ? field.getAttribute("data-too-short") || "Please write a little more." : "");
+    form.querySelectorAll("[data-minlength], [data-maxlength]").forEach(function (field) {
+      var length = field.value.trim().length;
+      var short = !field.disabled && length < Number(field.getAttribute("data-minlength") || 0);
+      var max = Number(field.getAttribute("data-maxlength") || 0);
+      // Checked here rather than by the maxlength attribute, which would cut a paste short unseen.
+      var long = !field.disabled && max > 0 && length > max;
+      field.setCustomValidity(short ? field.getAttribute("data-too-short") || "Please write a little more." :
+        long ? field.getAttribute("data-too-long") || "Please shorten this to " + max + " characters." : "");
     });
     var slotBox = form.querySelector("[data-image-slots]");
     if (slotBox) {
@@ -358,11 +366,23 @@
     }, 1000);
     document.addEventListener("keydown", onKey);
     form.setAttribute("data-ready", ""); // shortcuts and drafts are live from here on
+    function typedSomething() {
+      return draftFields().some(function (element) { return element.type !== "radio" && element.type !== "checkbox" && element.value; });
+    }
     var finish = document.querySelector("[data-finish-form]");
     if (finish) {
       finish.addEventListener("submit", function (event) {
-        var typed = draftFields().some(function (element) { return element.type !== "radio" && element.type !== "checkbox" && element.value; });
-        if (typed && !window.confirm("Finish now? The task on screen will not be saved.")) { event.preventDefault(); }
+        if (typedSomething() && !window.confirm("Finish now? The task on screen will not be saved.")) { event.preventDefault(); }
+      });
+    }
+    var giveBack = document.querySelector("[data-give-back-form]");
+    if (giveBack) {
+      giveBack.addEventListener("submit", function (event) {
+        if (typedSomething() && !window.confirm("Give this task back? What you typed here will not be saved.")) {
+          event.preventDefault();
+          return;
+        }
+        clearDraft();
       });
     }
   }

@@ -1,0 +1,426 @@
+"""The published VisIT-Bench sheet layouts: which column means what, and how each cell is written.
+
+Three kinds of sheet exist (the multi-image sheet, the single-image sheet, the fully annotated
+example) and real releases of each differ in ways an importer must take as they come: column
+names (`image_dense_caption`, `image_dense_captions`, `images_dense_captions`), extra columns
+(`visual`), boolean spellings (True/False, TRUE/FALSE), line ends (LF, CRLF, with or without one
+after the last row). A `Layout` is one such variant, read from a header or taken as published;
+its cells are parsed into a `Content` (what the row says) and written from one, so the importer
+and the exporter share one definition of every column.
+"""
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from annotation.sheets import (
+    MISSING,
+    CellError,
+    check_text,
+    load_json,
+    parse_boolean,
+    shorten,
+    strip_padding,
+    without_missing,
+)
+
+MULTI_IMAGE = "multi_image"
+SINGLE_IMAGE = "single_image"
+FULLY_ANNOTATED = "fully_annotated"
+KIND_NAMES = {MULTI_IMAGE: "multi-image", SINGLE_IMAGE: "single-image",
+              FULLY_ANNOTATED: "fully annotated"}
+
+# Concepts, named by the column that holds them in the published sheets.
+CATEGORY = "instruction_category"
+IMAGES = "image"
+INSTRUCTION = "instruction"
+PREDICTION = "gpt4_prediction"
+CAPTIONS = "image_dense_caption"
+BLIP2 = "image_blip2_caption"
+REFERENCE_OUTPUT = "reference_output"
+CORRECT = "human_ratings_gpt4_correct"
+PROBLEM_IN_CAPTION = "human_ratings_problem_in_caption"
+PROBLEM_IN_GPT4 = "human_ratings_problem_in_gpt4"
+METADATA = "public_images_metadata"
+IS_MULTI = "is_multiple_images"
+HUMAN_OUTPUT = "output_human_annotated"
+RATINGS = (CORRECT, PROBLEM_IN_CAPTION, PROBLEM_IN_GPT4)
+BOOLEAN_CONCEPTS = (*RATINGS, IS_MULTI)
+
+_ALIASES = {
+    CATEGORY: ("instruction_category", "category"),
+    IMAGES: ("image", "images", "image_url", "image_urls"),
+    INSTRUCTION: ("instruction",),
+    PREDICTION: ("gpt4_prediction", "gpt-4_prediction"),
+    CAPTIONS: ("image_dense_caption", "images_dense_captions", "dense_caption"),
+    BLIP2: ("image_blip2_caption", "images_blip2_captions", "blip2_caption"),
+    REFERENCE_OUTPUT: ("reference_output",),
+    CORRECT: ("human_ratings_gpt4_correct",),
+    PROBLEM_IN_CAPTION: ("human_ratings_problem_in_caption",),
+    PROBLEM_IN_GPT4: ("human_ratings_problem_in_gpt4",),
+    METADATA: ("public_images_metadata",),
+    IS_MULTI: ("is_multiple_images", "is_multi_image"),
+    HUMAN_OUTPUT: ("output_human_annotated",),
+}
+
+
+def _words(name):
+    return [word for word in re.split(r"[\s\-_.]+", name.strip().lower()) if word]
+
+
+def _singular(word):
+    return {"images": "image", "captions": "caption", "urls": "url"}.get(word, word)
+
+
+def normal_column_name(name):
+    """A column name with case, separators and the plurals the releases disagree on folded away."""
+    return "_".join(_singular(word) for word in _words(name))
+
+
+_CONCEPT_BY_NAME = {normal_column_name(alias): concept
+                    for concept, aliases in _ALIASES.items() for alias in aliases}
+
+
+def concept_of(column):
+    return _CONCEPT_BY_NAME.get(normal_column_name(column))
+
+
+def names_a_list(column):
+    """The multi-image sheet writes its image column in the plural and holds JSON lists there."""
+    return any(word in ("images", "urls") for word in _words(column))
+
+
+_REQUIRED = {
+    MULTI_IMAGE: (CATEGORY, IMAGES, INSTRUCTION, PREDICTION, CAPTIONS, *RATINGS),
+    SINGLE_IMAGE: (CATEGORY, IMAGES, INSTRUCTION, PREDICTION, CAPTIONS, *RATINGS),
+    FULLY_ANNOTATED: (IMAGES, CAPTIONS, CATEGORY, INSTRUCTION, HUMAN_OUTPUT),
+}
+# The layouts as published (columns in order, booleans as written, line ends).
+_PUBLISHED = {
+    MULTI_IMAGE: (
+        ["instruction_category", "images", "is_multiple_images", "instruction", "gpt4_prediction",
+         "images_dense_captions", "images_blip2_captions", "reference_output", *RATINGS,
+         "public_images_metadata"],
+        ("True", "False"),
+    ),
+    SINGLE_IMAGE: (
+        ["instruction_category", "image", "visual", "instruction", "gpt4_prediction",
+         "image_dense_captions", "reference_output", *RATINGS, "public_images_metadata"],
+        ("TRUE", "FALSE"),
+    ),
+    FULLY_ANNOTATED: (
+        ["image_url", "image_dense_caption", "instruction_category", "instruction",
+         "output_human_annotated"],
+        ("True", "False"),
+    ),
+}
+# The multi-image sheet pads images_dense_captions to this many entries with bare NaN tokens.
+DENSE_CAPTION_SLOTS = 10
+
+
+@dataclass(frozen=True)
+class Content:
+    """What one sheet row says, in the terms every layout shares."""
+
+    category: str
+    instruction: str
+    image_urls: tuple[str, ...]
+    captions: tuple[str, ...]
+    blip2_captions: tuple[str, ...]
+    prediction: str
+    reference_output: str
+    human_output: str
+    metadata: dict
+    correct: bool
+    problem_in_caption: bool
+    problem_in_gpt4: bool
+
+    @property
+    def key(self):
+        return (self.category, self.instruction, self.image_urls)
+
+    def value(self, concept):
+        """The value a column of `concept` carries, in the form its parser returns."""
+        return {
+            CATEGORY: self.category, IMAGES: self.image_urls, INSTRUCTION: self.instruction,
+            PREDICTION: self.prediction, CAPTIONS: self.captions, BLIP2: self.blip2_captions,
+            REFERENCE_OUTPUT: self.reference_output, CORRECT: self.correct,
+            PROBLEM_IN_CAPTION: self.problem_in_caption, PROBLEM_IN_GPT4: self.problem_in_gpt4,
+            METADATA: self.metadata, IS_MULTI: len(self.image_urls) > 1,
+            HUMAN_OUTPUT: self.human_output,
+        }[concept]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One variant of a sheet kind: its columns as written and how its cells are spelled."""
+
+    kind: str
+    columns: tuple[str, ...]
+    boolean_words: tuple[tuple[str, str], ...]  # per column; ("", "") for non-boolean columns
+    line_terminator: str = "\n"
+    ends_with_newline: bool = True
+
+    @property
+    def name(self):
+        return KIND_NAMES[self.kind]
+
+    @property
+    def concepts(self):
+        return tuple(concept_of(column) for column in self.columns)
+
+    def position(self, concept):
+        return next((i for i, c in enumerate(self.concepts) if c == concept), None)
+
+    @property
+    def extra_columns(self):
+        return tuple(column for column, concept in zip(self.columns, self.concepts, strict=True)
+                     if concept is None)
+
+    @classmethod
+    def published(cls, kind):
+        columns, words = _PUBLISHED[kind]
+        return cls(kind=kind, columns=tuple(columns),
+                   boolean_words=tuple(words if concept_of(c) in BOOLEAN_CONCEPTS else ("", "")
+                                       for c in columns))
+
+    def with_boolean_words(self, words_by_column):
+        return Layout(kind=self.kind, columns=self.columns, line_terminator=self.line_terminator,
+                      ends_with_newline=self.ends_with_newline,
+                      boolean_words=tuple(tuple(words_by_column.get(column, pair))
+                                          for column, pair in zip(self.columns, self.boolean_words,
+                                                                  strict=True)))
+
+    def spell(self, position, value):
+        true_word, false_word = self.boolean_words[position]
+        return true_word if value else false_word
+
+
+def detect_layout(header, imported_from):
+    """The layout a header describes; raises CellError naming what is missing or doubled."""
+    by_concept = {}
+    for column in header:
+        concept = concept_of(column)
+        if concept is None:
+            continue
+        if concept in by_concept:
+            raise CellError(f"columns “{by_concept[concept]}” and “{column}” both hold "
+                            f"{concept}; keep one")
+        by_concept[concept] = column
+    if HUMAN_OUTPUT in by_concept and PREDICTION not in by_concept:
+        kind = FULLY_ANNOTATED
+    elif IMAGES in by_concept and names_a_list(by_concept[IMAGES]):
+        kind = MULTI_IMAGE
+    else:
+        kind = SINGLE_IMAGE
+    missing = [concept for concept in _REQUIRED[kind] if concept not in by_concept]
+    if missing:
+        published = {concept_of(c): c for c in _PUBLISHED[kind][0]}
+        names = ", ".join(f"“{published.get(concept, concept)}”" for concept in missing)
+        raise CellError(f"not a VisIT-Bench sheet; missing column(s) {names} of the "
+                        f"{KIND_NAMES[kind]} layout")
+    default = _PUBLISHED[kind][1]
+    return Layout(kind=kind, columns=tuple(header),
+                  boolean_words=tuple(default if concept_of(c) in BOOLEAN_CONCEPTS else ("", "")
+                                      for c in header))
+
+
+# --- parsing cells ------------------------------------------------------------------------------
+# Each parser takes the cell and the layout's kind and returns the value `Content.value` gives for
+# its concept, or raises CellError. Text is kept as published (not stripped), so a row written
+# back is the row that was read.
+
+
+def _text(value, kind=None):
+    if not value.strip():
+        raise CellError("is empty")
+    return check_text(value)
+
+
+def _optional_text(value, kind=None):
+    return check_text(value)
+
+
+def _category(value, kind=None):
+    category = _text(value).strip()
+    if len(category) > 200:
+        raise CellError("is longer than 200 characters")
+    return category
+
+
+def _looks_like_url(value):
+    # URLs in the published sheets may contain spaces ("Architectural Styles/..."), so Django's
+    # URLValidator would reject real data; the scheme and the stored field's length are what matter.
+    return (isinstance(value, str) and value.strip().startswith(("http://", "https://"))
+            and len(value.strip()) <= 1000)
+
+
+def _images(value, kind):
+    if kind != MULTI_IMAGE:
+        if not _looks_like_url(value):
+            raise CellError(f"{shorten(value)} is not an http(s) URL")
+        return (value.strip(),)
+    urls = strip_padding(_json_list(value, "URLs"))
+    if not urls or not all(_looks_like_url(url) for url in urls):
+        raise CellError("not a JSON list of URLs")
+    return tuple(url.strip() for url in urls)
+
+
+def _json_list(value, what):
+    parsed = load_json(value)
+    if not isinstance(parsed, list):
+        raise CellError(f"not a JSON list of {what}")
+    return parsed
+
+
+def _captions(value, kind, required=True):
+    if kind != MULTI_IMAGE:
+        return ((_text if required else _optional_text)(value),)
+    if not value.strip():
+        if required:
+            raise CellError("is empty")
+        return ()
+    captions = []
+    for position, caption in enumerate(strip_padding(_json_list(value, "captions")), start=1):
+        if caption is MISSING or caption is None:
+            if required:
+                raise CellError(f"caption {position} is NaN, between captions")
+            caption = ""
+        if not isinstance(caption, str):
+            raise CellError(f"caption {position} is not text")
+        if required and not caption.strip():
+            raise CellError(f"caption {position} is empty")
+        captions.append(caption)
+    return tuple(captions)
+
+
+def _blip2(value, kind):
+    return _captions(value, kind, required=False)
+
+
+def _metadata(value, kind=None):
+    if not value.strip():
+        return {}
+    parsed = load_json(value)
+    if not isinstance(parsed, dict):
+        raise CellError("not a JSON object")
+    # A bare NaN inside the object is pandas' "no value" (the single-image sheet has them); the
+    # database's JSON type has no NaN, so it is stored as null.
+    return without_missing(parsed)
+
+
+def _boolean(value, kind=None):
+    return parse_boolean(value)
+
+
+PARSERS = {
+    CATEGORY: _category, IMAGES: _images, INSTRUCTION: _text, PREDICTION: _text,
+    CAPTIONS: _captions, BLIP2: _blip2, REFERENCE_OUTPUT: _optional_text, METADATA: _metadata,
+    CORRECT: _boolean, PROBLEM_IN_CAPTION: _boolean, PROBLEM_IN_GPT4: _boolean,
+    IS_MULTI: _boolean, HUMAN_OUTPUT: _text,
+}
+
+
+def parse_row(layout, cells, *, on_error):
+    """The Content of a row's cells, or None after `on_error(column, message)` for each fault."""
+    values = {}
+    failed = False
+    for column, concept, cell in zip(layout.columns, layout.concepts, cells, strict=True):
+        if concept is None:
+            continue
+        if concept == IS_MULTI and not cell.strip():
+            continue
+        try:
+            values[concept] = PARSERS[concept](cell, layout.kind)
+        except CellError as error:
+            on_error(column, str(error))
+            failed = True
+    if failed:
+        return None
+    urls = values[IMAGES]
+    captions = values[CAPTIONS]
+    names = dict(zip(layout.concepts, layout.columns, strict=True))
+    if len(captions) != len(urls):
+        on_error(names[CAPTIONS], f"{len(captions)} caption(s) for {len(urls)} image(s)")
+        return None
+    blip2 = values.get(BLIP2) or ("",) * len(urls)
+    if len(blip2) != len(urls):
+        on_error(names[BLIP2], f"{len(blip2)} caption(s) for {len(urls)} image(s)")
+        return None
+    if IS_MULTI in values and values[IS_MULTI] != (len(urls) > 1):
+        on_error(names[IS_MULTI], f"says {values[IS_MULTI]}, but the row has {len(urls)} image(s)")
+        return None
+    if layout.kind == FULLY_ANNOTATED:
+        output = values[HUMAN_OUTPUT]
+        return Content(
+            category=values[CATEGORY], instruction=values[INSTRUCTION], image_urls=urls,
+            captions=captions, blip2_captions=blip2, prediction="", reference_output=output,
+            human_output=output, metadata=values.get(METADATA, {}),
+            # The example's outputs were written and checked by people: correct by definition.
+            correct=True, problem_in_caption=False, problem_in_gpt4=False,
+        )
+    reference_output = values.get(REFERENCE_OUTPUT, "")
+    return Content(
+        category=values[CATEGORY], instruction=values[INSTRUCTION], image_urls=urls,
+        captions=captions, blip2_captions=blip2, prediction=values[PREDICTION],
+        reference_output=reference_output,
+        human_output=reference_output or values[PREDICTION], metadata=values.get(METADATA, {}),
+        correct=values[CORRECT], problem_in_caption=values[PROBLEM_IN_CAPTION],
+        problem_in_gpt4=values[PROBLEM_IN_GPT4],
+    )
+
+
+def differing_columns(layout, content, other):
+    """The layout's columns whose values differ between two contents."""
+    return [column for column, concept in zip(layout.columns, layout.concepts, strict=True)
+            if concept is not None and content.value(concept) != other.value(concept)]
+
+
+# --- writing cells ------------------------------------------------------------------------------
+
+
+def dense_captions_cell(captions):
+    # Python's json.dumps with its defaults (", " separators, ASCII escapes), NaN for the padding.
+    padding = [math.nan] * (DENSE_CAPTION_SLOTS - len(captions))
+    return json.dumps([*captions, *padding])
+
+
+def blip2_captions_cell(captions):
+    # The published sheet writes a list of empty BLIP-2 captions without spaces: ["",""].
+    if not any(captions):
+        return json.dumps(list(captions), separators=(",", ":"))
+    return json.dumps(list(captions))
+
+
+def write_cell(layout, concept, content):
+    """A cell's value written from content: a bool for boolean columns, text otherwise."""
+    multi = layout.kind == MULTI_IMAGE
+    if concept in BOOLEAN_CONCEPTS:
+        return content.value(concept)
+    if concept == IMAGES:
+        return json.dumps(list(content.image_urls)) if multi else content.image_urls[0]
+    if concept == CAPTIONS:
+        return dense_captions_cell(content.captions) if multi else content.captions[0]
+    if concept == BLIP2:
+        return blip2_captions_cell(content.blip2_captions) if multi else content.blip2_captions[0]
+    if concept == METADATA:
+        return json.dumps(content.metadata)
+    return content.value(concept)
+
+
+def kept_or_written(layout, position, raw_cell, content):
+    """The cell for one column: the cell as it was imported while it still says what the instance
+    says (its JSON key order, spacing and NaN tokens survive, which the database's JSON type does
+    not keep), else the cell written anew."""
+    concept = layout.concepts[position]
+    if concept is None:
+        return raw_cell if raw_cell is not None else ""
+    if raw_cell is not None and concept not in BOOLEAN_CONCEPTS:
+        try:
+            same = PARSERS[concept](raw_cell, layout.kind) == content.value(concept)
+        except CellError:
+            same = False
+        if same:
+            return raw_cell
+    return write_cell(layout, concept, content)

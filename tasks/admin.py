@@ -1,0 +1,25 @@
+from django.contrib import admin, messages
+
+from tasks.jobs import send
+from tasks.models import Job
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    """Every background job's latest attempt: a failure shows its reason here."""
+
+    list_display = ["key", "status", "error", "attempts", "queued_at", "updated_at"]
+    list_filter = ["status", "task"]
+    search_fields = ["key", "error"]
+    readonly_fields = ["key", "task", "args", "status", "error", "attempts", "queued_at", "updated_at"]
+    actions = ["queue_again"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Queue again (once the cause of the failure is fixed)")
+    def queue_again(self, request, queryset):
+        sent = sum(send(job.task, *job.args) for job in queryset)
+        level = messages.SUCCESS if sent == queryset.count() else messages.WARNING
+        self.message_user(request, f"{sent} of {queryset.count()} job(s) queued; a job that could "
+                                   "not be queued is retried by the outbox sweep.", level)

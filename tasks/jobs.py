@@ -1,0 +1,190 @@
+"""The one door every background job goes out of, the lease a job runs under, and its record.
+
+`enqueue` sends a job by name once the transaction that made it owed has committed; a broker
+that cannot be reached is logged, never raised, so an annotator's saved work never turns into a
+500 and the outbox sweep (tasks/outbox.py) sends the job later. `lease` lets one copy of a job
+run at a time: Redis delivers a message again when a worker dies or outlives the visibility
+timeout, and the sweep may queue work whose message is still on its way. `RecordedJob` keeps the
+Job row (tasks/models.py) that says how the latest attempt ended.
+"""
+
+import logging
+import zlib
+from contextlib import contextmanager
+
+import openai
+from celery import Task
+from django.conf import settings
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    transaction,
+)
+from django.utils import timezone
+
+from annotation.exceptions import AnnotationError
+from crowdbench.celery import app
+from tasks.models import Job
+
+logger = logging.getLogger(__name__)
+
+# Errors that a later attempt may not meet: the model's rate limits and outages (which the openai
+# client has already retried within the call) and a lost or restarting database.
+TRANSIENT_ERRORS = (
+    openai.RateLimitError,
+    openai.APIConnectionError,
+    openai.APITimeoutError,
+    openai.InternalServerError,
+    OperationalError,
+    InterfaceError,
+)
+
+
+def job_key(name, args):
+    return ":".join([name, *(str(arg) for arg in args)])
+
+
+def enqueue(name, *args):
+    """Send job `name` with `args` after the current transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: send(name, *args))
+
+
+def send(name, *args):
+    """Send now; True when the broker took the job. A failure is logged for the sweep to mend."""
+    try:
+        if app.conf.task_always_eager:
+            # send_task ignores eager mode; run the job here as .delay() would.
+            app.loader.import_default_modules()
+            app.tasks[name].apply(args=list(args))
+        else:
+            app.send_task(name, args=list(args))
+    except Exception:  # noqa: BLE001 - any broker failure: the owed work stays in the database
+        logger.exception("Could not queue %s%s; the outbox sweep will queue it again.", name, args)
+        sent = False
+    else:
+        sent = True
+    try:
+        # queued_at stays empty when the broker refused: the sweep sends such a job at once.
+        Job.objects.update_or_create(
+            key=job_key(name, args),
+            defaults={"task": name, "args": list(args), "status": Job.Status.QUEUED, "error": "",
+                      "queued_at": timezone.now() if sent else None},
+        )
+    except DatabaseError:
+        logger.exception("Could not record the queueing of %s%s.", name, args)
+    return sent
+
+
+# --- leases ---------------------------------------------------------------------------------------
+
+
+def _lock_ids(kind, number):
+    # pg_try_advisory_lock(int4, int4): a namespace per kind of work, the object's id in it.
+    namespace = zlib.crc32(kind.encode()) - 2**31
+    return namespace, int(number)
+
+
+@contextmanager
+def lease(kind, number):
+    """Yield True when this process may do the work (kind, number), False when another copy is.
+
+    On PostgreSQL a session advisory lock: it dies with the worker's connection, so a killed
+    worker never leaves work locked. The embedded default (SQLite) runs one worker; it always may.
+    """
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    ids = _lock_ids(kind, number)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", ids)
+        held = cursor.fetchone()[0]
+    if not held:
+        logger.info("%s #%s is already being worked on; this copy exits.", kind, number)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", ids)
+        except DatabaseError:
+            # The connection is gone, and the lock with it.
+            logger.warning("Lease on %s #%s ended with its connection.", kind, number)
+
+
+def leased_elsewhere(kind, number):
+    """True when some live session holds the lease (kind, number)."""
+    if connection.vendor != "postgresql":
+        return False
+    namespace, number = _lock_ids(kind, number)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND classid = (%s::int4)::oid AND objid = (%s::int4)::oid AND objsubid = 2)",
+            [namespace, number],
+        )
+        return cursor.fetchone()[0]
+
+
+# --- the record of each attempt ---------------------------------------------------------------------
+
+
+class RecordedJob(Task):
+    """A job whose attempts are recorded on its Job row, and on its domain row through `on_status`.
+
+    `on_status(args, status, error)` (a staticmethod given to @app.task) lets a judge run, say,
+    show "retrying" between attempts and "failed" with the reason once they are spent.
+    """
+
+    on_status = None
+
+    def _record(self, args, status, error="", *, attempt=False):
+        # A previous database error leaves the connection unusable until it is replaced.
+        close_old_connections()
+        try:
+            key = job_key(self.name, args)
+            job, _ = Job.objects.get_or_create(key=key, defaults={"task": self.name, "args": list(args)})
+            job.status, job.error = status, error
+            if attempt:
+                job.attempts += 1
+            job.save(update_fields=["status", "error", "attempts", "updated_at"])
+            if self.on_status is not None:
+                self.on_status(args, status, error)
+        except DatabaseError:
+            logger.exception("Could not record %s of %s%s.", status, self.name, tuple(args))
+
+    def before_start(self, task_id, args, kwargs):
+        self._record(args, Job.Status.RUNNING, attempt=True)
+
+    def on_success(self, retval, task_id, args, kwargs):
+        self._record(args, Job.Status.DONE)
+
+    def on_retry(self, exc, task_id, args, kwargs, einfo):
+        self._record(args, Job.Status.RETRYING,
+                     f"Attempt {self.request.retries + 1} failed, retrying: {_reason(exc)}")
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        self._record(args, Job.Status.FAILED, _reason(exc))
+
+
+def _reason(error):
+    # A domain error already speaks to the researcher; anything else is named by its type.
+    return str(error) if isinstance(error, AnnotationError) else f"{type(error).__name__}: {error}"
+
+
+# The options of every job: recorded, retried on transient errors with growing backoff (with the
+# default 30 s base after up to 30 s, 1, 2, 4 and 8 min: enough to ride out a rate-limit window or
+# a database restart), acknowledged only once done so a dead worker's job is delivered again.
+JOB_OPTIONS = {
+    "base": RecordedJob,
+    "autoretry_for": TRANSIENT_ERRORS,
+    "retry_backoff": settings.MODEL_JOB_RETRY_BACKOFF_SECONDS,
+    "retry_backoff_max": 600,
+    "retry_jitter": settings.MODEL_JOB_RETRY_JITTER,
+    "max_retries": 5,
+    "acks_late": True,
+}

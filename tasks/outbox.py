@@ -1,0 +1,81 @@
+"""The database is the outbox: every piece of owed background work is read from domain state and
+queued again when its job was lost (a broker without persistence, a failed enqueue, a worker
+that died) and is neither running nor recently queued. Every job is idempotent under its lease,
+so queuing one twice costs a message, never a second model call.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from annotation import judge, services
+from annotation.models import Instance, JudgeRun, Snapshot, StageConfig
+from annotation.references import reference_model_configured
+from crowdbench.celery import app
+from tasks.jobs import job_key, leased_elsewhere, send
+from tasks.models import Job
+
+logger = logging.getLogger(__name__)
+
+
+def owed_jobs():
+    """(task name, args, lease kind, lease number, owed since) of every piece of owed work."""
+    owed = []
+    if reference_model_configured():
+        waiting = Instance.objects.filter(status=Instance.Status.AWAITING_REFERENCE,
+                                          current_caption__isnull=False)
+        owed += [("tasks.generate_reference", (pk,), "reference", pk, since)
+                 for pk, since in waiting.values_list("pk", "updated_at")]
+    for config in StageConfig.objects.filter(launched_at__isnull=False).select_related("family"):
+        if services.units_owed(family=config.family, stage=config.stage):
+            owed.append(("tasks.create_work_units", (config.family_id, config.stage), None, None,
+                         config.launched_at))
+    runs = JudgeRun.objects.filter(status__in=judge.ACTIVE_STATUSES)
+    owed += [("tasks.run_judge", (pk,), "judge_run", pk, since)
+             for pk, since in runs.values_list("pk", "created_at")]
+    snapshots = Snapshot.objects.filter(status__in=(Snapshot.Status.PENDING, Snapshot.Status.RUNNING))
+    owed += [("tasks.build_snapshot", (pk,), "snapshot", pk, since)
+             for pk, since in snapshots.values_list("pk", "created_at")]
+    return owed
+
+
+def _due(job, *, owed_since, cutoff):
+    if job is None:
+        return owed_since < cutoff
+    if job.status == Job.Status.FAILED:
+        # Failed with its reason shown; a researcher queues it again once the cause is fixed.
+        return False
+    if job.queued_at is None:
+        return True
+    return job.updated_at < cutoff
+
+
+def _judge_chunks_busy(run_id, cutoff):
+    # The start job ends once it has queued the chunks; the run is in hand while they move.
+    return Job.objects.filter(key__startswith=f"tasks.judge_chunk:{run_id}:",
+                              updated_at__gte=cutoff).exists()
+
+
+def requeue_owed():
+    """Queue again what is owed and lost; returns how many jobs were sent."""
+    cutoff = timezone.now() - timedelta(seconds=settings.JOB_REQUEUE_AFTER_SECONDS)
+    owed = owed_jobs()
+    jobs = Job.objects.in_bulk([job_key(name, args) for name, args, *_ in owed], field_name="key")
+    sent = 0
+    for name, args, kind, number, since in owed:
+        if not _due(jobs.get(job_key(name, args)), owed_since=since, cutoff=cutoff):
+            continue
+        if kind is not None and leased_elsewhere(kind, number):
+            continue
+        if name == "tasks.run_judge" and _judge_chunks_busy(args[0], cutoff):
+            continue
+        logger.info("Owed and not in hand: queuing %s%s again.", name, args)
+        sent += send(name, *args)
+    return sent
+
+
+@app.task(name="tasks.requeue_owed")
+def requeue_owed_job():
+    return requeue_owed()

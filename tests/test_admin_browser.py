@@ -1,0 +1,132 @@
+"""The researcher's admin in headless Chromium: a family made on its own form, seed image uploaded
+there, its workflow page, and the next-action button; a study's job progress that refreshes itself.
+
+Screenshots of the pages land in docs/screenshots/ (the README shows them).
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation.judge import create_judge_run
+from annotation.models import InstructionFamily, JudgeRun, SeedImage, Stage, StageConfig
+from annotation.preferences import create_study, launch_study
+from fixtures.demo import IMAGES
+from fixtures.loader import skimage_data_dir
+from tests.scoring_factories import verified_instance, with_responses
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+PASSWORD = "a-long-test-password"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: run scripts/ensure-browser.sh")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def researcher_page(browser, live_server):
+    get_user_model().objects.create_superuser("researcher", "researcher@example.org", PASSWORD)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    # A missing favicon is the browser's own request, not the page's.
+    page.on("response", lambda response: errors.append(f"{response.status} {response.url}")
+            if response.status >= 400 and not response.url.endswith("/favicon.ico") else None)
+    page.goto(f"{live_server.url}/admin/login/")
+    page.get_by_label("Username").fill("researcher")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{live_server.url}/admin/")
+    page.errors = errors
+    yield page
+    context.close()
+
+
+def test_a_family_made_on_its_form_with_an_uploaded_seed_image_shows_its_steps_and_next_action(
+        researcher_page, live_server):
+    page = researcher_page
+    assert page.get_by_role("link", name="Dashboard").first.get_attribute("href") == "/dashboard/"
+    page.get_by_role("link", name="Add an instruction family").click()
+    page.get_by_label("Name:").fill("Contextual knowledge of events")
+    page.get_by_label("Skill tags:").fill("recognition, world knowledge")
+    page.get_by_label("Target instances:").fill("3")
+    page.get_by_label("Seed instruction:").fill("Why is the cat sitting so still? What might it be watching?")
+    page.get_by_label("Seed response:").fill("It is probably watching a bird or an insect outside the frame.")
+    photo = IMAGES["chelsea"]
+    page.locator('input[name="seedimage_set-0-upload"]').set_input_files(str(skimage_data_dir() / photo.filename))
+    page.locator('input[name="seedimage_set-0-licence"]').fill(photo.licence)
+    page.locator('input[name="seedimage_set-0-author"]').fill(photo.author)
+    page.get_by_role("button", name="Save", exact=True).click()
+
+    family = InstructionFamily.objects.get()
+    page.wait_for_url(f"{live_server.url}/admin/annotation/instructionfamily/{family.pk}/workflow/")
+    assert family.skill_tags == ["recognition", "world knowledge"]
+    assert SeedImage.objects.get(family=family).image.original_name == photo.filename
+    steps = page.locator(".workflow-step strong").all_inner_texts()
+    assert steps[:5] == ["Instruction generation", "Instruction-conditioned captions", "Candidate references",
+                         "Verification", "Model predictions"]
+    assert steps[-1] == "Snapshot"
+    assert "0 of 3 instances written; not launched" in page.locator('[data-step="instruction_generation"]').inner_text()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "family-workflow.png"), full_page=True)
+
+    page.get_by_role("button", name="Launch instruction generation").click()
+    page.get_by_text("Instruction generation launched").wait_for()
+    assert StageConfig.objects.get(family=family, stage=Stage.INSTRUCTION_GENERATION).launched_at
+    assert page.get_by_role("button", name="Launch captions").is_visible()
+
+    page.get_by_role("link", name="Edit settings").click()
+    thumbnail = page.locator("img.admin-thumbnail").first
+    assert thumbnail.get_attribute("alt").startswith(photo.filename)
+    assert thumbnail.evaluate("img => img.naturalWidth") > 0
+    page.screenshot(path=str(SCREENSHOTS / "family-form.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_a_studys_job_progress_refreshes_by_itself(researcher_page, live_server, judge_server):
+    page = researcher_page
+    with_responses(verified_instance(), "llava", "otter")
+    study = create_study(name="Pairwise preference of the demo")
+    launch_study(study=study)
+    run = create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.RUNNING, total_calls=12, done_calls=3)
+    page.goto(f"{live_server.url}/admin/annotation/preferencestudy/{study.pk}/workflow/")
+    bar = page.locator(f'[data-job="judge-run-{run.pk}"] progress')
+    assert bar.evaluate("bar => bar.value") == 25
+    JudgeRun.objects.filter(pk=run.pk).update(done_calls=9)
+    page.wait_for_function(f"""() => document.querySelector('[data-job="judge-run-{run.pk}"] progress').value === 75""",
+                           timeout=10_000)
+    assert "9 of 12" in page.locator(f'[data-job="judge-run-{run.pk}"]').inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "study-workflow.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_the_front_page_leads_each_reader_their_way(browser, live_server):
+    page = browser.new_page(viewport={"width": 1000, "height": 700})
+    page.goto(f"{live_server.url}/")
+    page.get_by_role("link", name="Open the admin").wait_for()
+    page.screenshot(path=str(SCREENSHOTS / "landing.png"))
+    page.get_by_role("link", name="Start annotating").click()
+    assert "/work/" in page.url
+    page.close()

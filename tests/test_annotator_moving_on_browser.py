@@ -1,0 +1,99 @@
+# ruff: noqa: F811 -- the fixtures imported from test_frontend_browser are named as parameters.
+"""Issue 9.9 in headless Chromium: give a task back, see "saved", log out, "Your work" at 390 px,
+and Swagger UI with no network beyond this site."""
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation.models import Assignment
+from tests.frontend_support import caption_unit, confirmed_by_sync, unit_url, verification_unit
+from tests.test_frontend_browser import browser, external_submit, page  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+DOCS_SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+CAPTION = "A white cup of coffee with latte art in the shape of a heart, on a white saucer, steam rising."
+
+
+def log_in(page, live_server, name="ann"):
+    get_user_model().objects.create_user(name, password="annotate-me-42")
+    page.goto(f"{live_server.url}/work/login/")
+    page.fill("#id_username", name)
+    page.fill("#id_password", "annotate-me-42")
+    page.click("button[type=submit]")
+    page.locator("text=Work waiting for you").wait_for()
+
+
+def test_give_back_frees_the_slot_and_moves_on_then_a_submit_says_saved_then_log_out(page, live_server):
+    caption_unit(), caption_unit()
+    log_in(page, live_server)
+    page.click("a:has-text('Start') >> nth=0")
+    page.locator("#caption-0").wait_for()
+    first = Assignment.objects.get()
+    page.click("button:has-text('Give this task back')")
+    page.locator("[data-notice]:has-text('Task given back')").wait_for()
+    first.refresh_from_db()
+    assert first.status == Assignment.Status.RETURNED
+    page.fill("#caption-0", CAPTION)
+    page.click("[data-submit]")
+    page.locator("[data-notice]:has-text('Saved. Your answer is stored')").wait_for()
+    assert page.locator("text=Nothing waiting").is_visible()
+    page.click("[data-logout]")
+    page.locator("text=Log in to annotate").wait_for()
+    page.goto(f"{live_server.url}/work/")
+    assert "/work/login/" in page.url
+    assert page.errors == []
+
+
+def test_your_work_fits_a_390_pixel_phone(page, live_server, external_submit):
+    origin, _ = external_submit
+    unit = verification_unit(photos=("astronaut", "camera"))
+    page.goto(live_server.url + unit_url(unit, turk_submit_to=origin))
+    page.check("input[value=incorrect]")
+    page.check("input[value=both]")
+    page.fill("#comment", "The caption misses the second photo entirely; " * 3)
+    page.click("[data-submit]")
+    page.wait_for_url(f"{origin}/mturk/externalSubmit")
+    done = Assignment.objects.get()
+    confirmed_by_sync(done)
+    from frontend.tokens import sign_worker
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/work/me/?w={sign_worker(done.worker_id, assignment_id=done.pk)}")
+    page.locator("h1:has-text('Your work')").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(DOCS_SCREENSHOTS / "your-work-390.png"), full_page=True)
+
+
+def test_swagger_ui_works_with_no_network_beyond_this_site(page, live_server):
+    staff = get_user_model().objects.create_user("researcher", password="pw", is_staff=True,
+                                                 is_superuser=True)
+    assert staff.pk
+    outside = []
+
+    def only_this_site(route):
+        if route.request.url.startswith(live_server.url):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_this_site)
+    page.goto(f"{live_server.url}/admin/login/?next=/api/docs/")
+    page.fill("#id_username", "researcher")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.locator(".swagger-ui .info .title:has-text('crowdbench API')").wait_for(timeout=15000)
+    assert page.locator(".opblock").count() > 0
+    assert outside == []
+
+
+def test_give_back_is_on_every_stage_page(page, live_server):
+    from tests.frontend_support import instruction_unit, pairwise_unit
+
+    for unit in (instruction_unit(), caption_unit(), verification_unit(), pairwise_unit()):
+        page.goto(live_server.url + unit_url(unit, assignment_id=f"3ASG{unit.pk:08d}"))
+        assert page.locator("button:has-text('Give this task back')").is_visible(), unit.stage

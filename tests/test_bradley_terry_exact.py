@@ -1,0 +1,103 @@
+"""The Bradley-Terry fit reaches the exact maximum-likelihood ratings (issue 9, fidelity).
+
+The check is an independent Newton solve of the same likelihood written battle by battle (no
+pair aggregation, one model pinned at zero instead of a centring constraint), iterated until the
+step is below rounding.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from annotation import ratings
+
+TOLERANCE_ELO = 1e-8
+
+
+def newton_solve(battles, scale=400.0, base=10.0, initial=1000.0):
+    models = sorted(set(battles["model_a"]) | set(battles["model_b"]))
+    index = {m: i for i, m in enumerate(models)}
+    a = np.array([index[m] for m in battles["model_a"]])
+    b = np.array([index[m] for m in battles["model_b"]])
+    score = battles["winner"].map({"model_a": 1.0, "model_b": 0.0, "tie": 0.5}).to_numpy()
+    c = np.log(base) / scale  # Elo points to natural log-odds
+    free = len(models) - 1  # the last model is pinned at 0
+    theta = np.zeros(len(models))
+    for _ in range(200):
+        p = 1.0 / (1.0 + np.exp(-c * (theta[a] - theta[b])))
+        residual = score - p
+        gradient = np.zeros(len(models))
+        hessian = np.zeros((len(models), len(models)))
+        for i in range(len(score)):
+            gradient[a[i]] += c * residual[i]
+            gradient[b[i]] -= c * residual[i]
+            w = c * c * p[i] * (1.0 - p[i])
+            hessian[a[i], a[i]] -= w
+            hessian[b[i], b[i]] -= w
+            hessian[a[i], b[i]] += w
+            hessian[b[i], a[i]] += w
+        step = np.linalg.solve(hessian[:free, :free], -gradient[:free])
+        theta[:free] += step
+        if np.abs(step).max() < 1e-12:
+            break
+    else:
+        raise AssertionError("the reference Newton solve did not converge")
+    return pd.Series(theta - theta.mean() + initial, index=models)
+
+
+def simulated(strengths, n, seed, tie_rate=0.15):
+    rng = np.random.default_rng(seed)
+    names = np.array(list(strengths))
+    elo = np.array(list(strengths.values()), dtype=float)
+    a = rng.integers(0, len(names), n)
+    b = (a + rng.integers(1, len(names), n)) % len(names)
+    p_a = 1.0 / (1.0 + 10.0 ** ((elo[b] - elo[a]) / 400.0))
+    winner = np.where(rng.random(n) < p_a, "model_a", "model_b")
+    winner = np.where(rng.random(n) < tie_rate, "tie", winner)
+    return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
+
+
+@pytest.mark.parametrize(
+    ("strengths", "n", "seed"),
+    [
+        ({"reference": 1250, "llava": 1100, "adapter": 1060, "owl": 1020, "blip": 970, "panda": 820}, 3000, 1),
+        ({"a": 1000, "b": 990, "c": 700}, 60, 7),
+        ({"x": 1400, "y": 1000, "z": 1010, "w": 600, "v": 1200}, 400, 3),
+    ],
+)
+def test_bradley_terry_equals_independent_newton_solve_within_1e_8(strengths, n, seed):
+    battles = simulated(strengths, n, seed)
+    ours = ratings.bradley_terry(battles).sort_index()
+    exact = newton_solve(battles).sort_index()
+    difference = float((ours - exact).abs().max())
+    print(f"max |BT - Newton| = {difference:.3e} Elo points")
+    assert difference < TOLERANCE_ELO
+
+
+def test_each_bootstrap_round_is_an_exact_fit_of_its_resampled_counts():
+    battles = simulated({"a": 1100, "b": 1000, "c": 950, "d": 900}, 500, seed=5)
+    samples = ratings.bootstrap_bradley_terry_samples(battles, rounds=3, seed=11)
+    # Rebuild round 0's resampled counts exactly as the bootstrap draws them.
+    counts = ratings.pair_counts(battles)
+    cells = np.concatenate([counts.low_wins, counts.ties, counts.high_wins])
+    draw = np.random.default_rng(11).multinomial(int(cells.sum()), cells / cells.sum(), size=3)[0]
+    k = len(counts.low)
+    rows = []
+    for pair in range(k):
+        low, high = counts.models[counts.low[pair]], counts.models[counts.high[pair]]
+        rows += [(low, high, "model_a")] * int(draw[pair])
+        rows += [(low, high, "tie")] * int(draw[k + pair])
+        rows += [(low, high, "model_b")] * int(draw[2 * k + pair])
+    resampled = pd.DataFrame(rows, columns=["model_a", "model_b", "winner"])
+    exact = newton_solve(resampled)
+    assert float((samples.iloc[0][exact.index] - exact).abs().max()) < TOLERANCE_ELO
+
+
+def test_a_model_that_won_every_battle_still_gets_a_finite_rating():
+    battles = pd.DataFrame(
+        [("a", "b", "model_a")] * 5 + [("b", "c", "model_a"), ("c", "b", "model_a")] * 3,
+        columns=["model_a", "model_b", "winner"],
+    )
+    bt = ratings.bradley_terry(battles)
+    assert np.isfinite(bt).all()
+    assert bt.index[0] == "a"

@@ -1,0 +1,70 @@
+"""A crowd study starts with its own platform's defaults, and its pay plan names the fee it used."""
+
+import re
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from mturk import pay
+
+pytestmark = pytest.mark.django_db
+
+
+def field_value(page, name):
+    found = re.search(rf'name="{name}"[^>]*value="([^"]*)"', page) or re.search(
+        rf'value="([^"]*)"[^>]*name="{name}"', page)
+    return found.group(1) if found else ""
+
+
+def test_adding_a_study_asks_for_its_platform_first(admin_client):
+    page = admin_client.get(reverse("admin:mturk_crowdstudy_add")).content.decode()
+    for label in ("MTurk", "CloudResearch", "Prolific", "In-house"):
+        assert f">New {label} study</a>" in page
+
+
+@pytest.mark.parametrize("platform, countries, approval, approved, auto_days", [
+    ("mturk", "US", "98", "1000", "3"),
+    ("prolific", "", "0", "0", "21"),
+    ("cloudresearch", "", "0", "0", "14"),
+])
+def test_a_new_study_starts_with_its_platforms_defaults(admin_client, platform, countries, approval, approved,
+                                                        auto_days):
+    page = admin_client.get(reverse("admin:mturk_crowdstudy_add"), {"platform": platform}).content.decode()
+    assert f'<option value="{platform}" selected>' in page
+    assert field_value(page, "worker_countries") == countries
+    assert field_value(page, "min_approval_rate") == approval
+    assert field_value(page, "min_approved_hits") == approved
+    assert field_value(page, "auto_approval_days") == auto_days
+
+
+def plan_text(platform):
+    plan = pay.plan(platform=platform, stage="caption", tasks=10, estimated_seconds=60, hourly_wage="18.00")
+    return plan, "\n".join(plan.lines())
+
+
+def test_a_prolific_pay_plan_says_it_assumed_prolifics_academic_fee(settings):
+    settings.PLATFORM_FEE_RATES = {}
+    plan, text = plan_text("prolific")
+    assert plan.reward == Decimal("0.30") and plan.fee_per_assignment == Decimal("0.10")
+    assert "Prolific 33.3%, assumed: its academic rate" in text and "PLATFORM_FEE_RATES_JSON" in text
+
+
+def test_a_connect_pay_plan_says_it_assumed_connects_academic_fee(settings):
+    settings.PLATFORM_FEE_RATES = {}
+    plan, text = plan_text("cloudresearch")
+    assert plan.fee_per_assignment == Decimal("0.08")  # 25% of $0.30, rounded to the cent
+    assert "CloudResearch Connect 25.0%, assumed" in text
+
+
+def test_a_configured_fee_is_named_as_configured(settings):
+    settings.PLATFORM_FEE_RATES = {"prolific": 0.428}
+    plan, text = plan_text("prolific")
+    assert plan.fee_per_assignment == Decimal("0.13")
+    assert "Prolific 42.8% from PLATFORM_FEE_RATES_JSON" in text and "assumed" not in text
+
+
+def test_in_house_work_has_no_platform_fee(settings):
+    settings.PLATFORM_FEE_RATES = {}
+    plan, text = plan_text("local")
+    assert plan.fee_per_assignment == Decimal("0.00") and "no platform fee" in text

@@ -1,0 +1,218 @@
+"""Background jobs: the one door they go out of, their leases, their record and the outbox sweep."""
+
+from datetime import timedelta
+
+import psycopg
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from annotation import judge
+from annotation.exceptions import AnnotationError
+from annotation.models import Instance, JudgeRun
+from annotation.preferences import create_study
+from annotation.references import API_KEY_MISSING
+from tasks import outbox
+from tasks.jobs import _lock_ids, job_key
+from tasks.judging import run_judge_job
+from tasks.models import Job
+from tasks.pipeline import generate_reference_job
+from tests.factories import CaptionFactory, InstanceFactory
+from tests.openai_fake import completion
+from tests.scoring_factories import verified_instance, with_responses
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def broker(settings):
+    """The Redis test broker, emptied before and after, as a client to count what was queued."""
+    if connection.vendor != "postgresql" or not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("needs DATABASE_URL for PostgreSQL and CELERY_BROKER_URL for Redis (make test)")
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    client.delete("celery")
+    yield client
+    client.delete("celery")
+
+
+@pytest.fixture
+def other_session():
+    """A second PostgreSQL session, as another worker holding a lease would have."""
+    db = connection.settings_dict
+    with psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
+                         password=db["PASSWORD"] or None, dbname=db["NAME"], autocommit=True) as conn:
+        yield conn
+
+
+def hold_lease(session, kind, number):
+    session.execute("SELECT pg_advisory_lock(%s, %s)", _lock_ids(kind, number))
+
+
+def awaiting_reference(minutes_ago=30):
+    instance = InstanceFactory(status=Instance.Status.AWAITING_REFERENCE)
+    caption = CaptionFactory(instance=instance)
+    Instance.objects.filter(pk=instance.pk).update(
+        current_caption=caption, updated_at=timezone.now() - timedelta(minutes=minutes_ago))
+    return instance
+
+
+def queued_tasks(broker):
+    import json
+
+    return [json.loads(message)["headers"]["task"] for message in broker.lrange("celery", 0, -1)]
+
+
+def one_battle_run():
+    instance = verified_instance()
+    with_responses(instance, "llava", "otter")
+    study = create_study(name="jobs", include_reference=False)
+    return judge.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+
+
+def test_sweep_queues_a_reference_whose_job_was_lost_and_not_again_while_it_is_queued(
+        broker, openai_server):
+    instance = awaiting_reference()
+
+    assert outbox.requeue_owed() == 1
+    assert outbox.requeue_owed() == 0
+
+    assert queued_tasks(broker) == ["tasks.generate_reference"]
+    job = Job.objects.get(key=job_key("tasks.generate_reference", [instance.pk]))
+    assert job.status == Job.Status.QUEUED and job.queued_at is not None
+
+
+def test_sweep_leaves_work_just_made_to_its_own_job(broker, openai_server):
+    awaiting_reference(minutes_ago=0)
+
+    assert outbox.requeue_owed() == 0
+
+
+def test_sweep_sends_at_once_a_job_the_broker_refused(broker, openai_server):
+    instance = awaiting_reference(minutes_ago=0)
+    Job.objects.create(key=job_key("tasks.generate_reference", [instance.pk]),
+                       task="tasks.generate_reference", args=[instance.pk], queued_at=None)
+
+    assert outbox.requeue_owed() == 1
+    assert queued_tasks(broker) == ["tasks.generate_reference"]
+
+
+def test_sweep_leaves_a_failed_job_and_one_another_worker_holds(broker, openai_server,
+                                                                other_session):
+    failed, running = awaiting_reference(), awaiting_reference()
+    Job.objects.create(key=job_key("tasks.generate_reference", [failed.pk]),
+                       task="tasks.generate_reference", args=[failed.pk],
+                       status=Job.Status.FAILED, error="no key", queued_at=timezone.now())
+    hold_lease(other_session, "reference", running.pk)
+
+    assert outbox.requeue_owed() == 0
+    assert queued_tasks(broker) == []
+
+
+def test_sweep_queues_a_judge_run_left_running_by_a_dead_worker(broker, openai_server):
+    run = one_battle_run()
+    JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.RUNNING,
+                                              created_at=timezone.now() - timedelta(hours=1))
+
+    assert outbox.requeue_owed() == 1
+    assert queued_tasks(broker) == ["tasks.run_judge"]
+
+
+def test_second_copy_of_a_reference_job_exits_without_calling_the_model(openai_server,
+                                                                          other_session):
+    instance = awaiting_reference()
+    hold_lease(other_session, "reference", instance.pk)
+
+    generate_reference_job.apply(args=[instance.pk])
+
+    assert openai_server.requests == []
+    assert not instance.references.exists()
+
+
+def test_reference_job_without_a_key_fails_with_the_reason_on_the_dashboard(
+        openai_server, settings, admin_client):
+    settings.OPENAI_API_KEY = ""
+    instance = awaiting_reference()
+
+    generate_reference_job.apply(args=[instance.pk])
+
+    job = Job.objects.get(key=job_key("tasks.generate_reference", [instance.pk]))
+    assert (job.status, job.error) == (Job.Status.FAILED, API_KEY_MISSING)
+    assert openai_server.requests == []
+    page = admin_client.get("/dashboard/").content.decode()
+    assert "Background jobs that failed" in page and "OPENAI_API_KEY is not" in page
+    listing = admin_client.get("/admin/tasks/job/?status=failed").content.decode()
+    assert "OPENAI_API_KEY is not" in listing
+
+
+def test_judge_run_without_a_key_ends_failed_with_the_reason_in_admin_and_dashboard(
+        settings, admin_client):
+    settings.JUDGE_API_KEY = ""
+    run = one_battle_run()
+
+    run_judge_job.apply(args=[run.pk])
+
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.FAILED and "JUDGE_API_KEY" in run.error
+    assert "JUDGE_API_KEY" in admin_client.get("/dashboard/").content.decode()
+    change = admin_client.get(f"/admin/annotation/judgerun/{run.pk}/change/").content.decode()
+    assert "Failed" in change and "JUDGE_API_KEY" in change
+
+
+def test_judge_run_is_judged_in_chunks_with_money_counted_once(judge_server, settings):
+    settings.JUDGE_CHUNK_CALLS = 2  # one battle (two orderings) per chunk
+    instance = verified_instance()
+    with_responses(instance, "llava", "otter", "idefics")
+    study = create_study(name="chunks", include_reference=False)
+    run = judge.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    judge_server.default = completion("Overall, Response A is better.", prompt_tokens=100,
+                                      completion_tokens=10)
+
+    assert judge.start_judge_run(run=run) == [0, 1, 2]
+    assert judge.judge_chunk(run=run, index=1) is False
+    assert judge.unfinished_chunks(run) == [0, 2]
+    judge.judge_chunk(run=run, index=1)  # a second delivery: everything is stored already
+    assert len(judge_server.requests) == 2
+    assert judge.judge_chunk(run=run, index=0) is False
+    assert judge.judge_chunk(run=run, index=2) is True
+    run = judge.finish_judge_run(run=run)
+
+    assert (run.status, run.progress, run.judgements.count()) == (JudgeRun.Status.DONE, "6/6", 6)
+    assert (run.prompt_tokens, run.completion_tokens, len(judge_server.requests)) == (600, 60, 6)
+
+
+@pytest.mark.parametrize("status", [JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING,
+                                    JudgeRun.Status.RETRYING])
+def test_run_again_is_refused_while_the_run_is_in_progress(status, admin_client):
+    run = one_battle_run()
+    JudgeRun.objects.filter(pk=run.pk).update(status=status)
+
+    with pytest.raises(AnnotationError, match="once it has finished or failed"):
+        judge.run_again(run=run)
+    response = admin_client.post("/admin/annotation/judgerun/",
+                                 {"action": "rerun", "_selected_action": [run.pk]}, follow=True)
+    assert "once it has finished or failed" in response.content.decode()
+    run.refresh_from_db()
+    assert run.status == status
+
+
+def test_run_again_queues_a_failed_run_from_the_start(broker):
+    run = one_battle_run()
+    JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.FAILED, error="boom")
+
+    judge.run_again(run=run)
+
+    run.refresh_from_db()
+    assert (run.status, run.error) == (JudgeRun.Status.PENDING, "")
+    assert queued_tasks(broker) == ["tasks.run_judge"]
+
+
+def test_redis_transport_has_an_explicit_visibility_timeout_above_the_longest_retry_wait():
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("the Redis transport's options are set only for a Redis broker")
+    from crowdbench.celery import app
+
+    timeout = app.conf.broker_transport_options["visibility_timeout"]
+    assert timeout == settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    assert timeout > 600 and app.conf.task_acks_late and app.conf.task_reject_on_worker_lost

@@ -1,0 +1,121 @@
+"""The leaderboard as a researcher reads it, in headless Chromium: Elo beside Bradley-Terry, the
+all-images rows, the warning on thin data, the judge's agreement, and figures that load.
+
+The screenshot lands in docs/screenshots/leaderboard.png (the README shows it).
+"""
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation.judge import create_judge_run, run_judge
+from annotation.leaderboard import MIN_MATCHES
+from annotation.models import HumanJudgement, JudgeRun, Stage
+from annotation.preferences import (
+    battle_of,
+    create_study,
+    launch_study,
+    shown_left_for,
+    submit_pairwise_judgement,
+)
+from annotation.queue import next_assignment
+from tests.factories import FamilyFactory, WorkerFactory
+from tests.openai_fake import completion
+from tests.scoring_factories import verified_instance, with_responses
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOT = ROOT / "docs" / "screenshots" / "leaderboard.png"
+CHROMIUM = "/usr/bin/chromium"
+# How often a worker prefers each model in a battle, so the ranking has a shape to read.
+STRENGTH = {"human-verified reference": 0.8, "llava-1.5": 0.6, "instructblip": 0.45, "otter": 0.3}
+
+
+def judged_study(judge_server):
+    families = [FamilyFactory(name="Contextual knowledge of events"), FamilyFactory(name="Art knowledge"),
+                FamilyFactory(name="Spot the difference", is_multi_image=True)]
+    for family, count in zip(families, (3, 2, 2), strict=True):
+        for _ in range(count):
+            with_responses(verified_instance(family=family), "llava-1.5", "instructblip", "otter")
+    study = create_study(name="VisIT-Bench pilot", judgements_per_pair=3)
+    launch_study(study=study)
+    chance = random.Random(7)
+    for _ in range(3):
+        worker = WorkerFactory()
+        while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
+            battle = battle_of(assignment.unit)
+            a, b = battle.response_a.model_name, battle.response_b.model_name
+            prefers_a = chance.random() < STRENGTH[a] / (STRENGTH[a] + STRENGTH[b])
+            # The worker clicks a side; the server drew which side shows A.
+            a_on_left = shown_left_for(assignment=assignment, study=study) == HumanJudgement.ShownLeft.A
+            choice = "left" if prefers_a == a_on_left else "right"
+            submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice=choice)
+    judge_server.default = completion("Both are plausible.\nOverall, Response A is better.")
+    run_judge(run=create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE))
+    return study
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: run scripts/ensure-browser.sh")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
+
+
+def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warnings(
+    browser, live_server, judge_server
+):
+    study = judged_study(judge_server)
+    get_user_model().objects.create_superuser("lead", password="a long password")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+
+    page.goto(f"{live_server.url}/admin/login/?next=/dashboard/")
+    page.fill("#id_username", "lead")
+    page.fill("#id_password", "a long password")
+    page.click("input[type=submit]")
+    page.click(f"text={study.name} >> xpath=ancestor::tr >> text=Leaderboard")
+    page.wait_for_selector("table.leaderboard", timeout=180_000)
+
+    human = page.locator("#board-human")
+    headers = human.locator("table.leaderboard thead th").all_inner_texts()
+    assert headers[2:6] == ["Elo", "95% interval", "Bradley-Terry", "95% interval"]
+    assert human.locator("p.counts").inner_text().startswith("42 battles, 126 judgements")
+    splits = human.locator("table.leaderboard tbody tr td:first-child").all_inner_texts()
+    assert splits.count("All images") == 4 and "Single Image" in splits and "Multiple Images" in splits
+    bt_cells = human.locator("tr.all-images td:nth-child(5)").all_inner_texts()
+    assert all(cell.strip().isdigit() for cell in bt_cells)
+    assert human.locator("p.warning").inner_text().startswith(f"⚠ Fewer than {MIN_MATCHES} matches")
+    assert human.locator("tr.few").count() > 0
+
+    judge = page.locator("section.board").nth(1)
+    assert "Agreement with the crowd majority:" in judge.locator("p.agreement").inner_text()
+    assert page.locator("table.agreement tbody tr").count() == 1
+
+    images = page.locator("img.plot")
+    assert images.count() == 5  # Elo/BT and categories for two boards, agreement for the judge
+    for index in range(images.count()):
+        images.nth(index).scroll_into_view_if_needed()
+        page.wait_for_function("(img) => img.complete && img.naturalWidth > 0", arg=images.nth(index).element_handle(),
+                               timeout=60_000)
+    assert not errors
+    page.evaluate("window.scrollTo(0, 0)")
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    # The title, the crowd's board with its figures, and the start of the judge's board.
+    bottom = judge.bounding_box()["y"] + 160
+    page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": 1280, "height": bottom})
