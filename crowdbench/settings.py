@@ -169,6 +169,9 @@ else:
     # A few times the longest job (a judge chunk, ~10 min), and above the longest retry wait.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS", default=3600 // 2),
+        # kombu looks for such jobs every 10 s but, by default, scans only every tenth look: a
+        # dead worker's job then waited up to 100 s past the timeout. Scanning is one small query.
+        "unacked_restore_throttle": 1,
         # An unreachable broker fails a request's enqueue in seconds, not a TCP timeout.
         "socket_connect_timeout": 5,
         "socket_timeout": 10,
