@@ -7,6 +7,7 @@ state of the judgements, shared with the API), the pictures from annotation.plot
 import re
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import permission_required
 from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -19,6 +20,12 @@ from tasks.models import Job
 _DATA_KEY = re.compile(r"[0-9a-f]{64}")
 
 
+def researcher_view(view):
+    """Staff who may view preference studies, as the API asks (annotation/api/permissions.py): a
+    staff account without that permission reads the crowd's judgements through neither."""
+    return staff_member_required(permission_required("annotation.view_preferencestudy",
+                                                     raise_exception=True)(view))
+
 
 def _criterion(request):
     criterion = request.GET.get("criterion", "overall")
@@ -27,7 +34,7 @@ def _criterion(request):
     return criterion
 
 
-@staff_member_required
+@researcher_view
 def index(request):
     studies = PreferenceStudy.objects.annotate(
         battle_total=Count("battles", distinct=True),
@@ -39,7 +46,7 @@ def index(request):
                   {"studies": studies, "runs": runs, "failed_jobs": failed_jobs})
 
 
-@staff_member_required
+@researcher_view
 def leaderboard(request, study_id):
     study = get_object_or_404(PreferenceStudy, pk=study_id)
     criterion = _criterion(request)
@@ -91,7 +98,7 @@ def _board(request, study_id, judge):
     return board, immutable
 
 
-@staff_member_required
+@researcher_view
 def elo_plot(request, study_id, judge):
     board, immutable = _board(request, study_id, judge)
     table = board.table
@@ -102,7 +109,7 @@ def elo_plot(request, study_id, judge):
                 immutable=immutable)
 
 
-@staff_member_required
+@researcher_view
 def category_plot(request, study_id, judge):
     board, immutable = _board(request, study_id, judge)
     if board.category_table.empty:
@@ -111,7 +118,7 @@ def category_plot(request, study_id, judge):
                 immutable=immutable)
 
 
-@staff_member_required
+@researcher_view
 def agreement_plot(request, study_id, judge):
     study = get_object_or_404(PreferenceStudy, pk=study_id)
     result, immutable = _result(request, study)

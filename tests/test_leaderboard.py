@@ -2,6 +2,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
@@ -47,6 +48,7 @@ def judged_study(judge_server):
 @pytest.fixture
 def staff_client(client):
     user = get_user_model().objects.create_user("researcher", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_preferencestudy"))
     client.force_login(user)
     return client
 
@@ -85,6 +87,13 @@ def test_judge_agreement_with_the_crowd_is_on_the_judge_board(judged_study, staf
     page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
     board = page[page.index(f'id="board-run-{run.pk}"'):]
     assert "Agreement with the crowd majority:" in board[: board.index("</section>")]
+
+
+def test_staff_without_the_study_permission_see_neither_dashboard_nor_api(judged_study, client):
+    study, _ = judged_study
+    client.force_login(get_user_model().objects.create_user("guest", password="pw", is_staff=True))
+    assert client.get(reverse("dashboard:leaderboard", args=[study.pk])).status_code == 403
+    assert client.get(f"/api/studies/{study.pk}/leaderboard/").status_code == 403
 
 
 def test_dashboard_and_api_show_one_stored_computation(judged_study, staff_client):
