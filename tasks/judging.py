@@ -1,10 +1,10 @@
 """Background jobs of LLM judging: a start job, one job per chunk of battles, and a finish job.
 
-Each loads the run and calls one service of annotation/judge.py under a lease, so a second
+Each loads the run and calls one service of annotation/judging/prompts.py under a lease, so a second
 delivery of the same job exits at once. A retry resumes: answers already received are stored.
 """
 
-from annotation import judge
+from annotation.judging import prompts as judge
 from annotation.models import JudgeRun
 from crowdbench.celery import app
 from tasks.jobs import JOB_OPTIONS, enqueue, lease

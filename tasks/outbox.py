@@ -10,7 +10,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from annotation import judge, services
+from annotation import services
+from annotation.judging import prompts as judge
 from annotation.models import Instance, JudgeRun, Snapshot, StageConfig
 from annotation.references import reference_model_configured
 from crowdbench.celery import app

@@ -14,8 +14,8 @@ import redis
 from django.db import connection
 from django.test import Client
 
-from annotation import judge
-from annotation.judge import request_sha256
+from annotation.judging import prompts as judge
+from annotation.judging.prompts import request_sha256
 from annotation.models import Caption, Instance, JudgeCall, JudgeRun, Reference
 from annotation.preferences import create_study
 from crowdbench.celery import app

@@ -9,8 +9,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from annotation import judge
 from annotation.exceptions import AnnotationError
+from annotation.judging import prompts as judge
 from annotation.models import Instance, JudgeRun
 from annotation.preferences import create_study
 from annotation.references import API_KEY_MISSING

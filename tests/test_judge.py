@@ -3,7 +3,7 @@ from decimal import Decimal
 import pytest
 
 from annotation.exceptions import AnnotationError
-from annotation.judge import (
+from annotation.judging.prompts import (
     EXTRACTION_SYSTEM,
     REFERENCE_BACKED_SYSTEM,
     REFERENCE_FREE_SYSTEM,

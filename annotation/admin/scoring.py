@@ -9,11 +9,12 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation import judge, preferences
+from annotation import preferences
 from annotation.admin.pipeline import family_sheets
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_study_action, study_workflow
 from annotation.exceptions import AnnotationError
+from annotation.judging import prompts as judge
 from annotation.models import (
     Battle,
     HumanJudgement,

@@ -16,9 +16,10 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 
-from annotation import judge, preferences, references, services, snapshots
+from annotation import preferences, references, services, snapshots
 from annotation.admin.worker_check import no_worker_warning, say_if_jobs_will_wait
 from annotation.exceptions import AnnotationError
+from annotation.judging import prompts as judge
 from annotation.models import (
     HumanJudgement,
     Instance,
