@@ -6,11 +6,10 @@ instruction, with the paper's prompt. Crowd verifiers then judge its answer agai
 
 import hashlib
 import logging
-from decimal import Decimal
 
 from django.conf import settings
-from openai import OpenAI
 
+from annotation import llm
 from annotation.exceptions import AnnotationError
 from annotation.models import Instance, Reference
 from annotation.services import store_reference
@@ -23,16 +22,10 @@ NOT_CONFIGURED_MESSAGE = (
     "is served by an OpenAI-compatible server other than OpenAI's (e.g. http://127.0.0.1:8001/v1); "
     "then restart the web server and the worker. Until then, paste references by hand."
 )
-API_KEY_MISSING = (
-    "OPENAI_REFERENCE_MODEL is set but OPENAI_API_KEY is not. Set OPENAI_API_KEY (any non-empty "
-    "value for a local server that checks no key) and restart the web server and the worker."
-)
 
 _INSTRUCTION = (
     "Now, briefly follow this instruction, and you can add a short explanation: '{}'. Response:"
 )
-
-ONE_MILLION = Decimal(1_000_000)
 
 
 def reference_prompt(*, instruction, captions):
@@ -53,16 +46,6 @@ def reference_prompt(*, instruction, captions):
 
 def reference_model_configured():
     return bool(settings.OPENAI_REFERENCE_MODEL)
-
-
-def reference_cost_usd(*, model, prompt_tokens, completion_tokens):
-    """Cost from OPENAI_PRICES (USD per million tokens); None when the model or usage is unknown."""
-    price = settings.OPENAI_PRICES.get(model)
-    if price is None or prompt_tokens is None or completion_tokens is None:
-        return None
-    input_price, output_price = (Decimal(str(p)) for p in price)
-    cost = (prompt_tokens * input_price + completion_tokens * output_price) / ONE_MILLION
-    return cost.quantize(Decimal("0.000001"))
 
 
 def generate_reference(*, instance):
@@ -92,17 +75,10 @@ def generate_reference(*, instance):
         return None
     if caption is None:
         raise AnnotationError(f"Instance #{instance.pk} has no caption to prompt the model with.")
-    if not settings.OPENAI_API_KEY:
-        raise AnnotationError(API_KEY_MISSING)
 
     # Two jobs for one instance running at the same moment may both call the model; the unique
     # constraint on (instance, model, prompt_sha256) still keeps a single reference.
-    with OpenAI(
-        api_key=settings.OPENAI_API_KEY,
-        base_url=settings.OPENAI_BASE_URL,
-        max_retries=settings.OPENAI_MAX_RETRIES,
-        timeout=settings.OPENAI_TIMEOUT_SECONDS,
-    ) as client:
+    with llm.reference_client() as client:
         response = client.chat.completions.create(
             model=model,
             messages=[{"role": "user", "content": prompt}],
@@ -127,6 +103,6 @@ def generate_reference(*, instance):
         raw_output=response.model_dump(mode="json"),
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost_usd=reference_cost_usd(model=model, prompt_tokens=prompt_tokens,
-                                    completion_tokens=completion_tokens),
+        cost_usd=llm.cost_usd(model=model, prompt_tokens=prompt_tokens,
+                              completion_tokens=completion_tokens),
     )

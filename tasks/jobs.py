@@ -12,7 +12,6 @@ import logging
 import zlib
 from contextlib import contextmanager
 
-import openai
 from celery import Task
 from django.conf import settings
 from django.db import (
@@ -25,22 +24,16 @@ from django.db import (
 )
 from django.utils import timezone
 
+from annotation import llm
 from annotation.exceptions import AnnotationError
 from crowdbench.celery import app
 from tasks.models import Job
 
 logger = logging.getLogger(__name__)
 
-# Errors that a later attempt may not meet: the model's rate limits and outages (which the openai
-# client has already retried within the call) and a lost or restarting database.
-TRANSIENT_ERRORS = (
-    openai.RateLimitError,
-    openai.APIConnectionError,
-    openai.APITimeoutError,
-    openai.InternalServerError,
-    OperationalError,
-    InterfaceError,
-)
+# Errors that a later attempt may not meet: the model's (annotation/llm.py) and a lost or
+# restarting database.
+TRANSIENT_ERRORS = (*llm.TRANSIENT_ERRORS, OperationalError, InterfaceError)
 
 
 def job_key(name, args):

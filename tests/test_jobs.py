@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
 from annotation.judging import prompts as judge
+from annotation.llm import REFERENCE_KEY_MISSING
 from annotation.models import Instance, JudgeRun
 from annotation.preferences import create_study
-from annotation.references import API_KEY_MISSING
 from tasks import outbox
 from tasks.jobs import _lock_ids, job_key
 from tasks.judging import run_judge_job
@@ -138,7 +138,7 @@ def test_reference_job_without_a_key_fails_with_the_reason_on_the_dashboard(
     generate_reference_job.apply(args=[instance.pk])
 
     job = Job.objects.get(key=job_key("tasks.generate_reference", [instance.pk]))
-    assert (job.status, job.error) == (Job.Status.FAILED, API_KEY_MISSING)
+    assert (job.status, job.error) == (Job.Status.FAILED, REFERENCE_KEY_MISSING)
     assert openai_server.requests == []
     page = admin_client.get("/dashboard/").content.decode()
     assert "Background jobs that failed" in page and "OPENAI_API_KEY is not" in page

@@ -28,11 +28,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
-from openai import OpenAI
 
+from annotation import llm
 from annotation.exceptions import AnnotationError
 from annotation.models import CHIRP_CRITERIA, JudgeCall, Judgement, JudgeRun
-from annotation.references import reference_cost_usd
 
 logger = logging.getLogger(__name__)
 
@@ -372,10 +371,6 @@ def answer_text(response):
 # --- running a judge -----------------------------------------------------------------------------
 
 
-def judge_model_configured():
-    return bool(settings.JUDGE_MODEL)
-
-
 def base_url_label():
     """Where the judge runs, for the record: the server's origin and never a key."""
     if not settings.JUDGE_BASE_URL:
@@ -444,30 +439,6 @@ def _plan(run, battles):
     return items
 
 
-def _client():
-    if not settings.JUDGE_API_KEY:
-        raise AnnotationError(
-            "JUDGE_API_KEY (or OPENAI_API_KEY) is not set; the judge cannot call "
-            "its model. Set any non-empty value for a local server."
-        )
-    # The client retries rate limits and server errors itself, honouring retry-after, with backoff.
-    return OpenAI(
-        api_key=settings.JUDGE_API_KEY,
-        base_url=settings.JUDGE_BASE_URL,
-        max_retries=settings.OPENAI_MAX_RETRIES,
-        timeout=settings.OPENAI_TIMEOUT_SECONDS,
-    )
-
-
-def _cost(model, prompt_tokens, completion_tokens, via_batch):
-    cost = reference_cost_usd(
-        model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-    ) or Decimal(0)
-    if via_batch:
-        cost *= Decimal(str(settings.JUDGE_BATCH_PRICE_FACTOR))
-    return cost
-
-
 def _store_call(run, sha, request, response, *, via_batch=False):
     """Cache one answer as paid for by this run; the run's counters move in the same transaction,
     so a kill between the two can neither lose the tokens nor count them twice."""
@@ -482,7 +453,10 @@ def _store_call(run, sha, request, response, *, via_batch=False):
                 response=response,
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
-                cost_usd=_cost(request["model"], prompt_tokens, completion_tokens, via_batch),
+                cost_usd=llm.cost_usd(
+                    model=request["model"], prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens, via_batch=via_batch,
+                ) or Decimal(0),
                 via_batch=via_batch,
                 run=run,
             )
@@ -684,7 +658,7 @@ def start_judge_run(*, run):
     run = JudgeRun.objects.select_related("study").get(pk=run.pk)
     if run.status not in ACTIVE_STATUSES:
         return []
-    _client().close()
+    llm.judge_client().close()
     JudgeRun.objects.filter(pk=run.pk).update(
         status=JudgeRun.Status.RUNNING, started_at=run.started_at or timezone.now(), error=""
     )
@@ -708,7 +682,7 @@ def judge_chunk(*, run, index):
                             "response_b")
             .prefetch_related("instance__instanceimage_set__image")
         )
-        with _client() as client:
+        with llm.judge_client() as client:
             items = _plan(run, battles)
             primary = [request for item in items for request in item.requests]
             calls = _answer_all(run, client, primary)

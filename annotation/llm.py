@@ -1,0 +1,71 @@
+"""The one door to language models: an OpenAI-compatible client, what its tokens cost, and which
+of its failures a later attempt may not meet.
+
+References (paper §2.1) and the judge (§4) may be served by different servers, so each reads its
+own settings (OPENAI_* and JUDGE_*), but both are the same client with the same retries.
+"""
+
+from decimal import Decimal
+
+import openai
+from django.conf import settings
+
+from annotation.exceptions import AnnotationError
+
+REFERENCE_KEY_MISSING = (
+    "OPENAI_REFERENCE_MODEL is set but OPENAI_API_KEY is not. Set OPENAI_API_KEY (any non-empty "
+    "value for a local server that checks no key) and restart the web server and the worker."
+)
+JUDGE_KEY_MISSING = (
+    "JUDGE_API_KEY (or OPENAI_API_KEY) is not set; the judge cannot call "
+    "its model. Set any non-empty value for a local server."
+)
+
+# What a job may retry later: the model's rate limits and outages, once the client's own retries
+# within the call are spent.
+TRANSIENT_ERRORS = (
+    openai.RateLimitError,
+    openai.APIConnectionError,
+    openai.APITimeoutError,
+    openai.InternalServerError,
+)
+
+ONE_MILLION = Decimal(1_000_000)
+
+
+def client(*, api_key, base_url, missing_key):
+    """A client for the server at `base_url`; `missing_key` is the researcher's message when no
+    key is set, raised before any request is made."""
+    if not api_key:
+        raise AnnotationError(missing_key)
+    # The client retries rate limits and server errors itself, honouring retry-after, with backoff.
+    return openai.OpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=settings.OPENAI_MAX_RETRIES,
+        timeout=settings.OPENAI_TIMEOUT_SECONDS,
+    )
+
+
+def reference_client():
+    return client(api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL,
+                  missing_key=REFERENCE_KEY_MISSING)
+
+
+def judge_client():
+    return client(api_key=settings.JUDGE_API_KEY, base_url=settings.JUDGE_BASE_URL,
+                  missing_key=JUDGE_KEY_MISSING)
+
+
+def cost_usd(*, model, prompt_tokens, completion_tokens, via_batch=False):
+    """Cost from OPENAI_PRICES (USD per million tokens), times JUDGE_BATCH_PRICE_FACTOR for the
+    Batch API; None when the model or usage is unknown."""
+    price = settings.OPENAI_PRICES.get(model)
+    if price is None or prompt_tokens is None or completion_tokens is None:
+        return None
+    input_price, output_price = (Decimal(str(p)) for p in price)
+    cost = (prompt_tokens * input_price + completion_tokens * output_price) / ONE_MILLION
+    cost = cost.quantize(Decimal("0.000001"))
+    if via_batch:
+        cost *= Decimal(str(settings.JUDGE_BATCH_PRICE_FACTOR))
+    return cost
