@@ -8,7 +8,7 @@ battles have a row per battle, its orderings combined by the VisIT-Bench tie rul
 
 import pandas as pd
 
-from annotation.judging.prompts import combine_orderings
+from annotation.judging.parsing import combine_orderings
 from annotation.models import (
     CHIRP_CRITERIA,
     HumanJudgement,

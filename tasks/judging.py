@@ -1,17 +1,18 @@
 """Background jobs of LLM judging: a start job, one job per chunk of battles, and a finish job.
 
-Each loads the run and calls one service of annotation/judging/prompts.py under a lease, so a second
-delivery of the same job exits at once. A retry resumes: answers already received are stored.
+Each loads the run and calls one service of annotation/judging/runner.py under a lease, so a
+second delivery of the same job exits at once. A retry resumes: answers already received are
+stored.
 """
 
-from annotation.judging import prompts as judge
+from annotation.judging import runner
 from annotation.models import JudgeRun
 from crowdbench.celery import app
 from tasks.jobs import JOB_OPTIONS, enqueue, lease
 
 # A run shows what its jobs are going through: "retrying" with the cause, "failed" with the reason.
 _RUN_STATUS = {**JOB_OPTIONS, "on_status": staticmethod(lambda args, status, error:
-                                                        judge.record_job_status(args[0], status, error))}
+                                                        runner.record_job_status(args[0], status, error))}
 
 
 def _run(run_id):
@@ -24,7 +25,7 @@ def run_judge_job(run_id):
         run = _run(run_id)
         if not mine or run is None:
             return None
-        chunks = judge.start_judge_run(run=run)
+        chunks = runner.start_judge_run(run=run)
         for index in chunks:
             enqueue("tasks.judge_chunk", run_id, index)
         if not chunks:
@@ -38,7 +39,7 @@ def judge_chunk_job(run_id, index):
         run = _run(run_id)
         if not mine or run is None:
             return None
-        if judge.judge_chunk(run=run, index=index):
+        if runner.judge_chunk(run=run, index=index):
             enqueue("tasks.finish_judge_run", run_id)
         return index
 
@@ -49,4 +50,4 @@ def finish_judge_run_job(run_id):
         run = _run(run_id)
         if not mine or run is None:
             return None
-        return judge.finish_judge_run(run=run).status
+        return runner.finish_judge_run(run=run).status

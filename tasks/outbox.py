@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from annotation import services
-from annotation.judging import prompts as judge
+from annotation.judging.runner import ACTIVE_STATUSES
 from annotation.models import Instance, JudgeRun, Snapshot, StageConfig
 from annotation.references import reference_model_configured
 from crowdbench.celery import app
@@ -33,7 +33,7 @@ def owed_jobs():
         if services.units_owed(family=config.family, stage=config.stage):
             owed.append(("tasks.create_work_units", (config.family_id, config.stage), None, None,
                          config.launched_at))
-    runs = JudgeRun.objects.filter(status__in=judge.ACTIVE_STATUSES)
+    runs = JudgeRun.objects.filter(status__in=ACTIVE_STATUSES)
     owed += [("tasks.run_judge", (pk,), "judge_run", pk, since)
              for pk, since in runs.values_list("pk", "created_at")]
     snapshots = Snapshot.objects.filter(status__in=(Snapshot.Status.PENDING, Snapshot.Status.RUNNING))

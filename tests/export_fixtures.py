@@ -2,7 +2,7 @@
 
 import pytest
 
-from annotation.judging.prompts import create_judge_run, run_judge
+from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import CHIRP_CRITERIA, JudgeRun, Stage
 from annotation.preferences import create_study, launch_study, submit_pairwise_judgement
 from annotation.queue import next_assignment

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.judging.prompts import create_judge_run
+from annotation.judging.runner import create_judge_run
 from annotation.models import InstructionFamily, JudgeRun, SeedImage, Stage, StageConfig
 from annotation.preferences import create_study, launch_study
 from fixtures.demo import IMAGES

@@ -12,7 +12,7 @@ from django.utils import timezone
 from PIL import Image
 
 from annotation.admin.worker_check import NO_WORKER_MESSAGE
-from annotation.judging.prompts import create_judge_run
+from annotation.judging.runner import create_judge_run
 from annotation.models import (
     Assignment,
     Battle,

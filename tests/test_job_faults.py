@@ -14,8 +14,8 @@ import redis
 from django.db import connection
 from django.test import Client
 
-from annotation.judging import prompts as judge
 from annotation.judging.prompts import request_sha256
+from annotation.judging.runner import create_judge_run
 from annotation.models import Caption, Instance, JudgeCall, JudgeRun, Reference
 from annotation.preferences import create_study
 from crowdbench.celery import app
@@ -45,7 +45,7 @@ def queued_run():
     instance = verified_instance()
     with_responses(instance, *MODELS)
     study = create_study(name="faults", include_reference=False)
-    run = judge.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    run = create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
     app.send_task("tasks.run_judge", args=[run.pk])
     return run
 

@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
-from annotation.judging import prompts as judge
+from annotation.judging import progress, runner
 from annotation.llm import REFERENCE_KEY_MISSING
 from annotation.models import Instance, JudgeRun
 from annotation.preferences import create_study
@@ -68,7 +68,7 @@ def one_battle_run():
     instance = verified_instance()
     with_responses(instance, "llava", "otter")
     study = create_study(name="jobs", include_reference=False)
-    return judge.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    return runner.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
 
 
 def test_sweep_queues_a_reference_whose_job_was_lost_and_not_again_while_it_is_queued(
@@ -165,18 +165,18 @@ def test_judge_run_is_judged_in_chunks_with_money_counted_once(judge_server, set
     instance = verified_instance()
     with_responses(instance, "llava", "otter", "idefics")
     study = create_study(name="chunks", include_reference=False)
-    run = judge.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    run = runner.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
     judge_server.default = completion("Overall, Response A is better.", prompt_tokens=100,
                                       completion_tokens=10)
 
-    assert judge.start_judge_run(run=run) == [0, 1, 2]
-    assert judge.judge_chunk(run=run, index=1) is False
-    assert judge.unfinished_chunks(run) == [0, 2]
-    judge.judge_chunk(run=run, index=1)  # a second delivery: everything is stored already
+    assert runner.start_judge_run(run=run) == [0, 1, 2]
+    assert runner.judge_chunk(run=run, index=1) is False
+    assert progress.unfinished_chunks(run) == [0, 2]
+    runner.judge_chunk(run=run, index=1)  # a second delivery: everything is stored already
     assert len(judge_server.requests) == 2
-    assert judge.judge_chunk(run=run, index=0) is False
-    assert judge.judge_chunk(run=run, index=2) is True
-    run = judge.finish_judge_run(run=run)
+    assert runner.judge_chunk(run=run, index=0) is False
+    assert runner.judge_chunk(run=run, index=2) is True
+    run = runner.finish_judge_run(run=run)
 
     assert (run.status, run.progress, run.judgements.count()) == (JudgeRun.Status.DONE, "6/6", 6)
     assert (run.prompt_tokens, run.completion_tokens, len(judge_server.requests)) == (600, 60, 6)
@@ -189,7 +189,7 @@ def test_run_again_is_refused_while_the_run_is_in_progress(status, admin_client)
     JudgeRun.objects.filter(pk=run.pk).update(status=status)
 
     with pytest.raises(AnnotationError, match="once it has finished or failed"):
-        judge.run_again(run=run)
+        runner.run_again(run=run)
     response = admin_client.post("/admin/annotation/judgerun/",
                                  {"action": "rerun", "_selected_action": [run.pk]}, follow=True)
     assert "once it has finished or failed" in response.content.decode()
@@ -201,7 +201,7 @@ def test_run_again_queues_a_failed_run_from_the_start(broker):
     run = one_battle_run()
     JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.FAILED, error="boom")
 
-    judge.run_again(run=run)
+    runner.run_again(run=run)
 
     run.refresh_from_db()
     assert (run.status, run.error) == (JudgeRun.Status.PENDING, "")

@@ -3,17 +3,14 @@ from decimal import Decimal
 import pytest
 
 from annotation.exceptions import AnnotationError
+from annotation.judging.parsing import combine_orderings, parse_overall, parse_prometheus
 from annotation.judging.prompts import (
     EXTRACTION_SYSTEM,
     REFERENCE_BACKED_SYSTEM,
     REFERENCE_FREE_SYSTEM,
     VISION_CRITERIA,
-    combine_orderings,
-    create_judge_run,
-    parse_overall,
-    parse_prometheus,
-    run_judge,
 )
+from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import JudgeCall, JudgeRun
 from annotation.preferences import create_study
 from annotation.selectors_scoring import judge_battles, judge_rubric_scores

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.judging.prompts import create_judge_run, run_judge
+from annotation.judging.runner import create_judge_run, run_judge
 from annotation.leaderboard import MIN_MATCHES
 from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, LeaderboardResult, Stage
 from annotation.preferences import create_study, launch_study, submit_pairwise_judgement

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.judging.prompts import create_judge_run, run_judge
+from annotation.judging.runner import create_judge_run, run_judge
 from annotation.leaderboard import MIN_MATCHES
 from annotation.models import HumanJudgement, JudgeRun, Stage
 from annotation.preferences import (

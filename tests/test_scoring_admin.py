@@ -2,7 +2,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from annotation.judging.prompts import create_judge_run
+from annotation.judging.runner import create_judge_run
 from annotation.models import JudgeRun, ModelResponse
 from annotation.preferences import create_study
 from tests.scoring_factories import verified_instance, with_responses

@@ -14,7 +14,7 @@ from annotation.admin.pipeline import family_sheets
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_study_action, study_workflow
 from annotation.exceptions import AnnotationError
-from annotation.judging import prompts as judge
+from annotation.judging.runner import create_judge_run, run_again
 from annotation.models import (
     Battle,
     HumanJudgement,
@@ -109,7 +109,7 @@ def _judge_action(mode):
         queued = False
         for study in queryset:
             try:
-                run = judge.create_judge_run(study=study, mode=mode)
+                run = create_judge_run(study=study, mode=mode)
             except AnnotationError as error:
                 modeladmin.message_user(request, str(error), messages.ERROR)
                 continue
@@ -307,7 +307,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
         queued = 0
         for run in queryset:
             try:
-                judge.run_again(run=run)
+                run_again(run=run)
             except AnnotationError as error:
                 self.message_user(request, str(error), messages.ERROR)
                 continue

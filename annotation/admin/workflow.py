@@ -19,7 +19,7 @@ from django.urls import reverse
 from annotation import preferences, references, services, snapshots
 from annotation.admin.worker_check import no_worker_warning, say_if_jobs_will_wait
 from annotation.exceptions import AnnotationError
-from annotation.judging import prompts as judge
+from annotation.judging.runner import create_judge_run
 from annotation.models import (
     HumanJudgement,
     Instance,
@@ -509,7 +509,7 @@ def perform_study_action(*, study, key, user):
         preferences.launch_study(study=study)
         return f"“{study.name}” launched: its battles are in the annotators' queue.", False
     if key == "run_judge":
-        run = judge.create_judge_run(study=study, mode=WORKFLOW_JUDGE_MODE)
+        run = create_judge_run(study=study, mode=WORKFLOW_JUDGE_MODE)
         enqueue("tasks.run_judge", run.pk)
         return f"Judge run #{run.pk} ({run.engine}) queued.", True
     if key == "build_snapshot":

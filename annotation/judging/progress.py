@@ -1,0 +1,81 @@
+"""What a judge run owes and what it has done, read back from the stored judgements and calls.
+
+A background run is a start job, one job per chunk of battles and a finish job
+(tasks/judging.py), each under its own lease, so no job runs longer than a chunk and a second
+delivery of any of them exits at once.
+"""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Count, Sum
+
+from annotation.models import CHIRP_CRITERIA, JudgeCall, Judgement, JudgeRun
+
+
+def criteria(run):
+    """CHIRP's criteria a run asks about: all of them for a vision judge of a study that wants
+    them, else overall alone."""
+    if run.mode == JudgeRun.Mode.VISION and run.study.with_criteria:
+        return CHIRP_CRITERIA
+    return CHIRP_CRITERIA[:1]
+
+
+def _judgements_per_battle(run):
+    return 1 if run.mode == JudgeRun.Mode.PROMETHEUS else 2 * len(criteria(run))
+
+
+def _calls_per_battle(run):
+    # Prometheus asks twice for its one judgement: once per response.
+    return 2 if run.mode == JudgeRun.Mode.PROMETHEUS else _judgements_per_battle(run)
+
+
+def battles_per_chunk(run):
+    return max(1, settings.JUDGE_CHUNK_CALLS // _calls_per_battle(run))
+
+
+def _battle_ids(run):
+    return list(run.study.battles.order_by("pk").values_list("pk", flat=True))
+
+
+def chunks(run):
+    ids, size = _battle_ids(run), battles_per_chunk(run)
+    return [ids[start:start + size] for start in range(0, len(ids), size)]
+
+
+def unfinished_chunks(run):
+    """Indexes of the chunks with a judgement still missing."""
+    stored = dict(
+        Judgement.objects.filter(run=run).values("battle_id").annotate(n=Count("pk"))
+        .values_list("battle_id", "n")
+    )
+    expected = _judgements_per_battle(run)
+    return [
+        index for index, ids in enumerate(chunks(run))
+        if any(stored.get(battle_id, 0) < expected for battle_id in ids)
+    ]
+
+
+def refresh_counters(run):
+    """A run's progress, tokens and cost, derived from the calls it paid for and the judgements it
+    stored: recounting after a restart gives the same figures, never a double count."""
+    paid = JudgeCall.objects.filter(run=run).aggregate(
+        n=Count("pk"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
+        cost=Sum("cost_usd"),
+    )
+    judgements = Judgement.objects.filter(run=run)
+    used = set()
+    for field_name in ("call", "fallback_call", "call_b"):
+        used.update(judgements.exclude(**{f"{field_name}__isnull": True})
+                    .values_list(f"{field_name}_id", flat=True))
+    cached = JudgeCall.objects.filter(pk__in=used).exclude(run=run).count()
+    fallback = judgements.exclude(fallback_call__isnull=True).values("fallback_call").distinct().count()
+    JudgeRun.objects.filter(pk=run.pk).update(
+        total_calls=len(_battle_ids(run)) * _calls_per_battle(run) + fallback,
+        done_calls=paid["n"] + cached,
+        cached_calls=cached,
+        fallback_calls=fallback,
+        prompt_tokens=paid["prompt"] or 0,
+        completion_tokens=paid["completion"] or 0,
+        cost_usd=paid["cost"] or Decimal(0),
+    )
