@@ -1,36 +1,35 @@
+"""The VisIT-Bench pipeline as data (paper §2.1, Fig. 3; §4), one module per part of the flow.
+
+An instruction family is curated by researchers from images (families); crowd workers (workers)
+lease work units of a stage (work) to write instances (instances) and, from those,
+instruction-conditioned captions, candidate references from a model and their verifications
+(collection). Model responses to verified instances meet in battles that the crowd judges
+(preferences) and LLM judges judge (judging); judgements are scored (scoring) and frozen into
+datasets (datasets).
+
+Modules import only those earlier in the flow: workers, families, instances, work, collection,
+preferences, judging, scoring, datasets. A field pointing later in the flow names its model by a
+string, so no two modules import each other.
+"""
+
+from annotation.models.collection import Caption, InstructionSubmission, Reference, Verification
+from annotation.models.datasets import ImportedRow, ImportedSheet, Snapshot
+from annotation.models.families import ImageAsset, InstructionFamily, SeedImage
+from annotation.models.instances import Instance, InstanceImage, multi_image_q
+from annotation.models.judging import JudgeCall, Judgement, JudgeRun
 from annotation.models.preferences import (
     CHIRP_CRITERIA,
     REFERENCE_MODEL_NAME,
-    Assignment,
-    AssignmentQuerySet,
     Battle,
-    Caption,
     HumanJudgement,
-    ImageAsset,
-    ImportedRow,
-    ImportedSheet,
-    Instance,
-    InstanceImage,
-    InstructionFamily,
-    InstructionSubmission,
-    JudgeCall,
-    Judgement,
-    JudgeRun,
-    LeaderboardResult,
     ModelResponse,
     PreferenceStudy,
-    Reference,
     Rubric,
-    SeedImage,
     Side,
-    Snapshot,
-    Stage,
-    StageConfig,
-    Verification,
-    Worker,
-    WorkUnit,
-    multi_image_q,
 )
+from annotation.models.scoring import LeaderboardResult
+from annotation.models.work import Assignment, AssignmentQuerySet, Stage, StageConfig, WorkUnit
+from annotation.models.workers import Worker
 
 __all__ = [
     "CHIRP_CRITERIA",

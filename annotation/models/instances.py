@@ -1,0 +1,85 @@
+"""Instances: the benchmark's items, image(s) and an instruction of a family."""
+
+from django.db import models
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import GreaterThan
+
+from annotation.models.families import ImageAsset, InstructionFamily
+from annotation.models.workers import Worker
+
+
+class Instance(models.Model):
+    """One benchmark item: image(s) and an instruction of a family, and where it is in the pipeline."""
+
+    class Status(models.TextChoices):
+        AWAITING_CAPTION = "awaiting_caption", "Awaiting caption"
+        AWAITING_REFERENCE = "awaiting_reference", "Awaiting reference"
+        AWAITING_VERIFICATION = "awaiting_verification", "Awaiting verification"
+        VERIFIED = "verified", "Verified"
+        DISCARDED = "discarded", "Discarded"
+
+    family = models.ForeignKey(InstructionFamily, on_delete=models.PROTECT, related_name="instances")
+    instruction = models.TextField()
+    images = models.ManyToManyField(ImageAsset, through="InstanceImage", related_name="instances")
+    author = models.ForeignKey(Worker, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="instructions_written")
+    status = models.CharField(max_length=30, choices=Status.choices, default=Status.AWAITING_CAPTION,
+                              db_index=True)
+    current_caption = models.ForeignKey("Caption", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
+    # Kept from imported sheets so a published dataset round-trips unchanged.
+    reference_output = models.TextField(blank=True)
+    public_images_metadata = models.JSONField(default=dict, blank=True)
+    imported_from = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"#{self.pk} {self.family.name}: {self.instruction[:60]}"
+
+    @property
+    def is_multi_image(self):
+        """In Python what `multi_image_q` says in SQL; uses prefetched images when there are any."""
+        return self.family.is_multi_image or len(self.instanceimage_set.all()) > 1
+
+    def ordered_images(self):
+        return [link.image for link in self.instanceimage_set.select_related("image")]
+
+
+def multi_image_q(instance_path=""):
+    """Multi-image as the benchmark counts it everywhere (Table 2, the two published sheets, the
+    leaderboard's columns, the API filter): the family says so, or the instance has several images.
+
+    `instance_path` is the lookup from the queried model to its instance ("" for Instance).
+    """
+    prefix = f"{instance_path}__" if instance_path else ""
+    image_count = (
+        InstanceImage.objects.filter(instance=OuterRef(instance_path or "pk"))
+        .order_by()
+        .values("instance")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Q(**{f"{prefix}family__is_multi_image": True}) | Q(
+        GreaterThan(Coalesce(Subquery(image_count), 0), 1)
+    )
+
+
+class InstanceImage(models.Model):
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE)
+    image = models.ForeignKey(ImageAsset, on_delete=models.PROTECT)
+    position = models.PositiveSmallIntegerField(default=0)
+    blip2_caption = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "position"], name="instance_image_position_unique"),
+        ]
+
+    def __str__(self):
+        return f"Image {self.position + 1} of instance #{self.instance_id}"

@@ -1,0 +1,29 @@
+"""Scores computed from judgements and kept."""
+
+from django.db import models
+
+from annotation.models.preferences import PreferenceStudy
+
+
+class LeaderboardResult(models.Model):
+    """A study's leaderboard as computed once (annotation/leaderboard.py), kept so the dashboard,
+    its figures, the API and the command all show the same numbers without rerunning the
+    bootstrap. ``data_key`` is a hash of the judgements it was computed from and the parameters,
+    so a new or changed judgement makes a new key and the stored result is simply not found."""
+
+    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="leaderboard_results")
+    criterion = models.CharField(max_length=40)
+    rounds = models.PositiveIntegerField()
+    data_key = models.CharField(max_length=64)
+    result = models.JSONField()
+    computed_at = models.DateTimeField(auto_now_add=True)
+    seconds = models.FloatField(help_text="How long the computation took.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "criterion", "rounds", "data_key"],
+                                    name="leaderboard_result_unique_per_data"),
+        ]
+
+    def __str__(self):
+        return f"Leaderboard of {self.study} ({self.criterion}, {self.rounds} rounds)"

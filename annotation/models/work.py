@@ -1,0 +1,132 @@
+"""Crowd work: the stages, how each runs for a family, its units and the workers' leases on them.
+
+Every crowd stage draws work units from one queue (annotation/queue.py); an assignment is one
+worker's lease on one unit.
+"""
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from annotation.models.families import InstructionFamily
+from annotation.models.instances import Instance
+from annotation.models.workers import Worker
+
+
+class Stage(models.TextChoices):
+    INSTRUCTION_GENERATION = "instruction_generation", "Instruction generation"
+    CAPTION = "caption", "Instruction-conditioned caption"
+    VERIFICATION = "verification", "Verification"
+    PAIRWISE = "pairwise", "Pairwise preference"
+
+
+class WorkUnit(models.Model):
+    """One item of crowd work in a stage, answered by `overlap` different workers.
+
+    `key` names what the unit is about (a family slot, an instance's caption round, a reference),
+    so creating units twice never duplicates them.
+    """
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        DONE = "done", "Done"
+        CANCELLED = "cancelled", "Cancelled"
+
+    stage = models.CharField(max_length=30, choices=Stage.choices)
+    key = models.CharField(max_length=100)
+    family = models.ForeignKey(InstructionFamily, on_delete=models.CASCADE, related_name="work_units")
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.CASCADE,
+                                 related_name="work_units")
+    reference = models.ForeignKey("Reference", null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="work_units")
+    overlap = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["stage", "key"], name="work_unit_key_unique"),
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="work_unit_overlap_positive"),
+        ]
+        indexes = [models.Index(fields=["stage", "status", "id"], name="work_unit_queue_idx")]
+
+    def __str__(self):
+        return f"{self.get_stage_display()} {self.key}"
+
+
+class AssignmentQuerySet(models.QuerySet):
+    def holding_a_slot(self, now=None):
+        """Assignments that count against a unit's overlap: submitted, or leased and not expired."""
+        now = now or timezone.now()
+        return self.filter(
+            Q(status=Assignment.Status.SUBMITTED)
+            | Q(status=Assignment.Status.LEASED, lease_expires_at__gt=now)
+        )
+
+
+class Assignment(models.Model):
+    """A worker's lease on a work unit, and later their submission of it."""
+
+    class Status(models.TextChoices):
+        LEASED = "leased", "Leased"
+        SUBMITTED = "submitted", "Submitted"
+        EXPIRED = "expired", "Expired"
+        RETURNED = "returned", "Returned"
+
+    unit = models.ForeignKey(WorkUnit, on_delete=models.CASCADE, related_name="assignments")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="assignments")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.LEASED)
+    leased_at = models.DateTimeField(default=timezone.now)
+    lease_expires_at = models.DateTimeField()
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    active_seconds = models.FloatField(null=True, blank=True,
+                                       help_text="Time the worker was active on the page, for pay planning.")
+    platform_assignment_id = models.CharField(max_length=128, blank=True)
+    platform_task_id = models.CharField(max_length=128, blank=True)
+
+    objects = AssignmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # A worker never gets the same unit twice, whatever the race.
+            models.UniqueConstraint(fields=["unit", "worker"], name="assignment_unit_worker_unique"),
+        ]
+        indexes = [models.Index(fields=["unit", "status"], name="assignment_unit_status_idx")]
+
+    def __str__(self):
+        return f"{self.unit} → {self.worker}"
+
+
+class StageConfig(models.Model):
+    """How a crowd stage runs for one family: overlap, lease, and whether it is launched."""
+
+    class VerificationRule(models.TextChoices):
+        UNANIMOUS = "unanimous", "All verifiers must mark it correct"
+        MAJORITY = "majority", "A strict majority must mark it correct"
+        ANY = "any", "One verifier marking it correct is enough"
+
+    class IncorrectAction(models.TextChoices):
+        DISCARD = "discard", "Discard the instance (as in the paper)"
+        RECAPTION = "recaption", "Send back for a new caption when the caption was the problem"
+
+    family = models.ForeignKey(InstructionFamily, on_delete=models.CASCADE, related_name="stage_configs")
+    stage = models.CharField(max_length=30, choices=Stage.choices)
+    overlap = models.PositiveSmallIntegerField(default=1)
+    lease_minutes = models.PositiveIntegerField(default=30)
+    launched_at = models.DateTimeField(null=True, blank=True)
+    verification_rule = models.CharField(max_length=20, choices=VerificationRule.choices,
+                                         default=VerificationRule.UNANIMOUS)
+    on_incorrect = models.CharField(max_length=20, choices=IncorrectAction.choices,
+                                    default=IncorrectAction.DISCARD)
+    max_caption_rounds = models.PositiveSmallIntegerField(default=2)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["family", "stage"], name="stage_config_unique"),
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="stage_config_overlap_positive"),
+        ]
+
+    def __str__(self):
+        return f"{self.family} / {self.get_stage_display()}"

@@ -1,0 +1,38 @@
+"""Who does crowd work: one row per person per platform."""
+
+from django.conf import settings
+from django.db import models
+
+
+class Worker(models.Model):
+    """Someone doing crowd work, identified by their platform's id.
+
+    Platform ids are personal data: exports and reports use `pseudonym`, never `external_id`.
+    """
+
+    class Platform(models.TextChoices):
+        MTURK = "mturk", "MTurk"
+        CLOUDRESEARCH = "cloudresearch", "CloudResearch"
+        PROLIFIC = "prolific", "Prolific"
+        LOCAL = "local", "In-house"
+        IMPORT = "import", "Imported dataset"
+
+    platform = models.CharField(max_length=20, choices=Platform.choices)
+    external_id = models.CharField(max_length=128)
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                on_delete=models.SET_NULL, related_name="worker")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["platform", "external_id"], name="worker_platform_id_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.platform}:{self.pseudonym}"
+
+    @property
+    def pseudonym(self):
+        from annotation.privacy import pseudonymise
+
+        return pseudonymise(self.platform, self.external_id)
