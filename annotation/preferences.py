@@ -478,6 +478,7 @@ def launch_study(*, study):
                 WorkUnit(
                     stage=Stage.PAIRWISE,
                     key=battle.unit_key,
+                    battle=battle,
                     family_id=battle.instance.family_id,
                     instance=battle.instance,
                     overlap=study.judgements_per_pair,
@@ -497,7 +498,7 @@ def launch_study(*, study):
 
 def battle_of(unit):
     return Battle.objects.select_related("study", "instance", "response_a", "response_b").get(
-        pk=int(unit.key.removeprefix("battle-"))
+        pk=unit.battle_id
     )
 
 

@@ -101,8 +101,8 @@ def load(n_judgements):
                 i * len(MODELS) + b + 1, NOW)
                for i in range(INSTANCES) for p, (a, b) in enumerate(PAIRS)))
         _copy(cursor, WorkUnit._meta.db_table,
-              ["id", "stage", "key", "family_id", "overlap", "status", "created_at"],
-              ((b + 1, "pairwise", f"battle-{b + 1}", family.pk, n_workers, "done", NOW)
+              ["id", "stage", "key", "family_id", "battle_id", "overlap", "status", "created_at"],
+              ((b + 1, "pairwise", f"battle-{b + 1}", family.pk, b + 1, n_workers, "done", NOW)
                for b in range(n_battles)))
         lease_end = NOW + timedelta(minutes=30)
         _copy(cursor, Assignment._meta.db_table,

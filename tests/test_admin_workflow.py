@@ -25,7 +25,6 @@ from annotation.models import (
     Snapshot,
     Stage,
     StageConfig,
-    WorkUnit,
 )
 from annotation.preferences import create_study
 from tasks.models import Job as JobRecord
@@ -339,7 +338,7 @@ def test_the_studys_button_walks_launch_judge_and_snapshot(researcher, judge_ser
     assert "Waiting for human judgements (0 of 1) and the LLM judge" in page
     # The judgements arrive (the crowd's and the judge's); then the snapshot is next.
     battle = study.battles.get()
-    unit = WorkUnit.objects.get(key=battle.unit_key)
+    unit = battle.work_units.get()
     assignment = Assignment.objects.create(unit=unit, worker=WorkerFactory(), status=Assignment.Status.SUBMITTED,
                                            lease_expires_at=timezone.now(), submitted_at=timezone.now())
     HumanJudgement.objects.create(battle=battle, worker=assignment.worker, assignment=assignment,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from annotation.models import Assignment, HumanJudgement, PreferenceStudy, Side
+from annotation.models import Assignment, HumanJudgement, PreferenceStudy, Side, WorkUnit
 from tests.frontend_support import (
     LONG_RESPONSE,
     RUBRIC,
@@ -63,6 +63,17 @@ def test_the_stored_judgement_names_the_response_that_was_shown_on_the_chosen_si
     winner = battle.response_a if judgement.winner_side(choice) == "model_a" else battle.response_b
     assert winner.text == shown
     assert judgement.shown_left == ("a" if context["left"] == battle.response_a.text else "b")
+
+
+def test_the_page_and_the_submission_find_the_battle_through_the_unit_not_its_key():
+    unit = pairwise_unit(left_text=SHORT, right_text=LONG_RESPONSE)
+    battle = unit.battle
+    # The key only keeps units from being made twice; nothing reads the battle out of it.
+    WorkUnit.objects.filter(pk=unit.pk).update(key="any name at all")
+    context = accept(Client(), unit).context
+    assert {context["left"], context["right"]} == {battle.response_a.text, battle.response_b.text}
+    assert submit(context["token"], choice=Side.LEFT).status_code == 200
+    assert HumanJudgement.objects.get().battle == battle
 
 
 def test_criteria_and_rubric_scores_are_asked_and_stored_per_shown_side():

@@ -238,7 +238,8 @@ def test_launch_puts_each_battle_in_the_queue_with_its_overlap():
     study = launched_study(judgements_per_pair=5)
     (battle,) = study.battles.all()
     unit = WorkUnit.objects.get(stage=Stage.PAIRWISE)
-    assert (unit.key, unit.overlap, unit.instance_id) == (
+    assert (unit.battle, unit.key, unit.overlap, unit.instance_id) == (
+        battle,
         f"battle-{battle.pk}",
         5,
         battle.instance_id,

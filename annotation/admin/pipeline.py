@@ -630,7 +630,7 @@ class WorkUnitAdmin(admin.ModelAdmin):
     list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "created_at"]
     list_filter = ["stage", "status", "family"]
     search_fields = ["key", "family__name"]
-    raw_id_fields = ["instance", "reference"]
+    raw_id_fields = ["instance", "reference", "battle"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("family").annotate(

@@ -23,8 +23,8 @@ class Stage(models.TextChoices):
 class WorkUnit(models.Model):
     """One item of crowd work in a stage, answered by `overlap` different workers.
 
-    `key` names what the unit is about (a family slot, an instance's caption round, a reference),
-    so creating units twice never duplicates them.
+    `key` names what the unit is about (a family slot, an instance's caption round, a reference,
+    a battle), so creating units twice never duplicates them.
     """
 
     class Status(models.TextChoices):
@@ -39,6 +39,8 @@ class WorkUnit(models.Model):
                                  related_name="work_units")
     reference = models.ForeignKey("Reference", null=True, blank=True, on_delete=models.CASCADE,
                                   related_name="work_units")
+    battle = models.ForeignKey("Battle", null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="work_units")
     overlap = models.PositiveSmallIntegerField(default=1)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
     created_at = models.DateTimeField(auto_now_add=True)
