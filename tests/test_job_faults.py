@@ -99,6 +99,13 @@ def test_kill_9_of_the_worker_mid_run_stores_every_judgement_once(start_worker, 
     assert run.progress == "30/30" and run.prompt_tokens == 100 * 30
 
 
+def _cut_every_other_database_connection():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
 def test_database_connections_cut_mid_run_lose_nothing(start_worker, openai_server):
     openai_server.default = completion(VERDICT)
     openai_server.latency = 0.2
@@ -109,10 +116,7 @@ def test_database_connections_cut_mid_run_lose_nothing(start_worker, openai_serv
         wait_for(lambda n=threshold: JudgeCall.objects.filter(run=run).count() >= n, what="calls",
                  worker=worker)
         stored_before = set(JudgeCall.objects.values_list("request_sha256", flat=True))
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-            assert cursor.fetchone()[0] >= 1
+        assert _cut_every_other_database_connection() >= 1
     wait_for(lambda: finished(run), what="the run to finish", worker=worker)
 
     figures = counts(run, openai_server, stored_before=stored_before)
@@ -123,6 +127,37 @@ def test_database_connections_cut_mid_run_lose_nothing(start_worker, openai_serv
     # Per cut, at most the requests on the wire (see above); nothing queued behind them is sent.
     assert figures["in_flight"] <= 2 * 2 * CONCURRENCY
     assert run.prompt_tokens == 100 * 30
+
+
+def test_database_connections_cut_mid_reference_generation_lose_nothing(start_worker, openai_server):
+    openai_server.default = completion("It is hot: steam rises from the cup.")
+    openai_server.latency = 0.3
+    instances = [test_celery_worker.awaiting_reference() for _ in range(8)]
+    worker = start_worker(MODEL_JOB_RETRY_BACKOFF_SECONDS="1", MODEL_JOB_RETRY_JITTER="false")
+    for instance in instances:
+        app.send_task("tasks.generate_reference", args=[instance.pk])
+
+    def made():
+        return Reference.objects.filter(instance__in=instances).count()
+
+    cuts = []
+    for threshold in (2, 5):
+        wait_for(lambda n=threshold: made() >= n, what="references", worker=worker)
+        cuts.append(_cut_every_other_database_connection())
+    wait_for(lambda: made() == len(instances), what="every reference", worker=worker)
+
+    per_instance = Counter(Reference.objects.filter(instance__in=instances).values_list("instance", flat=True))
+    figures = {"requests": len(openai_server.requests), "references": made(),
+               "duplicated": sum(n - 1 for n in per_instance.values()),
+               "lost": len(instances) - len(per_instance), "connections_cut": cuts}
+    print(f"\n{figures}")
+    assert all(cut >= 1 for cut in cuts)
+    assert (figures["references"], figures["lost"], figures["duplicated"]) == (8, 0, 0)
+    assert set(Instance.objects.filter(pk__in=[i.pk for i in instances]).values_list("status", flat=True)) \
+        == {Instance.Status.AWAITING_VERIFICATION}
+    assert "OperationalError" in worker.log() or "InterfaceError" in worker.log()
+    # The one solo worker has at most one answer on the wire at a cut: asked again once, no more.
+    assert figures["requests"] <= len(instances) + len(cuts)
 
 
 def test_a_storm_of_429_and_500_finishes_with_every_call_paid_once(start_worker, openai_server):
