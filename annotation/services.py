@@ -28,7 +28,7 @@ from annotation.typed_text import (
     clean_typed_text,
     field_limit,
 )
-from tasks.jobs import enqueue
+from crowdbench.jobs import enqueue
 
 logger = logging.getLogger(__name__)
 

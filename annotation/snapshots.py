@@ -37,6 +37,7 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.selectors import table2
+from crowdbench.jobs import enqueue
 
 CONTENT_SUMS_NAME = "SHA256SUMS"
 MANIFEST_NAME = "manifest.json"
@@ -77,8 +78,6 @@ def assign_version(*, snapshot):
 
 
 def enqueue_build(*, snapshot):
-    from tasks.jobs import enqueue
-
     enqueue("tasks.build_snapshot", snapshot.pk)
 
 

@@ -18,6 +18,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from annotation.models import Assignment, Stage, Worker
+from crowdbench.jobs import enqueue
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
 from mturk.models import (
@@ -29,7 +30,6 @@ from mturk.models import (
     WorkerBlock,
     WorkerQualification,
 )
-from tasks.jobs import enqueue
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from tasks.jobs import send
+from crowdbench.jobs import send
 from tasks.models import Job
 
 

@@ -1,11 +1,10 @@
-"""The one door every background job goes out of, the lease a job runs under, and its record.
+"""The lease a job runs under, and the record of each job, for researchers and the outbox sweep.
 
-`enqueue` sends a job by name once the transaction that made it owed has committed; a broker
-that cannot be reached is logged, never raised, so an annotator's saved work never turns into a
-500 and the outbox sweep (tasks/outbox.py) sends the job later. `lease` lets one copy of a job
-run at a time: Redis delivers a message again when a worker dies or outlives the visibility
+Jobs go out through crowdbench/jobs.py (`enqueue`), which the domain calls by job name; this
+module records each sending on the job's Job row (tasks/models.py). `lease` lets one copy of a
+job run at a time: Redis delivers a message again when a worker dies or outlives the visibility
 timeout, and the sweep may queue work whose message is still on its way. `RecordedJob` keeps the
-Job row (tasks/models.py) that says how the latest attempt ended.
+Job row that says how the latest attempt ended.
 """
 
 import logging
@@ -20,13 +19,13 @@ from django.db import (
     OperationalError,
     close_old_connections,
     connection,
-    transaction,
 )
+from django.dispatch import receiver
 from django.utils import timezone
 
 from annotation import llm
 from annotation.exceptions import AnnotationError
-from crowdbench.celery import app
+from crowdbench.jobs import job_sent
 from tasks.models import Job
 
 logger = logging.getLogger(__name__)
@@ -40,25 +39,8 @@ def job_key(name, args):
     return ":".join([name, *(str(arg) for arg in args)])
 
 
-def enqueue(name, *args):
-    """Send job `name` with `args` after the current transaction commits (at once outside one)."""
-    transaction.on_commit(lambda: send(name, *args))
-
-
-def send(name, *args):
-    """Send now; True when the broker took the job. A failure is logged for the sweep to mend."""
-    try:
-        if app.conf.task_always_eager:
-            # send_task ignores eager mode; run the job here as .delay() would.
-            app.loader.import_default_modules()
-            app.tasks[name].apply(args=list(args))
-        else:
-            app.send_task(name, args=list(args))
-    except Exception:  # noqa: BLE001 - any broker failure: the owed work stays in the database
-        logger.exception("Could not queue %s%s; the outbox sweep will queue it again.", name, args)
-        sent = False
-    else:
-        sent = True
+@receiver(job_sent)
+def record_sending(sender, *, name, args, sent, **kwargs):
     try:
         # queued_at stays empty when the broker refused: the sweep sends such a job at once.
         Job.objects.update_or_create(
@@ -67,8 +49,7 @@ def send(name, *args):
                       "queued_at": timezone.now() if sent else None},
         )
     except DatabaseError:
-        logger.exception("Could not record the queueing of %s%s.", name, args)
-    return sent
+        logger.exception("Could not record the queueing of %s%s.", name, tuple(args))
 
 
 # --- leases ---------------------------------------------------------------------------------------

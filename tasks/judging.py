@@ -8,7 +8,8 @@ stored.
 from annotation.judging import runner
 from annotation.models import JudgeRun
 from crowdbench.celery import app
-from tasks.jobs import JOB_OPTIONS, enqueue, lease
+from crowdbench.jobs import enqueue
+from tasks.jobs import JOB_OPTIONS, lease
 
 # A run shows what its jobs are going through: "retrying" with the cause, "failed" with the reason.
 _RUN_STATUS = {**JOB_OPTIONS, "on_status": staticmethod(lambda args, status, error:

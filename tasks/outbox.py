@@ -15,7 +15,8 @@ from annotation.judging.runner import ACTIVE_STATUSES
 from annotation.models import Instance, JudgeRun, Snapshot, StageConfig
 from annotation.references import reference_model_configured
 from crowdbench.celery import app
-from tasks.jobs import job_key, leased_elsewhere, send
+from crowdbench.jobs import send
+from tasks.jobs import job_key, leased_elsewhere
 from tasks.models import Job
 
 logger = logging.getLogger(__name__)

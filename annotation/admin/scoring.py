@@ -25,7 +25,7 @@ from annotation.models import (
     PreferenceStudy,
     Rubric,
 )
-from tasks.jobs import enqueue
+from crowdbench.jobs import enqueue
 
 PENDING_PREDICTIONS = "pending_predictions"
 

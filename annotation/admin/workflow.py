@@ -32,7 +32,8 @@ from annotation.models import (
     StageConfig,
     WorkUnit,
 )
-from tasks.jobs import enqueue, job_key
+from crowdbench.jobs import enqueue
+from tasks.jobs import job_key
 from tasks.models import Job as JobRecord
 
 # The judge mode the workflow's button runs; the study list's actions offer the other modes.

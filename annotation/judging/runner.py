@@ -21,6 +21,7 @@ from annotation.judging.parsing import (
 from annotation.judging.progress import chunks, criteria, refresh_counters, unfinished_chunks
 from annotation.judging.prompts import extraction_request, pairwise_request, prometheus_request, request_sha256
 from annotation.models import Judgement, JudgeRun
+from crowdbench.jobs import enqueue
 
 ACTIVE_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING, JudgeRun.Status.RETRYING)
 
@@ -164,8 +165,6 @@ def record_job_status(run_id, status, error=""):
 def run_again(*, run):
     """Queue a finished or failed run again (cached answers cost nothing); a run in progress is
     refused, since two copies of one run would pay for the same answers twice."""
-    from tasks.jobs import enqueue
-
     with transaction.atomic():
         run = JudgeRun.objects.select_for_update().get(pk=run.pk)
         if run.status in ACTIVE_STATUSES:
