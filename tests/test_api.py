@@ -83,7 +83,7 @@ def test_instances_paginate_and_filter_by_status(api):
 def test_judgements_show_pseudonyms_and_filter_by_study_and_model(api, judged_study):
     study, run = judged_study
 
-    response = api.get("/api/judgements/", {"study": study.pk, "model": "llava"})
+    response = api.get("/api/human-judgements/", {"study": study.pk, "model": "llava"})
 
     body = response.content.decode()
     assert response.status_code == 200 and response.json()["count"] > 0

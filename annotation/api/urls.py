@@ -8,7 +8,7 @@ router = DefaultRouter()
 router.register("families", views.FamilyViewSet, basename="family")
 router.register("instances", views.InstanceViewSet, basename="instance")
 router.register("studies", views.StudyViewSet, basename="study")
-router.register("judgements", views.HumanJudgementViewSet, basename="judgement")
+router.register("human-judgements", views.HumanJudgementViewSet, basename="human-judgement")
 router.register("judge-judgements", views.JudgeJudgementViewSet, basename="judge-judgement")
 router.register("snapshots", views.SnapshotViewSet, basename="snapshot")
 

@@ -71,9 +71,9 @@ def test_leaderboard_rounds_that_are_not_a_small_whole_number_are_a_400(api, rou
 @pytest.mark.parametrize(
     ("path", "parameter"),
     [
-        ("/api/judgements/", "study"),
-        ("/api/judgements/", "instance"),
-        ("/api/judgements/", "battle"),
+        ("/api/human-judgements/", "study"),
+        ("/api/human-judgements/", "instance"),
+        ("/api/human-judgements/", "battle"),
         ("/api/judge-judgements/", "run"),
         ("/api/judge-judgements/", "study"),
         ("/api/instances/", "family"),
@@ -89,6 +89,6 @@ def test_number_filters_with_bad_values_never_give_a_server_error(api, path, par
 
 @pytest.mark.parametrize("pk", ["99999999999999999999999", "9223372036854775808"])
 def test_detail_ids_beyond_the_database_range_are_404_not_500(api, pk):
-    for path in ("families", "instances", "studies", "judgements", "judge-judgements"):
+    for path in ("families", "instances", "studies", "human-judgements", "judge-judgements"):
         response = api.get(f"/api/{path}/{pk}/")
         assert response.status_code == 404, (path, response.status_code)
