@@ -47,6 +47,10 @@ def client(*, api_key, base_url, missing_key):
     )
 
 
+def reference_model_configured():
+    return bool(settings.OPENAI_REFERENCE_MODEL)
+
+
 def reference_client():
     return client(api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL,
                   missing_key=REFERENCE_KEY_MISSING)

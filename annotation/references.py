@@ -44,10 +44,6 @@ def reference_prompt(*, instruction, captions):
     return f"{described} {_INSTRUCTION.format(instruction)}"
 
 
-def reference_model_configured():
-    return bool(settings.OPENAI_REFERENCE_MODEL)
-
-
 def generate_reference(*, instance):
     """Ask the configured model for a candidate reference and store it.
 
@@ -56,7 +52,7 @@ def generate_reference(*, instance):
     reason logged, when the instance is not awaiting a reference. Errors of the API that survive
     the client's own retries (429, 5xx, timeouts) propagate, so the background job retries later.
     """
-    if not reference_model_configured():
+    if not llm.reference_model_configured():
         raise AnnotationError(NOT_CONFIGURED_MESSAGE)
     model = settings.OPENAI_REFERENCE_MODEL
     caption = instance.current_caption

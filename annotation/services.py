@@ -5,6 +5,7 @@ import logging
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation import llm
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
 from annotation.models import (
@@ -246,9 +247,7 @@ def use_caption(*, instance, caption):
 
 def queue_reference_generation(*, instance_id):
     """Queue the model's reference for an instance once this transaction commits, when a model is set."""
-    from annotation.references import reference_model_configured
-
-    if not reference_model_configured():
+    if not llm.reference_model_configured():
         logger.info("No reference model configured; instance %s waits for a pasted reference.",
                     instance_id)
         return

@@ -10,10 +10,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from annotation import services
+from annotation import llm, services
 from annotation.judging.runner import ACTIVE_STATUSES
 from annotation.models import Instance, JudgeRun, Snapshot, StageConfig
-from annotation.references import reference_model_configured
 from crowdbench.celery import app
 from crowdbench.jobs import send
 from tasks.jobs import job_key, leased_elsewhere
@@ -25,7 +24,7 @@ logger = logging.getLogger(__name__)
 def owed_jobs():
     """(task name, args, lease kind, lease number, owed since) of every piece of owed work."""
     owed = []
-    if reference_model_configured():
+    if llm.reference_model_configured():
         waiting = Instance.objects.filter(status=Instance.Status.AWAITING_REFERENCE,
                                           current_caption__isnull=False)
         owed += [("tasks.generate_reference", (pk,), "reference", pk, since)

@@ -15,7 +15,7 @@ from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
-from annotation import exports, imports, references, selectors, services
+from annotation import exports, imports, llm, references, selectors, services
 from annotation import sheet_layouts as layouts
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, family_workflow, perform_family_action
@@ -532,7 +532,7 @@ class InstanceAdmin(admin.ModelAdmin):
     def _model_note(self, extra_context):
         # A note in the page, not a message: messages pile up across the action's POST and the
         # redirect that follows, and the researcher would read the same paragraph three times.
-        note = "" if references.reference_model_configured() else references.NOT_CONFIGURED_MESSAGE
+        note = "" if llm.reference_model_configured() else references.NOT_CONFIGURED_MESSAGE
         return {**(extra_context or {}), "reference_model_note": note}
 
     def changelist_view(self, request, extra_context=None):
@@ -543,7 +543,7 @@ class InstanceAdmin(admin.ModelAdmin):
 
     @admin.action(description="Generate candidate references (background job)")
     def generate_references(self, request, queryset):
-        if not references.reference_model_configured():
+        if not llm.reference_model_configured():
             self.message_user(request, "Nothing was queued: there is no reference model (see the note "
                                        "above); paste references by hand instead.", messages.ERROR)
             return
@@ -580,7 +580,7 @@ class InstanceAdmin(admin.ModelAdmin):
         context = {**self.admin_site.each_context(request), "form": form, "instance": instance,
                    "opts": self.model._meta, "title": f"Paste a reference for instance #{instance.pk}",
                    "caption": instance.current_caption, "images": instance.ordered_images(),
-                   "model_configured": references.reference_model_configured(),
+                   "model_configured": llm.reference_model_configured(),
                    "not_configured_message": references.NOT_CONFIGURED_MESSAGE}
         return TemplateResponse(request, "admin/annotation/add_reference.html", context)
 

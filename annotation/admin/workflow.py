@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 
-from annotation import preferences, references, services, snapshots
+from annotation import llm, preferences, services, snapshots
 from annotation.admin.worker_check import no_worker_warning, say_if_jobs_will_wait
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run
@@ -246,7 +246,7 @@ def family_workflow(family):
         "reference", "Candidate references",
         "done" if captioned and not awaiting_reference else ("active" if awaiting_reference else "todo"),
         f"{with_reference} of {captioned} captioned instances have a reference"
-        + ("" if references.reference_model_configured() else "; no model configured: paste them by hand"),
+        + ("" if llm.reference_model_configured() else "; no model configured: paste them by hand"),
         _admin("instance_changelist") + "?" + urlencode({"family__id__exact": family.pk,
                                                           "status__exact": S.AWAITING_REFERENCE}),
         "Instances awaiting a reference",
@@ -300,7 +300,7 @@ def _family_next_action(family, *, launched, is_new, total, awaiting_reference, 
         if stage not in launched and (is_new or _stage_has_work(family, stage)):
             return NextAction(f"launch_{stage}", _STAGE_BUTTONS[stage], _LAUNCH_EXPLANATIONS[stage])
     if awaiting_reference:
-        if references.reference_model_configured():
+        if llm.reference_model_configured():
             return NextAction("generate_references",
                               f"Generate candidate references ({awaiting_reference})",
                               "A background job asks the reference model with the paper's prompt; "

@@ -7,12 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
+from annotation.llm import reference_model_configured
 from annotation.models import Instance, InstructionFamily
-from annotation.references import (
-    NOT_CONFIGURED_MESSAGE,
-    generate_reference,
-    reference_model_configured,
-)
+from annotation.references import NOT_CONFIGURED_MESSAGE, generate_reference
 from annotation.services import queue_reference_generation
 
 
