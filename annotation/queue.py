@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Stage, StageConfig, Worker, WorkUnit
+from annotation.workforce import may_work
 
 DEFAULT_LEASE_MINUTES = 30
 
@@ -33,8 +34,6 @@ def slots_taken(now):
 
 def units_open_to(*, worker, stage, family=None, now=None):
     """Open units of a launched stage that this worker may take, with room under their overlap."""
-    from mturk.qualifications import may_work
-
     if not may_work(worker, stage):
         # Blocked, not qualified for the stage, or paused for low accuracy on gold items.
         return WorkUnit.objects.none()

@@ -32,7 +32,16 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.exceptions import AnnotationError
-from annotation.models import Assignment, Worker, WorkUnit
+from annotation.models import (
+    Assignment,
+    GoldAnswer,
+    GoldItem,
+    QualificationAttempt,
+    Worker,
+    WorkerBlock,
+    WorkerQualification,
+    WorkUnit,
+)
 from annotation.queue import (
     ClaimConflict,
     binding_conflict,
@@ -42,21 +51,14 @@ from annotation.queue import (
     units_open_to,
 )
 from annotation.typed_text import ANSWER_MAX_CHARS, clean_typed_text
+from annotation.workforce import may_work
+from crowdbench.security import annotator_page, mturk_submit_origin
 from frontend import tokens
-from frontend.security import annotator_page, mturk_submit_origin
 from frontend.task_pages import PAGES, gold_material
 from frontend.worker_summary import recent_work, stage_tallies
 from mturk import identity, qualifications
 from mturk.exceptions import PlatformError
-from mturk.models import (
-    CrowdStudy,
-    GoldAnswer,
-    GoldItem,
-    QualificationAttempt,
-    Submission,
-    WorkerBlock,
-    WorkerQualification,
-)
+from mturk.models import CrowdStudy, Submission
 
 MTURK_PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 # Seconds without input after which the active-time clock stops (frontend/static/.../annotator.js).
@@ -534,7 +536,7 @@ def _tasks_url(worker, stage):
 def _qualification_gate(request, worker, stage, *, next_url, study=None, session=None):
     """None when the worker may take the stage's units; otherwise the page that says what to do:
     the qualification test, or why they are paused or blocked."""
-    if qualifications.may_work(worker, stage):
+    if may_work(worker, stage):
         return None
     if WorkerBlock.objects.filter(worker=worker, active=True).exists():
         return _problem(request, "Your account cannot take these tasks. If you think this is a "

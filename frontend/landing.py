@@ -3,7 +3,7 @@
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from frontend.security import annotator_page
+from crowdbench.security import annotator_page
 
 
 @annotator_page(frameable=False)

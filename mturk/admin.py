@@ -10,25 +10,13 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from annotation.models import Worker
+from annotation.models import GoldAnswer, GoldItem, StageQualification, Worker, WorkerBlock, WorkerQualification
 from annotation.public_urls import placeholder_warning
 from mturk import client as mturk_client
 from mturk import pay, qualifications, services
 from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
-from mturk.models import (
-    STUDY_DEFAULTS,
-    AuditLog,
-    Bonus,
-    CrowdStudy,
-    GoldAnswer,
-    GoldItem,
-    Hit,
-    StageQualification,
-    Submission,
-    WorkerBlock,
-    WorkerQualification,
-)
+from mturk.models import STUDY_DEFAULTS, AuditLog, Bonus, CrowdStudy, Hit, Submission
 from mturk.platforms.prolific import REJECTION_CATEGORIES
 
 

@@ -14,48 +14,29 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.core.mail import mail_admins
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from annotation.models import Assignment, Stage, Worker
-from crowdbench.jobs import enqueue
-from mturk import client as mturk_client
-from mturk.exceptions import PlatformError
-from mturk.models import (
-    AuditLog,
+from annotation.models import (
+    Assignment,
     GoldAnswer,
     GoldItem,
     QualificationAttempt,
+    Stage,
     StageQualification,
-    WorkerBlock,
+    Worker,
     WorkerQualification,
 )
+from crowdbench.jobs import enqueue
+from mturk import client as mturk_client
+from mturk.exceptions import PlatformError
+from mturk.models import AuditLog
+from mturk.platforms.mturk import ensure_mturk_qualification_type
 
 logger = logging.getLogger(__name__)
 
 
 def stage_qualification(stage):
     return StageQualification.objects.filter(stage=stage).first()
-
-
-def may_work(worker, stage):
-    """Whether the queue may give this worker units of this stage: not blocked, and qualified
-    (and not paused) where the stage has a qualification test."""
-    # One query: this runs on every "next unit" request.
-    checks = Worker.objects.filter(pk=worker.pk).annotate(
-        blocked=Exists(WorkerBlock.objects.filter(worker=OuterRef("pk"), active=True)),
-        tested=Exists(StageQualification.objects.filter(stage=stage)),
-        qualified=Exists(WorkerQualification.objects.filter(
-            qualification__stage=stage, worker=OuterRef("pk"),
-            status=WorkerQualification.Status.QUALIFIED,
-        )),
-    ).values("blocked", "tested", "qualified").first()
-    if checks is None or checks["blocked"]:
-        return False
-    if worker.platform in (Worker.Platform.LOCAL, Worker.Platform.IMPORT):
-        # In-house annotators are trained in person (as the Prometheus-Vision authors did).
-        return True
-    return not checks["tested"] or checks["qualified"]
 
 
 # --- taking the test ------------------------------------------------------------------------
@@ -225,25 +206,6 @@ def _result(attempt):
 
 
 # --- MTurk qualification types ----------------------------------------------------------------
-
-
-def ensure_mturk_qualification_type(qualification):
-    """The stage's MTurk qualification type in the current environment, made on first use."""
-    environment = mturk_client.environment()
-    if qualification.mturk_qualification_type_id and qualification.mturk_environment == environment:
-        return qualification.mturk_qualification_type_id
-    response = mturk_client.call(
-        "create_qualification_type",
-        Name=f"{qualification.name} (crowdbench {qualification.stage})",
-        Keywords="crowdbench, qualification",
-        Description=qualification.description[:2000] or qualification.name,
-        QualificationTypeStatus="Active",
-        AutoGranted=False,
-    )
-    qualification.mturk_qualification_type_id = response["QualificationType"]["QualificationTypeId"]
-    qualification.mturk_environment = environment
-    qualification.save(update_fields=["mturk_qualification_type_id", "mturk_environment"])
-    return qualification.mturk_qualification_type_id
 
 
 def grant_mturk_qualification(granted):

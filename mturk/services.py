@@ -14,11 +14,11 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotation.models import Assignment, StageConfig, Worker, WorkUnit
+from annotation.models import Assignment, StageConfig, Worker, WorkerBlock, WorkUnit
 from mturk import client as mturk_client
 from mturk import pay
 from mturk.exceptions import PlatformError, PlatformRequestError
-from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, NotificationEvent, Submission, WorkerBlock
+from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, NotificationEvent, Submission
 from mturk.platforms import get_backend
 from mturk.platforms.base import State
 

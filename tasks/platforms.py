@@ -4,9 +4,9 @@ import logging
 
 from django.conf import settings
 
+from annotation.models import WorkerQualification
 from crowdbench.celery import app
 from mturk import qualifications, services
-from mturk.models import WorkerQualification
 
 logger = logging.getLogger(__name__)
 

@@ -6,11 +6,13 @@ from urllib.parse import urlencode
 from django.core.files import File
 
 from annotation.models import (
+    GoldItem,
     Instance,
     InstructionFamily,
     ModelResponse,
     SeedImage,
     Stage,
+    StageQualification,
     WorkUnit,
 )
 from annotation.preferences import create_study, launch_study
@@ -18,7 +20,7 @@ from annotation.services import create_work_units, store_reference
 from annotation.uploads import store_uploaded_image
 from fixtures.demo import IMAGES
 from fixtures.loader import skimage_data_dir
-from mturk.models import CrowdStudy, GoldItem, Hit, StageQualification
+from mturk.models import CrowdStudy, Hit
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, launch
 
 XSS_INSTRUCTION = 'Count the birds <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>'

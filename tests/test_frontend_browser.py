@@ -19,13 +19,15 @@ from django.contrib.auth import get_user_model
 from annotation.models import (
     Assignment,
     Caption,
+    GoldItem,
     HumanJudgement,
     Instance,
+    QualificationAttempt,
     Stage,
     Verification,
     Worker,
+    WorkerQualification,
 )
-from mturk.models import GoldItem, QualificationAttempt, WorkerQualification
 from tests.factories import launch
 from tests.frontend_support import (
     LONG_RESPONSE,

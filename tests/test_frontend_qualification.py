@@ -7,15 +7,18 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from annotation.models import Assignment, Stage, Verification, Worker
-from frontend import tokens
-from mturk.models import (
+from annotation.models import (
+    Assignment,
     GoldAnswer,
     GoldItem,
     QualificationAttempt,
-    Submission,
+    Stage,
+    Verification,
+    Worker,
     WorkerQualification,
 )
+from frontend import tokens
+from mturk.models import Submission
 from tests.frontend_support import (
     qualification_test,
     right_answers,

@@ -8,10 +8,10 @@ from botocore.stub import ANY
 from django.utils import timezone
 
 from annotation import queue
-from annotation.models import Assignment, Stage, WorkUnit
+from annotation.models import Assignment, Stage, StageQualification, WorkUnit
 from mturk import services
 from mturk.exceptions import PlatformError
-from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, StageQualification, Submission
+from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
 from mturk.platforms.mturk import external_question
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import assignment, make_researcher

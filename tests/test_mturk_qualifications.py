@@ -6,16 +6,18 @@ import pytest
 from django.utils import timezone
 
 from annotation import queue
-from annotation.models import Stage, WorkUnit
-from mturk import qualifications
-from mturk.exceptions import PlatformError
-from mturk.models import (
+from annotation.models import (
     GoldAnswer,
     GoldItem,
     QualificationAttempt,
+    Stage,
     StageQualification,
     WorkerQualification,
+    WorkUnit,
 )
+from annotation.workforce import may_work
+from mturk import qualifications
+from mturk.exceptions import PlatformError
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import make_researcher
 
@@ -64,7 +66,7 @@ def test_a_worker_who_passes_is_qualified_and_sees_per_item_feedback(worker):
     assert (result.passed, str(result.score)) == (True, "0.800")
     wrong = [f for f in result.feedback if f.correct is False]
     assert len(wrong) == 1 and wrong[0].expected in ("correct", "incorrect") and wrong[0].explanation
-    assert qualifications.may_work(worker, Stage.VERIFICATION)
+    assert may_work(worker, Stage.VERIFICATION)
     status, = qualifications.qualification_status(worker)
     assert status["status"] == "qualified"
 
@@ -148,9 +150,9 @@ def test_live_gold_below_the_bar_pauses_the_worker_and_the_queue_stops(
 
 def test_stages_without_a_test_and_in_house_annotators_are_not_held_back():
     verification_test()
-    assert qualifications.may_work(WorkerFactory(), Stage.CAPTION)
-    assert qualifications.may_work(WorkerFactory(platform="local"), Stage.VERIFICATION)
-    assert not qualifications.may_work(WorkerFactory(), Stage.VERIFICATION)
+    assert may_work(WorkerFactory(), Stage.CAPTION)
+    assert may_work(WorkerFactory(platform="local"), Stage.VERIFICATION)
+    assert not may_work(WorkerFactory(), Stage.VERIFICATION)
 
 
 def test_a_test_has_five_to_ten_items():

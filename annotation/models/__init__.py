@@ -8,8 +8,8 @@ instruction-conditioned captions, candidate references from a model and their ve
 datasets (datasets).
 
 Modules import only those earlier in the flow: workers, families, instances, work, collection,
-preferences, judging, scoring, datasets. A field pointing later in the flow names its model by a
-string, so no two modules import each other.
+preferences, judging, scoring, datasets, then the rules of who may work (workforce). A field
+pointing later in the flow names its model by a string, so no two modules import each other.
 """
 
 from annotation.models.collection import Caption, InstructionSubmission, Reference, Verification
@@ -30,8 +30,22 @@ from annotation.models.preferences import (
 from annotation.models.scoring import LeaderboardResult
 from annotation.models.work import Assignment, AssignmentQuerySet, Stage, StageConfig, WorkUnit
 from annotation.models.workers import Worker
+from annotation.models.workforce import (
+    GoldAnswer,
+    GoldItem,
+    QualificationAttempt,
+    StageQualification,
+    WorkerBlock,
+    WorkerQualification,
+)
 
 __all__ = [
+    "GoldAnswer",
+    "GoldItem",
+    "QualificationAttempt",
+    "StageQualification",
+    "WorkerBlock",
+    "WorkerQualification",
     "CHIRP_CRITERIA",
     "REFERENCE_MODEL_NAME",
     "Assignment",

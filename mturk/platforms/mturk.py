@@ -6,7 +6,7 @@ from xml.sax.saxutils import escape
 
 from django.urls import NoReverseMatch, reverse
 
-from annotation.models import Worker
+from annotation.models import StageQualification, Worker
 from annotation.public_urls import public_url
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError, PlatformRequestError
@@ -67,9 +67,7 @@ def qualification_requirements(study):
             "ActionsGuarded": "DiscoverPreviewAndAccept",
         })
     if study.requires_stage_qualification:
-        from mturk.qualifications import ensure_mturk_qualification_type, stage_qualification
-
-        qualification = stage_qualification(study.stage)
+        qualification = StageQualification.objects.filter(stage=study.stage).first()
         if qualification is None:
             raise PlatformError(
                 f"The study requires the {study.get_stage_display()} qualification, but that stage "
@@ -79,6 +77,25 @@ def qualification_requirements(study):
             "Comparator": "Exists", "ActionsGuarded": "DiscoverPreviewAndAccept",
         })
     return requirements
+
+
+def ensure_mturk_qualification_type(qualification):
+    """The stage's MTurk qualification type in the current environment, made on first use."""
+    environment = mturk_client.environment()
+    if qualification.mturk_qualification_type_id and qualification.mturk_environment == environment:
+        return qualification.mturk_qualification_type_id
+    response = mturk_client.call(
+        "create_qualification_type",
+        Name=f"{qualification.name} (crowdbench {qualification.stage})",
+        Keywords="crowdbench, qualification",
+        Description=qualification.description[:2000] or qualification.name,
+        QualificationTypeStatus="Active",
+        AutoGranted=False,
+    )
+    qualification.mturk_qualification_type_id = response["QualificationType"]["QualificationTypeId"]
+    qualification.mturk_environment = environment
+    qualification.save(update_fields=["mturk_qualification_type_id", "mturk_environment"])
+    return qualification.mturk_qualification_type_id
 
 
 def _hit_id_from_duplicate(error):

@@ -113,8 +113,7 @@ def test_every_page_states_its_caps():
 
 
 def test_a_free_text_qualification_answer_with_a_nul_is_a_form_error():
-    from annotation.models import Stage, Worker
-    from mturk.models import GoldItem, QualificationAttempt, StageQualification
+    from annotation.models import GoldItem, QualificationAttempt, Stage, StageQualification, Worker
     from tests.frontend_support import study
 
     qualification = StageQualification.objects.create(stage=Stage.CAPTION, name="Captions",

@@ -1,0 +1,188 @@
+"""Who may work: blocks, the qualification test of each stage (paper §2.2: five to ten sample
+tasks), its gold items and answers, and each worker's standing, kept current by live gold items.
+
+These are the domain's rules about the workforce, so they live with the domain; their tables
+were made by the crowd-platform app and keep its label ("mturk"), so no table moved.
+"""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from annotation.models.work import Stage
+from annotation.models.workers import Worker
+
+
+class WorkerBlock(models.Model):
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="blocks")
+    reason = models.TextField()
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "mturk"
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.worker} blocked"
+
+
+class StageQualification(models.Model):
+    """The qualification test of one stage and the bars that keep workers in it."""
+
+    stage = models.CharField(max_length=30, choices=Stage.choices, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(help_text="Shown to workers before they start.")
+    test_size = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(5), MaxValueValidator(10)])
+    pass_score = models.DecimalField(max_digits=4, decimal_places=3, default=Decimal("0.800"),
+                                     help_text="Share of gold items right to qualify.")
+    live_accuracy_bar = models.DecimalField(
+        max_digits=4, decimal_places=3, default=Decimal("0.600"),
+        help_text="Below this share of live gold items right, the worker is paused.")
+    live_window = models.PositiveSmallIntegerField(
+        default=10, help_text="Live accuracy counts the last this many gold answers.")
+    live_min_answers = models.PositiveSmallIntegerField(
+        default=5, help_text="No pause before this many live gold answers.")
+    live_gold_every = models.PositiveSmallIntegerField(
+        default=10, help_text="Mix one gold item into about every this many live tasks.")
+    retake_after_hours = models.PositiveIntegerField(default=24)
+    mturk_qualification_type_id = models.CharField(max_length=64, blank=True, editable=False)
+    mturk_environment = models.CharField(max_length=12, blank=True, editable=False)
+
+    class Meta:
+        app_label = "mturk"
+        constraints = [
+            models.CheckConstraint(condition=Q(test_size__gte=5, test_size__lte=10),
+                                   name="qualification_test_five_to_ten_items"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class GoldItem(models.Model):
+    """A task with a known answer, or (free text) one a researcher reviews."""
+
+    class Kind(models.TextChoices):
+        CHOICE = "choice", "Choice with a known answer"
+        FREE_TEXT = "free_text", "Free text reviewed by a researcher"
+
+    qualification = models.ForeignKey(StageQualification, on_delete=models.CASCADE,
+                                      related_name="gold_items")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.CHOICE)
+    content = models.JSONField(
+        help_text='What the worker sees, e.g. {"instruction": ..., "image_url": ..., '
+                  '"caption": ..., "response": ...}.')
+    question = models.TextField()
+    options = models.JSONField(default=list, blank=True,
+                               help_text='Choices as a JSON list, e.g. ["correct", "incorrect"].')
+    answer = models.JSONField(null=True, blank=True, help_text="The right choice (choice items).")
+    explanation = models.TextField(blank=True, help_text="Shown to the worker after they answer.")
+    in_test = models.BooleanField(default=True)
+    in_live_work = models.BooleanField(default=True)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        app_label = "mturk"
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind="free_text") | Q(answer__isnull=False),
+                                   name="choice_gold_item_has_answer"),
+        ]
+
+    def __str__(self):
+        return f"Gold #{self.pk}: {self.question[:60]}"
+
+
+class QualificationAttempt(models.Model):
+    class Status(models.TextChoices):
+        STARTED = "started", "Started"
+        PENDING_REVIEW = "pending_review", "Waiting for a researcher's review"
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+
+    qualification = models.ForeignKey(StageQualification, on_delete=models.PROTECT,
+                                      related_name="attempts")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="qualification_attempts")
+    item_ids = models.JSONField(help_text="The gold items of this attempt, in the order shown.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTED)
+    score = models.DecimalField(max_digits=4, decimal_places=3, null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "mturk"
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            # One open attempt at a time, whatever the race (two tabs).
+            models.UniqueConstraint(fields=["qualification", "worker"], condition=Q(status="started"),
+                                    name="one_open_qualification_attempt"),
+        ]
+
+    def __str__(self):
+        return f"{self.qualification} attempt by {self.worker} ({self.get_status_display()})"
+
+
+class GoldAnswer(models.Model):
+    class Source(models.TextChoices):
+        TEST = "test", "Qualification test"
+        LIVE = "live", "Mixed into live work"
+
+    item = models.ForeignKey(GoldItem, on_delete=models.PROTECT, related_name="answers")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="gold_answers")
+    attempt = models.ForeignKey(QualificationAttempt, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="answers")
+    source = models.CharField(max_length=4, choices=Source.choices)
+    answer = models.JSONField()
+    correct = models.BooleanField(null=True, blank=True, help_text="Empty until reviewed (free text).")
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "mturk"
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "item"], condition=Q(attempt__isnull=False),
+                                    name="gold_answer_once_per_attempt"),
+        ]
+
+    def __str__(self):
+        return f"{self.worker} on gold #{self.item_id}"
+
+
+class WorkerQualification(models.Model):
+    """Whether a worker may do a stage, kept current by live gold items."""
+
+    class Status(models.TextChoices):
+        QUALIFIED = "qualified", "Qualified"
+        PAUSED = "paused", "Paused: live accuracy below the bar"
+
+    qualification = models.ForeignKey(StageQualification, on_delete=models.PROTECT,
+                                      related_name="worker_qualifications")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="qualifications")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUALIFIED)
+    test_score = models.DecimalField(max_digits=4, decimal_places=3)
+    live_accuracy = models.DecimalField(max_digits=4, decimal_places=3, null=True, blank=True)
+    live_answers = models.PositiveIntegerField(default=0)
+    granted_at = models.DateTimeField(auto_now_add=True)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    mturk_granted = models.BooleanField(
+        default=False, help_text="The MTurk qualification has been associated with the worker.")
+
+    class Meta:
+        app_label = "mturk"
+        constraints = [
+            models.UniqueConstraint(fields=["qualification", "worker"],
+                                    name="worker_qualification_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.worker} — {self.qualification} ({self.get_status_display()})"

@@ -1,0 +1,101 @@
+"""The code's layers point one way, and no module reaches itself through its imports.
+
+Every import counts, function-level ones included, with relative imports resolved: an import
+hidden inside a function still ties the two modules together. Layers, from the bottom:
+
+0. infrastructure (`crowdbench/` but its URL map and WSGI entry): settings, the Celery app and the
+   one seam jobs go out through (`crowdbench/jobs.py`), middleware, health checks;
+1. the domain (`annotation/`), which names background jobs by their Celery name and never
+   imports the jobs themselves;
+2. the crowd platforms (`mturk/`), built on the domain's workers and work units;
+3. the background jobs (`tasks/`): load a row by id, call one function of layers 1-2;
+4. the edges, where a person or a program comes in: the admin, the API, management commands,
+   template tags and the pages (`frontend/`); they may call anything below them;
+5. the URL map and the WSGI entry, which assemble everything.
+
+A module may import its own layer or a lower one. Circles are forbidden in any layer.
+"""
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("crowdbench", "annotation", "mturk", "tasks", "frontend")
+EDGE_PARTS = ("admin", "api", "management", "templatetags")
+
+
+
+def layer(module):
+    top, *rest = module.split(".")
+    if module in ("crowdbench.urls", "crowdbench.wsgi"):
+        return 5
+    if top == "frontend" or (rest and rest[0] in EDGE_PARTS):
+        return 4
+    return {"crowdbench": 0, "annotation": 1, "mturk": 2, "tasks": 3}[top]
+
+
+def modules():
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            relative = path.relative_to(ROOT).with_suffix("")
+            if "migrations" in relative.parts:
+                continue
+            name = ".".join(relative.parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def import_graph():
+    known = modules()
+
+    def resolve(name):
+        # "annotation.models.Worker" is the module annotation.models; stop at the first known one.
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = defaultdict(set)
+    for module, path in known.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [resolve(alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package
+                    for _ in range(node.level - 1):
+                        anchor = anchor.rpartition(".")[0]
+                    base = f"{anchor}.{base}" if base else anchor
+                # `from annotation import judging` imports the module annotation.judging;
+                # `from annotation.models import Worker` the module annotation.models.
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else resolve(base)
+                           for alias in node.names]
+            else:
+                continue
+            graph[module].update(target for target in targets if target and target != module)
+    return graph
+
+
+def test_the_graph_sees_function_level_and_relative_imports():
+    graph = import_graph()
+    assert "crowdbench.celery" in graph["crowdbench.jobs"]
+    assert {"annotation.models", "annotation.exceptions"} <= graph["annotation.queue"]
+    assert len(graph) > 80
+
+
+def test_no_module_reaches_itself_through_its_imports():
+    graph = nx.DiGraph([(module, target) for module, targets in import_graph().items() for target in targets])
+    circles = sorted(sorted(component) for component in nx.strongly_connected_components(graph)
+                     if len(component) > 1)
+    assert circles == []
+
+
+def test_imports_point_down_the_layers():
+    upward = {(module, target) for module, targets in import_graph().items() for target in targets
+              if layer(target) > layer(module)}
+    assert sorted(upward) == []
