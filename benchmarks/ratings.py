@@ -5,7 +5,7 @@ Run from the project root:  .venv/bin/python benchmarks/ratings.py  [--quick]
 Battles among 15 models are drawn from known Bradley-Terry strengths with a fixed seed: 31,735 of
 them (the size of the VisIT-Bench leaderboard in Table 4) and 1,000,000. The script times
 
-- annotation.ratings: online Elo, its 1,000-round bootstrap, the Bradley-Terry MLE and its
+- annotation.scoring.ratings: online Elo, its 1,000-round bootstrap, the Bradley-Terry MLE and its
   1,000-round bootstrap;
 - FastChat's current bootstrap algorithm (one Python loop over the battles, each step vectorised
   across rounds with numpy), re-implemented below from its description, on the same resampled
@@ -33,7 +33,7 @@ from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from annotation import ratings  # noqa: E402
+from annotation.scoring import ratings  # noqa: E402
 
 N_MODELS = 15
 SMALL = 31_735
@@ -155,7 +155,7 @@ def elo_benchmarks(report, battles, *, rounds, reference_rounds, seed=0):
     _, seconds = timed(ratings.online_elo, battles, repeat=3)
     report.add("online Elo (one pass)", n, 1, seconds)
     samples, seconds = timed(ratings.bootstrap_elo_samples, battles, rounds=rounds, seed=seed, repeat=3)
-    report.add("online Elo bootstrap, annotation.ratings", n, rounds, seconds, "numba, parallel")
+    report.add("online Elo bootstrap, annotation.scoring.ratings", n, rounds, seconds, "numba, parallel")
     ours_seconds = seconds
 
     indices = ratings.bootstrap_indices(n, reference_rounds, seed=seed)
@@ -238,7 +238,7 @@ def main(argv=None):
     print(f"\n{LARGE:,} battles among {N_MODELS} models")
     if args.quick:
         _, seconds = timed(ratings.bootstrap_elo_samples, large, rounds=ROUNDS)
-        report.add("online Elo bootstrap, annotation.ratings", LARGE, ROUNDS, seconds)
+        report.add("online Elo bootstrap, annotation.scoring.ratings", LARGE, ROUNDS, seconds)
     else:
         # FastChat's index matrix is battles x rounds (8 GB at 1,000 rounds), so its algorithm
         # runs 10 rounds here; per-round figures are comparable, totals are not.

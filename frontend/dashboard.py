@@ -1,7 +1,7 @@
 """Researcher dashboard views: study progress, leaderboards and plots (paper Tables 3-4, Figs. 8-9).
 
-Thin views: the numbers come from annotation.leaderboard's stored result (one computation per
-state of the judgements, shared with the API), the pictures from annotation.plots.
+Thin views: the numbers come from annotation.scoring.leaderboard's stored result (one computation per
+state of the judgements, shared with the API), the pictures from annotation.scoring.plots.
 """
 
 import re
@@ -12,9 +12,9 @@ from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from annotation import leaderboard as boards
-from annotation import plots
 from annotation.models import CHIRP_CRITERIA, REFERENCE_MODEL_NAME, JudgeRun, PreferenceStudy
+from annotation.scoring import leaderboard as boards
+from annotation.scoring import plots
 from tasks.models import Job
 
 _DATA_KEY = re.compile(r"[0-9a-f]{64}")

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from annotation import agreement
-from annotation.plots import agreement_bars
+from annotation.scoring import agreement
+from annotation.scoring.plots import agreement_bars
 
 
 def votes(rows):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from annotation import ratings
+from annotation.scoring import ratings
 
 TOLERANCE_ELO = 1e-8
 

@@ -10,10 +10,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.judging.runner import create_judge_run, run_judge
-from annotation.leaderboard import MIN_MATCHES
 from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, LeaderboardResult, Stage
 from annotation.preferences import create_study, launch_study, submit_pairwise_judgement
 from annotation.queue import next_assignment
+from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.scoring_factories import verified_instance, with_responses

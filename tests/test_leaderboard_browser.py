@@ -12,7 +12,6 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.judging.runner import create_judge_run, run_judge
-from annotation.leaderboard import MIN_MATCHES
 from annotation.models import HumanJudgement, JudgeRun, Stage
 from annotation.preferences import (
     battle_of,
@@ -22,6 +21,7 @@ from annotation.preferences import (
     submit_pairwise_judgement,
 )
 from annotation.queue import next_assignment
+from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.scoring_factories import verified_instance, with_responses

@@ -22,7 +22,7 @@ from annotation.preferences import (
     submit_pairwise_judgement,
 )
 from annotation.queue import next_assignment
-from annotation.selectors_scoring import human_battles
+from annotation.scoring.battles import human_battles
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.scoring_factories import verified_instance, with_responses
 

@@ -1,4 +1,4 @@
-"""The scoring mathematics of annotation.ratings: hand-computed cases, reference loops, simulation."""
+"""The scoring mathematics of annotation.scoring.ratings: hand-computed cases, reference loops, simulation."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from annotation import ratings
-from annotation.plots import category_heatmap, elo_interval_plot
+from annotation.scoring import ratings
+from annotation.scoring.plots import category_heatmap, elo_interval_plot
 
 
 def frame(rows, **extra):

@@ -17,7 +17,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from annotation import leaderboard, snapshot_downloads, snapshots
+from annotation import snapshot_downloads, snapshots
 from annotation.api import serializers
 from annotation.models import (
     CHIRP_CRITERIA,
@@ -30,6 +30,7 @@ from annotation.models import (
     Snapshot,
     multi_image_q,
 )
+from annotation.scoring import leaderboard
 
 MAX_LEADERBOARD_ROUNDS = 1000
 DEFAULT_LEADERBOARD_ROUNDS = leaderboard.DEFAULT_ROUNDS

@@ -6,7 +6,7 @@ from annotation.models.preferences import PreferenceStudy
 
 
 class LeaderboardResult(models.Model):
-    """A study's leaderboard as computed once (annotation/leaderboard.py), kept so the dashboard,
+    """A study's leaderboard as computed once (annotation/scoring/leaderboard.py), kept so the dashboard,
     its figures, the API and the command all show the same numbers without rerunning the
     bootstrap. ``data_key`` is a hash of the judgements it was computed from and the parameters,
     so a new or changed judgement makes a new key and the stored result is simply not found."""

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from annotation import plots
+from annotation.scoring import plots
 
 NAMES = ["$x^$", "$\\frac{", "a $b$ c", "$$", "\\$", "_{^}", "$\\undefinedcommand$", "<script>"]
 

@@ -4,8 +4,8 @@ import re
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.leaderboard import DEFAULT_ROUNDS, render_text, study_leaderboard
 from annotation.models import CHIRP_CRITERIA, PreferenceStudy
+from annotation.scoring.leaderboard import DEFAULT_ROUNDS, render_text, study_leaderboard
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@
 - ``rubric_correlations``: Pearson, Kendall tau and Spearman between two sets of 1-5 rubric scores
   (Prometheus-Vision §5).
 
-Frames follow ``annotation.ratings``: one row per judgement with ``model_a``, ``model_b``,
+Frames follow ``annotation.scoring.ratings``: one row per judgement with ``model_a``, ``model_b``,
 ``winner`` in {"model_a", "model_b", "tie"}, keyed to an instance by ``question_id``.
 """
 
@@ -25,7 +25,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.proportion import proportion_confint
 
-from annotation.ratings import WINNER_SCORES
+from annotation.scoring.ratings import WINNER_SCORES
 
 RANDOM_BASELINE = 0.5
 

@@ -1,7 +1,7 @@
 """The leaderboard of a preference study: VisIT-Bench Tables 3 and 4, for the crowd and each judge,
 with the judges' agreement with the crowd.
 
-The numbers come from annotation/ratings.py and annotation/agreement.py. A leaderboard is computed
+The numbers come from annotation/scoring/ratings.py and annotation/scoring/agreement.py. A leaderboard is computed
 once per state of the judgements and stored (LeaderboardResult), keyed by a hash of the battles it
 was computed from: the dashboard, its figures, the API and the `leaderboard` command read that one
 result, and a new or changed judgement makes a new key, so nothing stale is ever shown and the
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 from django.db import IntegrityError, transaction
 
-from annotation import agreement, ratings
 from annotation.models import REFERENCE_MODEL_NAME, LeaderboardResult
-from annotation.selectors_scoring import (
+from annotation.scoring import agreement, ratings
+from annotation.scoring.battles import (
     finished_runs,
     human_battles,
     judge_battles,
