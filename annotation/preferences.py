@@ -16,9 +16,20 @@ from django.db import transaction
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from annotation import sheet_layouts as layouts
+from annotation.datasets import layouts
+from annotation.datasets.exports import STABLE_KEY_COLUMN
+from annotation.datasets.layouts import concept_of, normal_column_name
+from annotation.datasets.sheets import (
+    CellError,
+    Problems,
+    cell_label,
+    check_text,
+    load_json,
+    read_sheet,
+    shorten,
+    strip_padding,
+)
 from annotation.exceptions import AnnotationError
-from annotation.exports import STABLE_KEY_COLUMN
 from annotation.models import (
     CHIRP_CRITERIA,
     REFERENCE_MODEL_NAME,
@@ -34,17 +45,6 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
-from annotation.sheet_layouts import concept_of, normal_column_name
-from annotation.sheets import (
-    CellError,
-    Problems,
-    cell_label,
-    check_text,
-    load_json,
-    read_sheet,
-    shorten,
-    strip_padding,
-)
 
 PREDICTION_SUFFIX = " prediction"
 RUBRIC_SCORES = range(1, 6)

@@ -11,7 +11,7 @@ COPY: 5,000 single-image instances, four model responses each, the six pairs of 
 as battles, and enough workers' judgements to reach N (one work unit per battle and one
 assignment per judgement, as the pipeline stores them). It then times
 
-- annotation.exports writing the published human preference CSV (server-side cursor, rows written
+- annotation.datasets.exports writing the published human preference CSV (server-side cursor, rows written
   one by one), and its Parquet twin;
 - PostgreSQL's own ``COPY (SELECT ...) TO STDOUT WITH CSV`` of the same columns, the ceiling for
   anything that has to leave the database;
@@ -121,7 +121,7 @@ def load(n_judgements):
 
 
 def time_export(study, path, *, parquet=False):
-    from annotation import exports
+    from annotation.datasets import exports
 
     start = time.perf_counter()
     rows = exports.human_preference_rows(studies=[study])

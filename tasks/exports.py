@@ -2,8 +2,8 @@
 
 import logging
 
+from annotation.datasets.snapshots import build_snapshot
 from annotation.models import Snapshot
-from annotation.snapshots import build_snapshot
 from crowdbench.celery import app
 from tasks.jobs import JOB_OPTIONS, lease
 

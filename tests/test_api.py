@@ -115,7 +115,7 @@ def test_a_snapshot_is_requested_with_post_and_read_by_version(api, judged_study
     assert response.status_code == 202
     assert response.json()["version"] == 1 and response.json()["status"] == "pending"
     assert len(callbacks) == 1
-    from annotation.snapshots import build_snapshot
+    from annotation.datasets.snapshots import build_snapshot
 
     build_snapshot(snapshot=Snapshot.objects.get(version=1))
     snapshot = api.get("/api/snapshots/1/").json()

@@ -5,9 +5,8 @@ import json
 import pandas as pd
 import pytest
 
-from annotation import exports
-from annotation import sheet_layouts as layouts
-from annotation.imports import import_visit_bench
+from annotation.datasets import exports, layouts
+from annotation.datasets.imports import import_visit_bench
 from annotation.models import CHIRP_CRITERIA, Instance
 from tests.export_fixtures import CRITERIA, judged_study_fixture  # noqa: F401
 from tests.published_data import DATA

@@ -7,8 +7,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
-from annotation.imports import import_visit_bench
 from annotation.models import (
     Caption,
     ImageAsset,

@@ -12,9 +12,8 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from PIL import Image
 
-from annotation import exports
-from annotation import sheet_layouts as layouts
-from annotation.imports import import_visit_bench
+from annotation.datasets import exports, layouts
+from annotation.datasets.imports import import_visit_bench
 from annotation.models import ImportedRow, InstanceImage, ModelResponse
 from annotation.preferences import PredictionsProblems, import_predictions
 from annotation.uploads import store_uploaded_image

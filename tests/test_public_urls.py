@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.urls import reverse
 
-from annotation import exports
+from annotation.datasets import exports
 from annotation.models import ImageAsset, Stage, Worker
 from annotation.public_urls import placeholder_warning, public_url
 from mturk.models import CrowdStudy

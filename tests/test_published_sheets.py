@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation import snapshots
+from annotation.datasets import snapshots
+from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
-from annotation.imports import import_visit_bench
 from annotation.models import ImportedRow, Instance, InstructionFamily, Reference
 from annotation.selectors import table2
 from tests.published_data import ANNOTATED, MULTI, SHEETS, SINGLE
@@ -233,8 +233,7 @@ def test_import_command_refuses_a_file_that_is_not_a_sheet(tmp_path):
 
 
 def test_a_familys_part_of_an_imported_sheet_is_written_with_the_stable_key():
-    from annotation import exports
-    from annotation import sheet_layouts as layouts
+    from annotation.datasets import exports, layouts
 
     import_visit_bench(path_or_file=SINGLE)
     family = InstructionFamily.objects.get(name="Board Games")

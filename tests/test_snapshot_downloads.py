@@ -17,7 +17,7 @@ from moto.server import ThreadedMotoServer
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation import snapshots
+from annotation.datasets import snapshots
 from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db

@@ -11,9 +11,9 @@ from django.db import transaction
 from django.urls import reverse
 from moto.server import ThreadedMotoServer
 
-from annotation import snapshots
+from annotation.datasets import snapshots
+from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
-from annotation.imports import import_visit_bench
 from annotation.models import Instance, Snapshot
 from tasks.exports import build_snapshot_job
 from tests.export_fixtures import RAW_WORKER_IDS, judged_study_fixture  # noqa: F401

@@ -15,10 +15,10 @@ from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
-from annotation import exports, imports, llm, references, selectors, services
-from annotation import sheet_layouts as layouts
+from annotation import llm, references, selectors, services
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, family_workflow, perform_family_action
+from annotation.datasets import exports, imports, layouts
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
 from annotation.models import (

@@ -9,8 +9,8 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from annotation import snapshot_downloads, snapshots
 from annotation.admin.worker_check import say_if_jobs_will_wait
+from annotation.datasets import downloads, snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import Snapshot
 from annotation.public_urls import placeholder_warning
@@ -70,9 +70,9 @@ class SnapshotAdmin(admin.ModelAdmin):
     def download_view(self, request, object_id, name):
         """A snapshot file, for a researcher allowed to view snapshots (admin_view has already
         sent anybody else to the login page)."""
-        if not snapshot_downloads.may_download(request.user):
+        if not downloads.may_download(request.user):
             raise PermissionDenied
-        return snapshot_downloads.file_response(snapshot=get_object_or_404(Snapshot, pk=object_id), name=name)
+        return downloads.file_response(snapshot=get_object_or_404(Snapshot, pk=object_id), name=name)
 
     @admin.display(description="files")
     def file_links(self, obj):

@@ -16,8 +16,9 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 
-from annotation import llm, preferences, services, snapshots
+from annotation import llm, preferences, services
 from annotation.admin.worker_check import no_worker_warning, say_if_jobs_will_wait
+from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run
 from annotation.models import (

@@ -4,7 +4,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from annotation import snapshots
+from annotation.datasets import snapshots
 from annotation.models import (
     HumanJudgement,
     ImageAsset,

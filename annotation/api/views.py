@@ -17,8 +17,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from annotation import snapshot_downloads, snapshots
 from annotation.api import serializers
+from annotation.datasets import downloads, snapshots
 from annotation.models import (
     CHIRP_CRITERIA,
     HumanJudgement,
@@ -201,9 +201,9 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def file(self, request, version=None, name=None):
         """One file of a built snapshot (its `files[].download_url`), for staff allowed to view
         snapshots."""
-        if not snapshot_downloads.may_download(request.user):
+        if not downloads.may_download(request.user):
             raise PermissionDenied("You may not download snapshots.")
-        return snapshot_downloads.file_response(snapshot=self.get_object(), name=name)
+        return downloads.file_response(snapshot=self.get_object(), name=name)
 
     @extend_schema(
         parameters=[OpenApiParameter("against", OpenApiTypes.INT,

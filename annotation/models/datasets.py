@@ -13,7 +13,7 @@ class Snapshot(models.Model):
     """The verified benchmark and the judgements of chosen studies, frozen at one moment.
 
     A snapshot is written once: its rows may change only while it is being built (through
-    QuerySet.update by annotation/snapshots.py); once done or failed, save() and delete() refuse.
+    QuerySet.update by annotation/datasets/snapshots.py); once done or failed, save() and delete() refuse.
     """
 
     class Status(models.TextChoices):

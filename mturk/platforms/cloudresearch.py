@@ -7,7 +7,7 @@ import io
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
-from annotation.exports import neutralise_formula
+from annotation.datasets.exports import neutralise_formula
 from annotation.models import Worker
 from mturk.exceptions import PlatformError
 from mturk.models import short_hash

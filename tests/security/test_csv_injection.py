@@ -8,7 +8,7 @@ import io
 import pandas as pd
 import pytest
 
-from annotation import exports, snapshots
+from annotation.datasets import exports, snapshots
 from annotation.models import Instance, ModelResponse
 from tests.export_fixtures import judged_study_fixture  # noqa: F401
 

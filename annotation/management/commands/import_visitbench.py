@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from annotation.datasets.imports import DEFAULT_SOURCE_NAME, import_visit_bench
 from annotation.exceptions import AnnotationError
-from annotation.imports import DEFAULT_SOURCE_NAME, import_visit_bench
 
 
 class Command(BaseCommand):

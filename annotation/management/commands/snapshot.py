@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import snapshots
+from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import PreferenceStudy, Snapshot
 

@@ -23,7 +23,7 @@ from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 from django.utils import timezone
 
-from annotation import exports, sheet_layouts
+from annotation.datasets import exports, layouts
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
@@ -114,9 +114,9 @@ def _file_name(table, kind):
 
 SHEET_FORMATS = ("csv", "spreadsheet.csv", "parquet")
 OUTPUTS = (
-    _Output(exports.SINGLE_IMAGE_SHEET, SHEET_FORMATS, sheet_layouts.SINGLE_IMAGE),
-    _Output(exports.MULTI_IMAGE_SHEET, SHEET_FORMATS, sheet_layouts.MULTI_IMAGE),
-    _Output(exports.FULLY_ANNOTATED_SHEET, SHEET_FORMATS, sheet_layouts.FULLY_ANNOTATED),
+    _Output(exports.SINGLE_IMAGE_SHEET, SHEET_FORMATS, layouts.SINGLE_IMAGE),
+    _Output(exports.MULTI_IMAGE_SHEET, SHEET_FORMATS, layouts.MULTI_IMAGE),
+    _Output(exports.FULLY_ANNOTATED_SHEET, SHEET_FORMATS, layouts.FULLY_ANNOTATED),
     _Output(exports.HUMAN_PREFERENCES, SHEET_FORMATS),
     _Output(exports.HUMAN_PREFERENCES_WIDE, SHEET_FORMATS),
     _Output(exports.BATTLES, ("jsonl", "parquet")),

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from annotation.sheets import (
+from annotation.datasets.sheets import (
     MISSING,
     CellError,
     check_text,

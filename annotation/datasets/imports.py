@@ -2,7 +2,7 @@
 instruction generation and arrive as a sheet).
 
 The layout (multi-image sheet, single-image sheet, fully annotated example, and the variants real
-releases of them come in) is read from the header (annotation/sheet_layouts.py). Every row is
+releases of them come in) is read from the header (annotation/datasets/layouts.py). Every row is
 parsed and checked before anything is written, and the whole file goes in one transaction, so a
 malformed sheet imports nothing; every fault is named by row and column.
 
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from annotation import sheet_layouts as layouts
+from annotation.datasets import layouts
+from annotation.datasets.exports import instance_contents
+from annotation.datasets.sheets import CellError, Problems, cell_label, read_sheet
 from annotation.exceptions import AnnotationError
-from annotation.exports import instance_contents
 from annotation.models import (
     Caption,
     ImageAsset,
@@ -33,7 +34,6 @@ from annotation.models import (
     Reference,
 )
 from annotation.services import record_imported_verdict
-from annotation.sheets import CellError, Problems, cell_label, read_sheet
 
 DEFAULT_SOURCE_NAME = "VisIT-Bench"
 # The published sheets' references were written by GPT-4 (paper §2.1).

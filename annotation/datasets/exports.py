@@ -6,7 +6,7 @@ consumes that stream a single time and writes, row by row, the exact CSV, the CS
 spreadsheets, JSON Lines and Parquet (in row groups of EXPORT_CHUNK_ROWS). Memory therefore
 follows the chunk size, never the row count.
 
-The benchmark sheets are the inverse of annotation/imports.py. A sheet is written in the layout
+The benchmark sheets are the inverse of annotation/datasets/imports.py. A sheet is written in the layout
 of the published file its instances were imported from when they all came from files of one
 layout (so a published sheet imported alone comes back byte for byte: its columns, booleans as
 written, JSON cells as written, line ends); otherwise in the published layout of its kind, with
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 
-from annotation import sheet_layouts as layouts
+from annotation.datasets import layouts
 from annotation.models import (
     CHIRP_CRITERIA,
     REFERENCE_MODEL_NAME,

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 
 from django.http import FileResponse, Http404
 
-from annotation import snapshots
+from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 
 PERMISSION = "annotation.view_snapshot"
