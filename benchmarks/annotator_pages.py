@@ -69,6 +69,10 @@ def seed(units):
     """Caption units behind a Prolific study, and one unit of each other stage for page weight."""
     from django.utils import timezone
 
+    from annotation.collection.captions import add_caption
+    from annotation.collection.instructions import add_instance
+    from annotation.collection.references import store_reference
+    from annotation.collection.stages import create_work_units
     from annotation.models import (
         ImageAsset,
         InstructionFamily,
@@ -77,7 +81,6 @@ def seed(units):
         StageConfig,
         WorkUnit,
     )
-    from annotation.services import add_caption, add_instance, create_work_units, store_reference
     from mturk.models import CrowdStudy
 
     def launch(family, stage):

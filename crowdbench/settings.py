@@ -146,7 +146,7 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
-# Uploads are checked before Pillow decodes them (annotation/uploads.py).
+# Uploads are checked before Pillow decodes them (annotation/collection/uploads.py).
 IMAGE_UPLOAD_MAX_BYTES = env.int("IMAGE_UPLOAD_MAX_BYTES", default=10 * 1024 * 1024)
 IMAGE_UPLOAD_MAX_PIXELS = env.int("IMAGE_UPLOAD_MAX_PIXELS", default=40_000_000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = IMAGE_UPLOAD_MAX_BYTES + 1024 * 1024

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
-from annotation import services
+from annotation.collection import captions, instructions, verification
+from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import image_url_allowed
 from annotation.models import CHIRP_CRITERIA, Assignment, ImageAsset, Instance, InstanceImage, Side, Stage
 from annotation.preferences import pairwise_task, submit_pairwise_judgement
 from annotation.typed_text import CAPTION_MAX_CHARS, COMMENT_MAX_CHARS, INSTRUCTION_MAX_CHARS, field_limit
-from annotation.uploads import store_uploaded_image
 
 MAX_IMAGES_PER_INSTRUCTION = 8
 
@@ -167,7 +167,7 @@ def _instruction_context(unit, posted, assignment=None):
         "max_images": MAX_IMAGES_PER_INSTRUCTION,
         "licences": list(LICENCES),
         "instruction": posted.get("instruction", ""),
-        "min_chars": services.MIN_INSTRUCTION_CHARS,
+        "min_chars": instructions.MIN_INSTRUCTION_CHARS,
         "max_chars": INSTRUCTION_MAX_CHARS,
         "limits": {name: field_limit(ImageAsset, name) for name in ("url", "author", "source_url")},
         "allowed_hosts": settings.IMAGE_URL_ALLOWED_HOSTS,
@@ -189,7 +189,7 @@ def _posted_images(request):
     for index in _posted_slot_indexes(request.POST, request.FILES):
         upload = request.FILES.get(f"image-{index}-file")
         which = f"image {len(filled) + 1}"
-        url, licence, author, source = services.check_image_details(
+        url, licence, author, source = instructions.check_image_details(
             url=request.POST.get(f"image-{index}-url", ""),
             licence=request.POST.get(f"image-{index}-licence", ""),
             author=request.POST.get(f"image-{index}-author", ""),
@@ -216,7 +216,7 @@ def _submit_instruction(*, request, assignment_id, worker, active_seconds):
         # A second click of Submit: the answer is stored already, so store no images again.
         return f"instance-{mine.instruction_submission.instance_id}"
     # Every typed field is checked before an upload is stored.
-    services.clean_instruction(request.POST.get("instruction", ""))
+    instructions.clean_instruction(request.POST.get("instruction", ""))
     posted = _posted_images(request)
     with transaction.atomic():
         images = []
@@ -226,8 +226,8 @@ def _submit_instruction(*, request, assignment_id, worker, active_seconds):
             if upload:
                 images.append(store_uploaded_image(upload=upload, **details))
             else:
-                images.append(services.image_from_url(url=url, **details))
-        instance = services.submit_instruction(
+                images.append(instructions.image_from_url(url=url, **details))
+        instance = instructions.submit_instruction(
             assignment_id=assignment_id, worker=worker,
             instruction=request.POST.get("instruction", ""), images=images,
             active_seconds=active_seconds,
@@ -252,7 +252,7 @@ def _caption_context(unit, posted, assignment=None):
             {"index": index, "number": image.number, "text": posted.get(f"caption-{index}", "")}
             for index, image in enumerate(images)
         ],
-        "min_chars": services.MIN_CAPTION_CHARS,
+        "min_chars": captions.MIN_CAPTION_CHARS,
         "max_chars": CAPTION_MAX_CHARS,
     }
 
@@ -262,7 +262,7 @@ def _submit_caption(*, request, assignment_id, worker, active_seconds):
     texts = []
     while f"caption-{len(texts)}" in request.POST:
         texts.append(request.POST[f"caption-{len(texts)}"])
-    caption = services.submit_caption(assignment_id=assignment_id, worker=worker, texts=texts,
+    caption = captions.submit_caption(assignment_id=assignment_id, worker=worker, texts=texts,
                                       active_seconds=active_seconds)
     return f"caption-{caption.pk}"
 
@@ -312,13 +312,13 @@ def _read_verification(posted):
 
 def _submit_verification(*, request, assignment_id, worker, active_seconds):
     is_correct, in_caption, in_response = _read_verification(request.POST)
-    verification = services.submit_verification(
+    stored = verification.submit_verification(
         assignment_id=assignment_id, worker=worker, is_correct=is_correct,
         problem_in_caption=in_caption, problem_in_response=in_response,
         is_harmful=request.POST.get("harmful", "") == "yes",
         comment=request.POST.get("comment", ""), active_seconds=active_seconds,
     )
-    return f"verification-{verification.pk}"
+    return f"verification-{stored.pk}"
 
 
 def _verification_gold_context(item, posted):

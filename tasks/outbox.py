@@ -10,7 +10,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from annotation import llm, services
+from annotation import llm
+from annotation.collection import stages
 from annotation.judging.runner import ACTIVE_STATUSES
 from annotation.models import Instance, JudgeRun, Snapshot, StageConfig
 from crowdbench.celery import app
@@ -30,7 +31,7 @@ def owed_jobs():
         owed += [("tasks.generate_reference", (pk,), "reference", pk, since)
                  for pk, since in waiting.values_list("pk", "updated_at")]
     for config in StageConfig.objects.filter(launched_at__isnull=False).select_related("family"):
-        if services.units_owed(family=config.family, stage=config.stage):
+        if stages.units_owed(family=config.family, stage=config.stage):
             owed.append(("tasks.create_work_units", (config.family_id, config.stage), None, None,
                          config.launched_at))
     runs = JudgeRun.objects.filter(status__in=ACTIVE_STATUSES)

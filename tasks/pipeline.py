@@ -2,10 +2,10 @@
 
 import logging
 
+from annotation.collection.references import generate_reference
+from annotation.collection.stages import create_work_units
 from annotation.models import Instance, InstructionFamily
 from annotation.queue import expire_leases
-from annotation.references import generate_reference
-from annotation.services import create_work_units
 from crowdbench.celery import app
 from tasks.jobs import JOB_OPTIONS, lease
 

@@ -5,6 +5,9 @@ from urllib.parse import urlencode
 
 from django.core.files import File
 
+from annotation.collection.references import store_reference
+from annotation.collection.stages import create_work_units
+from annotation.collection.uploads import store_uploaded_image
 from annotation.models import (
     GoldItem,
     Instance,
@@ -16,8 +19,6 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.preferences import create_study, launch_study
-from annotation.services import create_work_units, store_reference
-from annotation.uploads import store_uploaded_image
 from fixtures.demo import IMAGES
 from fixtures.loader import skimage_data_dir
 from mturk.models import CrowdStudy, Hit

@@ -11,7 +11,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from annotation import queue, services
+from annotation import queue
+from annotation.collection import captions, stages
 from annotation.models import Instance, Reference, Stage, WorkUnit
 from crowdbench.celery import app
 from tasks.pipeline import create_work_units_job, generate_reference_job
@@ -127,11 +128,11 @@ def test_submitted_caption_gets_a_reference_from_the_worker(start_worker, openai
     family = FamilyFactory()
     launch(family, Stage.CAPTION)
     instance = InstanceFactory(family=family)
-    services.create_work_units(family=family, stage=Stage.CAPTION)
+    stages.create_work_units(family=family, stage=Stage.CAPTION)
     annotator = WorkerFactory()
     assignment = queue.next_assignment(worker=annotator, stage=Stage.CAPTION)
 
-    services.submit_caption(assignment_id=assignment.pk, worker=annotator,
+    captions.submit_caption(assignment_id=assignment.pk, worker=annotator,
                             texts=["A man in a red coat waves from the top of a parade float."])
 
     wait_for(lambda: Reference.objects.filter(instance=instance).exists(),

@@ -7,6 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from annotation.collection.progress import table2
 from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -16,7 +17,6 @@ from annotation.models import (
     InstructionFamily,
     Reference,
 )
-from annotation.selectors import table2
 from tests.factories import FamilyFactory, ImageAssetFactory
 from tests.published_data import ANNOTATED, MULTI
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from annotation import queue, services
+from annotation import queue
+from annotation.collection import captions, instructions, references, stages, verification
 from annotation.exceptions import AnnotationError
 from annotation.models import Instance, InstructionFamily, Reference, Stage, StageConfig, WorkUnit
 from tests.factories import (
@@ -26,28 +27,28 @@ def test_launching_generation_creates_one_unit_per_missing_instance():
     family = FamilyFactory(target_instances=4)
     InstanceFactory(family=family)
     launch(family, Stage.INSTRUCTION_GENERATION)
-    assert services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 3
-    assert services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 0
+    assert stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 3
+    assert stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 0
 
 
 def test_unlaunched_stage_gets_no_units():
     family = FamilyFactory()
-    assert services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 0
+    assert stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 0
 
 
 def test_reformatted_family_cannot_launch_instruction_generation():
     family = FamilyFactory(source=InstructionFamily.Source.REFORMATTED, source_dataset="NLVR2")
     with pytest.raises(AnnotationError, match="bulk import"):
-        services.launch_stage(family=family, stage=Stage.INSTRUCTION_GENERATION)
+        stages.launch_stage(family=family, stage=Stage.INSTRUCTION_GENERATION)
 
 
 def test_submitted_instruction_creates_an_instance_awaiting_a_caption():
     family = FamilyFactory(target_instances=1)
     launch(family, Stage.INSTRUCTION_GENERATION)
     launch(family, Stage.CAPTION)
-    services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
+    stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
     worker, assignment = lease(Stage.INSTRUCTION_GENERATION)
-    instance = services.submit_instruction(
+    instance = instructions.submit_instruction(
         assignment_id=assignment.pk, worker=worker, images=[ImageAssetFactory()],
         instruction="Why is the crowd gathered here?", active_seconds=42.5,
     )
@@ -62,21 +63,21 @@ def test_submitted_instruction_creates_an_instance_awaiting_a_caption():
 def test_double_submitted_instruction_is_stored_once():
     family = FamilyFactory(target_instances=1)
     launch(family, Stage.INSTRUCTION_GENERATION)
-    services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
+    stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
     worker, assignment = lease(Stage.INSTRUCTION_GENERATION)
     kwargs = dict(assignment_id=assignment.pk, worker=worker, images=[ImageAssetFactory()],
                   instruction="What is the man holding and why?")
-    assert services.submit_instruction(**kwargs) == services.submit_instruction(**kwargs)
+    assert instructions.submit_instruction(**kwargs) == instructions.submit_instruction(**kwargs)
     assert Instance.objects.count() == 1
 
 
 def test_single_image_family_refuses_two_images():
     family = FamilyFactory(target_instances=1)
     launch(family, Stage.INSTRUCTION_GENERATION)
-    services.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
+    stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
     worker, assignment = lease(Stage.INSTRUCTION_GENERATION)
     with pytest.raises(AnnotationError, match="exactly one image"):
-        services.submit_instruction(assignment_id=assignment.pk, worker=worker,
+        instructions.submit_instruction(assignment_id=assignment.pk, worker=worker,
                                     images=[ImageAssetFactory(), ImageAssetFactory()],
                                     instruction="Which of these is older?")
     assert Instance.objects.count() == 0
@@ -85,7 +86,7 @@ def test_single_image_family_refuses_two_images():
 def caption_unit(*, image_count=1):
     instance = InstanceFactory(image_count=image_count)
     launch(instance.family, Stage.CAPTION)
-    services.create_work_units(family=instance.family, stage=Stage.CAPTION)
+    stages.create_work_units(family=instance.family, stage=Stage.CAPTION)
     return instance
 
 
@@ -93,7 +94,7 @@ def test_caption_needs_one_text_per_image():
     caption_unit(image_count=2)
     worker, assignment = lease(Stage.CAPTION)
     with pytest.raises(AnnotationError, match="each of the 2 images"):
-        services.submit_caption(assignment_id=assignment.pk, worker=worker,
+        captions.submit_caption(assignment_id=assignment.pk, worker=worker,
                                 texts=["A long caption of the first image, with details."])
 
 
@@ -101,13 +102,13 @@ def test_short_caption_is_refused_with_the_guidance():
     caption_unit()
     worker, assignment = lease(Stage.CAPTION)
     with pytest.raises(AnnotationError, match="sees only your text"):
-        services.submit_caption(assignment_id=assignment.pk, worker=worker, texts=["A dog."])
+        captions.submit_caption(assignment_id=assignment.pk, worker=worker, texts=["A dog."])
 
 
 def test_submitted_caption_makes_the_instance_await_its_reference():
     instance = caption_unit()
     worker, assignment = lease(Stage.CAPTION)
-    caption = services.submit_caption(
+    caption = captions.submit_caption(
         assignment_id=assignment.pk, worker=worker,
         texts=["A border collie runs beside six sheep on a green hill."],
     )
@@ -124,14 +125,14 @@ def reference_under_verification(*, overlap=1, rule=StageConfig.VerificationRule
     instance.save()
     launch(instance.family, Stage.VERIFICATION, overlap=overlap, verification_rule=rule,
            on_incorrect=on_incorrect)
-    reference = services.store_reference(instance=instance, text="Three sheep.",
+    reference = references.store_reference(instance=instance, text="Three sheep.",
                                          source=Reference.Source.MANUAL)
     return instance, reference
 
 
 def verify(**answer):
     worker, assignment = lease(Stage.VERIFICATION)
-    return services.submit_verification(assignment_id=assignment.pk, worker=worker, **answer)
+    return verification.submit_verification(assignment_id=assignment.pk, worker=worker, **answer)
 
 
 def test_stored_reference_opens_a_verification_unit():
@@ -208,7 +209,7 @@ def test_agreement_rule_decides_two_correct_one_incorrect(rule, verdict):
 def test_manual_reference_needs_a_caption_first():
     instance = InstanceFactory()
     with pytest.raises(AnnotationError, match="once it has a caption"):
-        services.add_manual_reference(instance=instance, text="Two cats.", user=None)
+        references.add_manual_reference(instance=instance, text="Two cats.", user=None)
 
 
 def test_new_caption_identical_to_a_sent_back_one_is_refused():
@@ -217,5 +218,5 @@ def test_new_caption_identical_to_a_sent_back_one_is_refused():
     verify(is_correct=False, problem_in_caption=True)
     worker, assignment = lease(Stage.CAPTION)
     with pytest.raises(AnnotationError, match="same as one that was sent back"):
-        services.submit_caption(assignment_id=assignment.pk, worker=worker,
+        captions.submit_caption(assignment_id=assignment.pk, worker=worker,
                                 texts=instance.captions.get().texts)

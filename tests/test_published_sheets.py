@@ -10,11 +10,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from annotation.collection.progress import table2
 from annotation.datasets import snapshots
 from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
 from annotation.models import ImportedRow, Instance, InstructionFamily, Reference
-from annotation.selectors import table2
 from tests.published_data import ANNOTATED, MULTI, SHEETS, SINGLE
 
 pytestmark = pytest.mark.django_db

@@ -4,9 +4,9 @@ import pytest
 from django.utils import timezone
 
 from annotation import queue
+from annotation.collection.verification import submit_verification
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Stage, WorkUnit
-from annotation.services import submit_verification
 from tests.factories import (
     CaptionFactory,
     FamilyFactory,

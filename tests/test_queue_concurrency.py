@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 
 from annotation import queue
+from annotation.collection.instructions import submit_instruction
 from annotation.models import Assignment, Instance, Stage, WorkUnit
-from annotation.services import submit_instruction
 from tests.factories import FamilyFactory, ImageAssetFactory, WorkerFactory, launch
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

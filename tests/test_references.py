@@ -7,13 +7,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from annotation.collection.references import NOT_CONFIGURED_MESSAGE, generate_reference, reference_prompt
 from annotation.exceptions import AnnotationError
 from annotation.models import Instance, Reference, Stage, WorkUnit
-from annotation.references import (
-    NOT_CONFIGURED_MESSAGE,
-    generate_reference,
-    reference_prompt,
-)
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, launch
 from tests.openai_fake import completion, rate_limited, server_error
 

@@ -6,8 +6,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from annotation.collection.progress import format_table2, stage_progress, table2
 from annotation.models import Assignment, Instance, Reference, Stage, WorkUnit
-from annotation.selectors import format_table2, stage_progress, table2
 from tests.factories import (
     FamilyFactory,
     InstanceFactory,

@@ -8,9 +8,9 @@ from django.core.files.uploadedfile import InMemoryUploadedFile, SimpleUploadedF
 from django.db import DataError
 from PIL import Image
 
+from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
 from annotation.models import ImageAsset
-from annotation.uploads import store_uploaded_image
 from tests.factories import WorkerFactory
 
 pytestmark = pytest.mark.django_db

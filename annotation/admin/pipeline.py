@@ -15,9 +15,11 @@ from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
-from annotation import llm, references, selectors, services
+from annotation import llm
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, family_workflow, perform_family_action
+from annotation.collection import captions, progress, references, stages
+from annotation.collection.uploads import store_uploaded_image
 from annotation.datasets import exports, imports, layouts
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
@@ -37,7 +39,6 @@ from annotation.models import (
     WorkUnit,
     multi_image_q,
 )
-from annotation.uploads import store_uploaded_image
 
 
 def _report_errors(modeladmin, request, action):
@@ -255,7 +256,7 @@ def _launch_action(stage):
         launched = False
         for family in queryset:
             config = _report_errors(modeladmin, request,
-                                    lambda family=family: services.launch_stage(family=family, stage=stage))
+                                    lambda family=family: stages.launch_stage(family=family, stage=stage))
             if config:
                 launched = True
                 modeladmin.message_user(
@@ -376,7 +377,7 @@ class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
     def progress(self, family):
         if not family.pk:
             return "-"
-        rows = selectors.stage_progress(family)
+        rows = progress.stage_progress(family)
         header = mark_safe("<tr><th>stage</th><th>launched</th><th>waiting</th><th>leased</th>"
                            "<th>done</th><th>discarded</th></tr>")
         body = format_html_join(
@@ -433,11 +434,11 @@ class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
         family = None
         if request.GET.get("family"):
             family = get_object_or_404(InstructionFamily, pk=request.GET["family"])
-        table = selectors.table2(family=family)
+        table = progress.table2(family=family)
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
                    "title": "Verification report (paper Table 2)",
                    "columns": [name for name, _ in table.columns()],
-                   "rows": selectors.table2_rows(table),
+                   "rows": progress.table2_rows(table),
                    "families": InstructionFamily.objects.all(), "family": family}
         return TemplateResponse(request, "admin/annotation/table2.html", context)
 
@@ -549,7 +550,7 @@ class InstanceAdmin(admin.ModelAdmin):
             return
         waiting = queryset.filter(status=Instance.Status.AWAITING_REFERENCE)
         for instance in waiting:
-            services.queue_reference_generation(instance_id=instance.pk)
+            captions.queue_reference_generation(instance_id=instance.pk)
         skipped = queryset.count() - waiting.count()
         self.message_user(request, f"Queued reference generation for {waiting.count()} instance(s)"
                                    + (f"; {skipped} not awaiting a reference were left alone." if skipped else "."))
@@ -570,7 +571,7 @@ class InstanceAdmin(admin.ModelAdmin):
         form = ManualReferenceForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             try:
-                services.add_manual_reference(instance=instance, text=form.cleaned_data["text"],
+                references.add_manual_reference(instance=instance, text=form.cleaned_data["text"],
                                               user=request.user)
             except AnnotationError as error:
                 form.add_error("text", str(error))

@@ -16,8 +16,9 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 
-from annotation import llm, preferences, services
+from annotation import llm, preferences
 from annotation.admin.worker_check import no_worker_warning, say_if_jobs_will_wait
+from annotation.collection import captions, stages
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run
@@ -490,13 +491,13 @@ def perform_family_action(*, family, key):
     _check_still_next(action, key)
     if key.startswith("launch_"):
         stage = key.removeprefix("launch_")
-        services.launch_stage(family=family, stage=stage)
+        stages.launch_stage(family=family, stage=stage)
         return f"{Stage(stage).label} launched for “{family.name}”; its work units are being created.", True
     if key == "generate_references":
         waiting = list(family.instances.filter(status=Instance.Status.AWAITING_REFERENCE)
                        .values_list("pk", flat=True))
         for instance_id in waiting:
-            services.queue_reference_generation(instance_id=instance_id)
+            captions.queue_reference_generation(instance_id=instance_id)
         return f"Queued reference generation for {_plural(len(waiting), 'instance')}.", True
     raise AnnotationError(f"“{action.label}” is done on its own page.")
 

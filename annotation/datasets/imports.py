@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from annotation.collection.verification import record_imported_verdict
 from annotation.datasets import layouts
 from annotation.datasets.exports import instance_contents
 from annotation.datasets.sheets import CellError, Problems, cell_label, read_sheet
@@ -33,7 +34,6 @@ from annotation.models import (
     InstructionFamily,
     Reference,
 )
-from annotation.services import record_imported_verdict
 
 DEFAULT_SOURCE_NAME = "VisIT-Bench"
 # The published sheets' references were written by GPT-4 (paper §2.1).

@@ -23,6 +23,7 @@ from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 from django.utils import timezone
 
+from annotation.collection.progress import table2
 from annotation.datasets import exports, layouts
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -36,7 +37,6 @@ from annotation.models import (
     Snapshot,
     WorkUnit,
 )
-from annotation.selectors import table2
 from crowdbench.jobs import enqueue
 
 CONTENT_SUMS_NAME = "SHA256SUMS"

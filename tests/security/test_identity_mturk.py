@@ -8,9 +8,9 @@ gets a token, a lease or a look at anybody's work, and a refused claim changes n
 import pytest
 from django.test import Client
 
+from annotation.collection.captions import submit_caption
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Caption, Worker
-from annotation.services import submit_caption
 from tests.frontend_support import caption_unit, preview_url, published_hit, unit_url
 from tests.mturk_wire import assignment as mturk_assignment
 

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from annotation import services
+from annotation.collection import instructions
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import image_url_allowed, image_url_problem
 from annotation.models import ImageAsset
@@ -76,7 +76,7 @@ def test_a_sound_link_off_the_allow_list_is_kept_but_never_loaded(link):
 @pytest.mark.django_db
 def test_a_worker_link_with_userinfo_and_backslash_is_refused_before_the_database():
     with pytest.raises(AnnotationError, match="user name or password|backslash"):
-        services.image_from_url(url="https://evil.example\\@upload.wikimedia.org/x.png", licence="CC0",
+        instructions.image_from_url(url="https://evil.example\\@upload.wikimedia.org/x.png", licence="CC0",
                                 author="me")
     assert not ImageAsset.objects.exists()
 

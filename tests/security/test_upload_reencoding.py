@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import ExifTags, Image, ImageCms, PngImagePlugin
 
-from annotation.uploads import store_uploaded_image
+from annotation.collection.uploads import store_uploaded_image
 
 pytestmark = pytest.mark.django_db
 

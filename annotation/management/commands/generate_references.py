@@ -6,11 +6,11 @@ import openai
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from annotation.collection.captions import queue_reference_generation
+from annotation.collection.references import NOT_CONFIGURED_MESSAGE, generate_reference
 from annotation.exceptions import AnnotationError
 from annotation.llm import reference_model_configured
 from annotation.models import Instance, InstructionFamily
-from annotation.references import NOT_CONFIGURED_MESSAGE, generate_reference
-from annotation.services import queue_reference_generation
 
 
 class Command(BaseCommand):

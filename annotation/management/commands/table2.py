@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.collection.progress import format_table2, table2
 from annotation.models import InstructionFamily
-from annotation.selectors import format_table2, table2
 
 
 class Command(BaseCommand):

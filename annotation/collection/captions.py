@@ -1,0 +1,88 @@
+"""Instruction-conditioned captions (paper §2.1): a worker describes what the instruction needs in the image(s)."""
+
+import logging
+
+from django.db import transaction
+
+from annotation import llm
+from annotation.exceptions import AnnotationError
+from annotation.models import (
+    Caption,
+    Instance,
+    Stage,
+)
+from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from annotation.typed_text import (
+    CAPTION_MAX_CHARS,
+    clean_typed_text,
+)
+from crowdbench.jobs import enqueue
+
+logger = logging.getLogger(__name__)
+
+MIN_CAPTION_CHARS = 20
+
+
+def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
+    """One caption per image, rich enough that a text-only reader could follow the instruction."""
+    texts = [
+        clean_typed_text(text, max_chars=CAPTION_MAX_CHARS,
+                         what=f"The caption of image {number}" if len(texts) > 1 else "The caption")
+        for number, text in enumerate(texts, start=1)
+    ]
+    with transaction.atomic():
+        assignment, already = lock_assignment_for_submission(
+            assignment_id=assignment_id, worker=worker, stage=Stage.CAPTION
+        )
+        if already:
+            caption = getattr(assignment, "caption", None)
+            return stored_answer_for(worker, caption, author_id=caption and caption.author_id)
+        instance = Instance.objects.select_for_update().get(pk=assignment.unit.instance_id)
+        image_count = instance.instanceimage_set.count()
+        if len(texts) != image_count:
+            raise AnnotationError(f"Please write one caption for each of the {image_count} images.")
+        if instance.captions.filter(texts=texts).exists():
+            # The same text would give the model the same prompt, and the same rejected reference.
+            raise AnnotationError(
+                "This caption is the same as one that was sent back. Please describe what the "
+                "instruction needs in more detail."
+            )
+        for position, text in enumerate(texts, start=1):
+            if len(text) < MIN_CAPTION_CHARS:
+                which = f"image {position}" if image_count > 1 else "the image"
+                raise AnnotationError(
+                    f"The caption of {which} is too short: could someone who sees only your text "
+                    f"follow the instruction? Write at least {MIN_CAPTION_CHARS} characters."
+                )
+        caption = Caption.objects.create(
+            instance=instance, texts=texts, author=worker, assignment=assignment,
+            round=instance.captions.count() + 1,
+        )
+        unit_done = mark_submitted(assignment, active_seconds=active_seconds)
+        if unit_done and instance.status == Instance.Status.AWAITING_CAPTION:
+            use_caption(instance=instance, caption=caption)
+    return caption
+
+
+def add_caption(*, instance, texts, author=None):
+    """A caption from a researcher or an import; it becomes the instance's current caption."""
+    caption = Caption.objects.create(instance=instance, texts=list(texts), author=author,
+                                     round=instance.captions.count() + 1)
+    use_caption(instance=instance, caption=caption)
+    return caption
+
+
+def use_caption(*, instance, caption):
+    instance.current_caption = caption
+    instance.status = Instance.Status.AWAITING_REFERENCE
+    instance.save(update_fields=["current_caption", "status", "updated_at"])
+    queue_reference_generation(instance_id=instance.pk)
+
+
+def queue_reference_generation(*, instance_id):
+    """Queue the model's reference for an instance once this transaction commits, when a model is set."""
+    if not llm.reference_model_configured():
+        logger.info("No reference model configured; instance %s waits for a pasted reference.",
+                    instance_id)
+        return
+    enqueue("tasks.generate_reference", instance_id)

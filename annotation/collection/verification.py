@@ -1,0 +1,135 @@
+"""Verification of candidate references (paper §2.1): workers judge the model's answer against the image, and the
+family's rule decides the instance."""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.collection.stages import caption_key, open_unit_if_launched, stage_config
+from annotation.exceptions import AnnotationError
+from annotation.models import (
+    Instance,
+    Reference,
+    Stage,
+    StageConfig,
+    Verification,
+)
+from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from annotation.typed_text import (
+    COMMENT_MAX_CHARS,
+    clean_typed_text,
+)
+
+logger = logging.getLogger(__name__)
+
+
+
+def submit_verification(*, assignment_id, worker, is_correct, problem_in_caption=False,
+                        problem_in_response=False, is_harmful=False, comment="",
+                        active_seconds=None):
+    """A verifier's judgement of a candidate reference; decides it once all verifiers are in."""
+    if is_correct and (problem_in_caption or problem_in_response):
+        raise AnnotationError("A correct response has no problem to point at.")
+    if not is_correct and not (problem_in_caption or problem_in_response):
+        raise AnnotationError("Please say where the problem is: in the caption, the response, or both.")
+    comment = clean_typed_text(comment, what="The comment", max_chars=COMMENT_MAX_CHARS)
+    with transaction.atomic():
+        assignment, already = lock_assignment_for_submission(
+            assignment_id=assignment_id, worker=worker, stage=Stage.VERIFICATION
+        )
+        if already:
+            verification = getattr(assignment, "verification", None)
+            return stored_answer_for(worker, verification,
+                                     author_id=verification and verification.worker_id)
+        reference = Reference.objects.select_for_update().get(pk=assignment.unit.reference_id)
+        verification = Verification.objects.create(
+            reference=reference, worker=worker, assignment=assignment, is_correct=is_correct,
+            problem_in_caption=problem_in_caption, problem_in_response=problem_in_response,
+            is_harmful=is_harmful, comment=comment,
+        )
+        if mark_submitted(assignment, active_seconds=active_seconds):
+            decide_reference(reference=reference)
+    return verification
+
+
+def _verdict(votes, rule):
+    correct = sum(1 for vote in votes if vote.is_correct)
+    if rule == StageConfig.VerificationRule.ANY:
+        return correct >= 1
+    if rule == StageConfig.VerificationRule.MAJORITY:
+        return correct * 2 > len(votes)
+    return correct == len(votes)
+
+
+def _most_of(votes, flag):
+    return sum(getattr(vote, flag) for vote in votes) * 2 > len(votes)
+
+
+def decide_reference(*, reference):
+    """Apply the family's agreement rule to a reference's verifications (paper §2.1).
+
+    Correct: the instance is verified. Incorrect: discarded, as in the paper, or sent back for a
+    new caption when the family asks for that and the verifiers blamed the caption.
+    """
+    instance = Instance.objects.select_for_update().select_related("family").get(pk=reference.instance_id)
+    config = stage_config(family=instance.family, stage=Stage.VERIFICATION)
+    votes = list(reference.verifications.all())
+    if not votes:
+        raise AnnotationError("This reference has no verification yet.")
+    incorrect = [vote for vote in votes if not vote.is_correct]
+    reference.verdict = (
+        Reference.Verdict.CORRECT if _verdict(votes, config.verification_rule)
+        else Reference.Verdict.INCORRECT
+    )
+    # A problem counts when most of those who found the reference wrong point at it.
+    reference.problem_in_caption = _most_of(incorrect, "problem_in_caption")
+    reference.problem_in_response = _most_of(incorrect, "problem_in_response")
+    if reference.verdict == Reference.Verdict.INCORRECT and not (
+        reference.problem_in_caption or reference.problem_in_response
+    ):
+        reference.problem_in_response = True
+    if reference.verdict == Reference.Verdict.CORRECT:
+        reference.problem_in_caption = reference.problem_in_response = False
+    reference.flagged_harmful = any(vote.is_harmful for vote in votes)
+    reference.decided_at = timezone.now()
+    reference.save()
+    _settle_instance(instance=instance, reference=reference, config=config)
+    return reference
+
+
+def _settle_instance(*, instance, reference, config):
+    if reference.verdict == Reference.Verdict.CORRECT:
+        instance.status = Instance.Status.VERIFIED
+        instance.reference_output = instance.reference_output or reference.text
+    elif (
+        config.on_incorrect == StageConfig.IncorrectAction.RECAPTION
+        and reference.problem_in_caption
+        and instance.captions.count() < config.max_caption_rounds
+    ):
+        instance.status = Instance.Status.AWAITING_CAPTION
+        instance.current_caption = None
+        instance.save(update_fields=["status", "current_caption", "updated_at"])
+        open_unit_if_launched(family=instance.family, stage=Stage.CAPTION,
+                               key=caption_key(instance), instance=instance)
+        return
+    else:
+        instance.status = Instance.Status.DISCARDED
+    instance.save(update_fields=["status", "reference_output", "updated_at"])
+
+
+def record_imported_verdict(*, reference, gpt4_correct, problem_in_caption, problem_in_gpt4):
+    """The outcome a published sheet gives for a reference (human_ratings_* columns)."""
+    reference.verdict = Reference.Verdict.CORRECT if gpt4_correct else Reference.Verdict.INCORRECT
+    reference.problem_in_caption = problem_in_caption
+    reference.problem_in_response = problem_in_gpt4
+    reference.decided_at = timezone.now()
+    reference.save()
+    instance = reference.instance
+    # A published sheet keeps a row whose candidate was wrong when it gives a human-written
+    # reference_output (most of visit_bench_multi_images.csv does), so only a row without one
+    # is discarded.
+    kept = gpt4_correct or bool(instance.reference_output.strip())
+    instance.status = Instance.Status.VERIFIED if kept else Instance.Status.DISCARDED
+    instance.save(update_fields=["status", "updated_at"])
+    return reference
