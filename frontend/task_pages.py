@@ -18,7 +18,7 @@ from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import image_url_allowed
 from annotation.models import CHIRP_CRITERIA, Assignment, ImageAsset, Instance, InstanceImage, Side, Stage
-from annotation.preferences import pairwise_task, submit_pairwise_judgement
+from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.typed_text import CAPTION_MAX_CHARS, COMMENT_MAX_CHARS, INSTRUCTION_MAX_CHARS, field_limit
 
 MAX_IMAGES_PER_INSTRUCTION = 8

@@ -4,7 +4,8 @@ import pytest
 
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import CHIRP_CRITERIA, JudgeRun, Stage
-from annotation.preferences import create_study, launch_study, submit_pairwise_judgement
+from annotation.preferences.judgements import submit_pairwise_judgement
+from annotation.preferences.studies import create_study, launch_study
 from annotation.queue import next_assignment
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion

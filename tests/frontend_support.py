@@ -18,7 +18,7 @@ from annotation.models import (
     StageQualification,
     WorkUnit,
 )
-from annotation.preferences import create_study, launch_study
+from annotation.preferences.studies import create_study, launch_study
 from fixtures.demo import IMAGES
 from fixtures.loader import skimage_data_dir
 from mturk.models import CrowdStudy, Hit

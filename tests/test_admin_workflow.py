@@ -26,7 +26,7 @@ from annotation.models import (
     Stage,
     StageConfig,
 )
-from annotation.preferences import create_study
+from annotation.preferences.studies import create_study
 from tasks.models import Job as JobRecord
 from tests.factories import (
     CaptionFactory,

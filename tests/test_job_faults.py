@@ -17,7 +17,7 @@ from django.test import Client
 from annotation.judging.prompts import request_sha256
 from annotation.judging.runner import create_judge_run
 from annotation.models import Caption, Instance, JudgeCall, JudgeRun, Reference
-from annotation.preferences import create_study
+from annotation.preferences.studies import create_study
 from crowdbench.celery import app
 from tests import test_celery_worker
 from tests.frontend_support import caption_unit, mturk_query, published_hit

@@ -13,7 +13,7 @@ from annotation.exceptions import AnnotationError
 from annotation.judging import progress, runner
 from annotation.llm import REFERENCE_KEY_MISSING
 from annotation.models import Instance, JudgeRun
-from annotation.preferences import create_study
+from annotation.preferences.studies import create_study
 from tasks import outbox
 from tasks.jobs import _lock_ids, job_key
 from tasks.judging import run_judge_job

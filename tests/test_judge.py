@@ -12,7 +12,7 @@ from annotation.judging.prompts import (
 )
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import JudgeCall, JudgeRun
-from annotation.preferences import create_study
+from annotation.preferences.studies import create_study
 from annotation.scoring.battles import judge_battles, judge_rubric_scores
 from tests.factories import FamilyFactory
 from tests.openai_fake import ScriptedResponse, completion, rate_limited

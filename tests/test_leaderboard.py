@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, LeaderboardResult, Stage
-from annotation.preferences import create_study, launch_study, submit_pairwise_judgement
+from annotation.preferences.judgements import submit_pairwise_judgement
+from annotation.preferences.studies import create_study, launch_study
 from annotation.queue import next_assignment
 from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory

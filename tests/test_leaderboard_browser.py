@@ -13,13 +13,8 @@ from django.contrib.auth import get_user_model
 
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import HumanJudgement, JudgeRun, Stage
-from annotation.preferences import (
-    battle_of,
-    create_study,
-    launch_study,
-    shown_left_for,
-    submit_pairwise_judgement,
-)
+from annotation.preferences.judgements import battle_of, shown_left_for, submit_pairwise_judgement
+from annotation.preferences.studies import create_study, launch_study
 from annotation.queue import next_assignment
 from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory

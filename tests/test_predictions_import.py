@@ -16,7 +16,7 @@ from annotation.collection.uploads import store_uploaded_image
 from annotation.datasets import exports, layouts
 from annotation.datasets.imports import import_visit_bench
 from annotation.models import ImportedRow, InstanceImage, ModelResponse
-from annotation.preferences import PredictionsProblems, import_predictions
+from annotation.preferences.predictions import PredictionsProblems, import_predictions
 from tests.factories import WorkerFactory
 from tests.published_data import PREDICTIONS, SINGLE
 from tests.scoring_factories import verified_instance

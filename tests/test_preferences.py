@@ -14,13 +14,9 @@ from annotation.models import (
     Stage,
     WorkUnit,
 )
-from annotation.preferences import (
-    create_study,
-    import_predictions,
-    launch_study,
-    pairwise_task,
-    submit_pairwise_judgement,
-)
+from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
+from annotation.preferences.predictions import import_predictions
+from annotation.preferences.studies import create_study, launch_study
 from annotation.queue import next_assignment
 from annotation.scoring.battles import human_battles
 from tests.factories import FamilyFactory, WorkerFactory

@@ -4,7 +4,7 @@ from django.urls import reverse
 
 from annotation.judging.runner import create_judge_run
 from annotation.models import JudgeRun, ModelResponse
-from annotation.preferences import create_study
+from annotation.preferences.studies import create_study
 from tests.scoring_factories import verified_instance, with_responses
 from tests.test_preferences import predictions_csv, row_for
 

@@ -9,7 +9,6 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation import preferences
 from annotation.admin.pipeline import family_sheets
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_study_action, study_workflow
@@ -25,6 +24,7 @@ from annotation.models import (
     PreferenceStudy,
     Rubric,
 )
+from annotation.preferences import predictions, studies
 from crowdbench.jobs import enqueue
 
 PENDING_PREDICTIONS = "pending_predictions"
@@ -65,7 +65,7 @@ class ModelResponseAdmin(admin.ModelAdmin):
                 return redirect("admin:annotation_modelresponse_import")
             upload = ContentFile(pending["data"].encode("utf-8"), name=pending["name"])
             try:
-                result = preferences.import_predictions(path_or_file=upload, only_good=True)
+                result = predictions.import_predictions(path_or_file=upload, only_good=True)
             except AnnotationError as error:
                 form = PredictionsImportForm()
                 form.add_error("predictions", str(error))
@@ -76,7 +76,7 @@ class ModelResponseAdmin(admin.ModelAdmin):
             upload = form.cleaned_data["predictions"]
             data = upload.read()
             try:
-                result = preferences.import_predictions(
+                result = predictions.import_predictions(
                     path_or_file=ContentFile(data, name=upload.name))
             except AnnotationError as error:
                 form.add_error("predictions", str(error))
@@ -172,7 +172,7 @@ class PreferenceStudyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
         if study.launched_at or study.battles.exists():
             return
         try:
-            count = preferences.sample_battles(study=study)
+            count = studies.sample_battles(study=study)
         except AnnotationError as error:
             self.message_user(request, f"No battles were sampled yet: {error} The study's workflow "
                                        "page samples them when you are ready.", messages.WARNING)
@@ -204,7 +204,7 @@ class PreferenceStudyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
     def sample(self, request, queryset):
         for study in queryset:
             try:
-                count = preferences.sample_battles(study=study)
+                count = studies.sample_battles(study=study)
             except AnnotationError as error:
                 self.message_user(request, str(error), messages.ERROR)
             else:
@@ -214,7 +214,7 @@ class PreferenceStudyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
     def launch(self, request, queryset):
         for study in queryset:
             try:
-                preferences.launch_study(study=study)
+                studies.launch_study(study=study)
             except AnnotationError as error:
                 self.message_user(request, str(error), messages.ERROR)
             else:

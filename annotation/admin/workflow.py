@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 
-from annotation import llm, preferences
+from annotation import llm
 from annotation.admin.worker_check import no_worker_warning, say_if_jobs_will_wait
 from annotation.collection import captions, stages
 from annotation.datasets import snapshots
@@ -34,6 +34,7 @@ from annotation.models import (
     StageConfig,
     WorkUnit,
 )
+from annotation.preferences import studies
 from crowdbench.jobs import enqueue
 from tasks.jobs import job_key
 from tasks.models import Job as JobRecord
@@ -506,10 +507,10 @@ def perform_study_action(*, study, key, user):
     action = study_workflow(study).next_action
     _check_still_next(action, key)
     if key == "sample_battles":
-        count = preferences.sample_battles(study=study)
+        count = studies.sample_battles(study=study)
         return f"{_plural(count, 'battle')} sampled for “{study.name}”.", False
     if key == "launch_study":
-        preferences.launch_study(study=study)
+        studies.launch_study(study=study)
         return f"“{study.name}” launched: its battles are in the annotators' queue.", False
     if key == "run_judge":
         run = create_judge_run(study=study, mode=WORKFLOW_JUDGE_MODE)

@@ -19,7 +19,6 @@ from crowdbench.jobs import enqueue
 logger = logging.getLogger(__name__)
 
 
-
 def stage_config(*, family, stage):
     config, _ = StageConfig.objects.get_or_create(family=family, stage=stage)
     return config
@@ -52,7 +51,7 @@ def _unit_specs(family, stage):
     """(key, instance, reference) of every unit the stage needs now."""
     if stage == Stage.PAIRWISE:
         # Battles belong to a preference study, which makes their units when it is launched
-        # (annotation/preferences.py: launch_study); a family alone does not say which battles.
+        # (annotation/preferences/studies.py: launch_study); a family alone does not say which battles.
         return []
     if stage == Stage.INSTRUCTION_GENERATION:
         made = family.instances.exclude(status=Instance.Status.DISCARDED).count()
@@ -83,28 +82,31 @@ def caption_key(instance):
     return f"instance-{instance.pk}-round-{instance.captions.count() + 1}"
 
 
+def make_work_units(*, stage, overlap, specs):
+    """Make the work units of a stage from (key, family id, instance, reference, battle) specs: the
+    one place every stage's units are made, the pairwise stage's included. A key already made is
+    left as it is, so making the same units again makes nothing twice. Returns how many were new."""
+    units = [WorkUnit(stage=stage, key=key, family_id=family_id, instance=instance, reference=reference,
+                      battle=battle, overlap=overlap)
+             for key, family_id, instance, reference, battle in specs]
+    keys = [unit.key for unit in units]
+    before = WorkUnit.objects.filter(stage=stage, key__in=keys).count()
+    WorkUnit.objects.bulk_create(units, ignore_conflicts=True)
+    return WorkUnit.objects.filter(stage=stage, key__in=keys).count() - before
+
+
 def create_work_units(*, family, stage):
     """Create the units a launched stage needs; running it again creates nothing twice."""
     if not is_launched(family=family, stage=stage):
         return 0
     config = stage_config(family=family, stage=stage)
-    units = [
-        WorkUnit(stage=stage, key=key, family=family, instance=instance, reference=reference,
-                 overlap=config.overlap)
-        for key, instance, reference in _unit_specs(family, stage)
-    ]
-    before = WorkUnit.objects.filter(family=family, stage=stage).count()
-    WorkUnit.objects.bulk_create(units, ignore_conflicts=True)
-    return WorkUnit.objects.filter(family=family, stage=stage).count() - before
+    return make_work_units(stage=stage, overlap=config.overlap,
+                           specs=[(key, family.pk, instance, reference, None)
+                                  for key, instance, reference in _unit_specs(family, stage)])
 
 
 def open_unit_if_launched(*, family, stage, key, instance=None, reference=None):
-    if not is_launched(family=family, stage=stage):
-        return None
-    config = stage_config(family=family, stage=stage)
-    unit, _ = WorkUnit.objects.get_or_create(
-        stage=stage, key=key,
-        defaults={"family": family, "instance": instance, "reference": reference,
-                  "overlap": config.overlap},
-    )
-    return unit
+    """Open the unit a new instance or reference needs at once, when its stage is launched."""
+    if is_launched(family=family, stage=stage):
+        make_work_units(stage=stage, overlap=stage_config(family=family, stage=stage).overlap,
+                        specs=[(key, family.pk, instance, reference, None)])

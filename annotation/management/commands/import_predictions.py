@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.exceptions import AnnotationError
-from annotation.preferences import import_predictions
+from annotation.preferences.predictions import import_predictions
 
 
 class Command(BaseCommand):

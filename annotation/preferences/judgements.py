@@ -1,0 +1,133 @@
+"""The crowd's pairwise judgements: a battle shown with its sides drawn per assignment, and a
+worker's forced choice (with CHIRP's criteria and rubric scores where the study asks for them)
+stored once."""
+
+import random
+
+from django.db import transaction
+
+from annotation.exceptions import AnnotationError
+from annotation.models import (
+    CHIRP_CRITERIA,
+    Battle,
+    HumanJudgement,
+    Side,
+    Stage,
+)
+from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+
+RUBRIC_SCORES = range(1, 6)
+
+
+def battle_of(unit):
+    return Battle.objects.select_related("study", "instance", "response_a", "response_b").get(
+        pk=unit.battle_id
+    )
+
+
+def shown_left_for(*, assignment, study):
+    """Which response this assignment shows on the left, drawn once per assignment.
+
+    Drawn from the study seed and the assignment, so a reload shows the same sides and the
+    worker's choice is read against what they saw, never against what the browser claims.
+    """
+    rng = random.Random(f"{study.seed}:{assignment.pk}")
+    return HumanJudgement.ShownLeft.A if rng.random() < 0.5 else HumanJudgement.ShownLeft.B
+
+
+def pairwise_task(*, assignment=None, unit=None):
+    """What the worker sees: the battle, and its responses on their shown sides.
+
+    Without an assignment (an MTurk preview, where nothing is leased) A is shown on the left.
+    """
+    battle = battle_of(assignment.unit if assignment is not None else unit)
+    shown_left = (
+        shown_left_for(assignment=assignment, study=battle.study)
+        if assignment is not None
+        else HumanJudgement.ShownLeft.A
+    )
+    left, right = (
+        (battle.response_a, battle.response_b)
+        if shown_left == HumanJudgement.ShownLeft.A
+        else (battle.response_b, battle.response_a)
+    )
+    return {
+        "battle": battle,
+        "shown_left": shown_left,
+        "left": left,
+        "right": right,
+        "criteria": CHIRP_CRITERIA[1:] if battle.study.with_criteria else (),
+        "rubric": battle.study.rubric_for(battle.instance).strip() if battle.study.with_rubric else "",
+    }
+
+
+def _check_side(value, what):
+    if value not in Side.values:
+        raise AnnotationError(f"Please choose the left or the right response for {what}.")
+    return value
+
+
+def _clean_criteria(study, criteria):
+    criteria = dict(criteria or {})
+    if not study.with_criteria:
+        if criteria:
+            raise AnnotationError("This study asks only for an overall preference.")
+        return {}
+    unknown = set(criteria) - set(CHIRP_CRITERIA[1:])
+    if unknown:
+        raise AnnotationError(f"Unknown criteria: {', '.join(sorted(unknown))}.")
+    return {
+        name: _check_side(criteria.get(name), name.replace("_", " ")) for name in CHIRP_CRITERIA[1:]
+    }
+
+
+def _clean_rubric_scores(study, scores, *, rubric):
+    """The two 1-5 scores when the worker was shown a rubric (`rubric`: its text for this battle's
+    instance); a rubric study whose rubric is empty asks for none, so it never blocks anybody."""
+    scores = dict(scores or {})
+    if not study.with_rubric or not (rubric or "").strip():
+        if scores:
+            raise AnnotationError("This study does not ask for rubric scores.")
+        return {}
+    cleaned = {}
+    for side in Side.values:
+        try:
+            score = int(scores.get(side))
+        except (TypeError, ValueError):
+            score = None
+        if score not in RUBRIC_SCORES:
+            raise AnnotationError(f"Please score the {side} response from 1 to 5.")
+        cleaned[side] = score
+    return cleaned
+
+
+def submit_pairwise_judgement(
+    *, assignment_id, worker, choice, criteria=None, rubric_scores=None, active_seconds=None
+):
+    """A worker's forced choice on a battle (and CHIRP criteria, rubric scores if the study asks).
+
+    Submitting the same assignment again returns the judgement already stored.
+    """
+    _check_side(choice, "your overall preference")
+    with transaction.atomic():
+        assignment, already = lock_assignment_for_submission(
+            assignment_id=assignment_id, worker=worker, stage=Stage.PAIRWISE
+        )
+        if already:
+            judgement = getattr(assignment, "human_judgement", None)
+            return stored_answer_for(worker, judgement, author_id=judgement and judgement.worker_id)
+        battle = battle_of(assignment.unit)
+        study = battle.study
+        judgement = HumanJudgement.objects.create(
+            battle=battle,
+            worker=worker,
+            assignment=assignment,
+            shown_left=shown_left_for(assignment=assignment, study=study),
+            choice=choice,
+            criteria=_clean_criteria(study, criteria),
+            rubric_scores=_clean_rubric_scores(study, rubric_scores,
+                                               rubric=study.rubric_for(battle.instance)),
+            active_seconds=active_seconds,
+        )
+        mark_submitted(assignment, active_seconds=active_seconds)
+    return judgement

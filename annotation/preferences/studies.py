@@ -1,0 +1,166 @@
+"""Preference studies (paper §4; CHIRP Appendix C.2): battles of two responses to one instance,
+sampled from the imported predictions and the verified references, and launched into the crowd
+work queue."""
+
+import itertools
+import random
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.collection.stages import make_work_units
+from annotation.exceptions import AnnotationError
+from annotation.models import (
+    REFERENCE_MODEL_NAME,
+    Battle,
+    Instance,
+    ModelResponse,
+    PreferenceStudy,
+    Stage,
+    StageConfig,
+)
+
+
+def create_study(*, name, families=(), sample=True, **options):
+    """A preference study and (unless sample=False) its battles, in one transaction."""
+    if PreferenceStudy.objects.filter(name=name).exists():
+        raise AnnotationError(f"A preference study named “{name}” already exists.")
+    with transaction.atomic():
+        study = PreferenceStudy.objects.create(name=name, **options)
+        if families:
+            study.families.set(families)
+        if sample:
+            sample_battles(study=study)
+    return study
+
+
+def _eligible_instances(study):
+    instances = Instance.objects.filter(status=Instance.Status.VERIFIED).select_related("family")
+    family_ids = list(study.families.values_list("pk", flat=True))
+    if family_ids:
+        instances = instances.filter(family_id__in=family_ids)
+    instances = instances.prefetch_related("instanceimage_set").order_by("pk")
+    if study.image_kind == PreferenceStudy.ImageKind.ALL:
+        return list(instances)
+    want_multi = study.image_kind == PreferenceStudy.ImageKind.MULTI
+    return [
+        i
+        for i in instances
+        if (i.family.is_multi_image or len(i.instanceimage_set.all()) > 1) == want_multi
+    ]
+
+
+def reference_responses(*, instances):
+    """The verified reference of each instance as a ModelResponse (created once, then reused)."""
+    existing = set(
+        ModelResponse.objects.filter(
+            instance__in=instances, model_name=REFERENCE_MODEL_NAME
+        ).values_list("instance_id", flat=True)
+    )
+    ModelResponse.objects.bulk_create(
+        [
+            ModelResponse(
+                instance=i,
+                model_name=REFERENCE_MODEL_NAME,
+                text=i.reference_output,
+                imported_from="verified reference",
+            )
+            for i in instances
+            if i.pk not in existing and i.reference_output.strip()
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def sample_battles(*, study):
+    """Sample the study's battles, the same ones for the same seed; returns how many were made.
+
+    Pairs are drawn as unordered pairs of responses to one instance; which one is A is drawn too,
+    so no model is always shown as A to the judges.
+    """
+    if study.battles.exists():
+        raise AnnotationError(f"“{study.name}” already has its battles.")
+    if study.launched_at:
+        raise AnnotationError(f"“{study.name}” is launched; its battles can no longer change.")
+    instances = _eligible_instances(study)
+    if study.include_reference:
+        reference_responses(instances=instances)
+    responses = ModelResponse.objects.filter(instance__in=instances).order_by(
+        "instance_id", "model_name"
+    )
+    if study.model_names:
+        wanted = set(study.model_names) | (
+            {REFERENCE_MODEL_NAME} if study.include_reference else set()
+        )
+        responses = responses.filter(model_name__in=wanted)
+    elif not study.include_reference:
+        responses = responses.exclude(model_name=REFERENCE_MODEL_NAME)
+    by_instance = {}
+    for response in responses:
+        by_instance.setdefault(response.instance_id, []).append(response)
+
+    rng = random.Random(study.seed)
+    pairs_by_instance = [
+        list(itertools.combinations(by_instance[i.pk], 2))
+        for i in instances
+        if len(by_instance.get(i.pk, ())) >= 2
+    ]
+    Sampling = PreferenceStudy.Sampling
+    if study.sampling == Sampling.ALL_PAIRS:
+        chosen = [pair for pairs in pairs_by_instance for pair in pairs]
+    elif study.sampling == Sampling.K_MATCHUPS:
+        if study.matchups_per_question < 1:
+            raise AnnotationError("k matchups per question must be at least 1.")
+        chosen = [
+            pair
+            for pairs in pairs_by_instance
+            for pair in rng.sample(pairs, min(study.matchups_per_question, len(pairs)))
+        ]
+    else:
+        if study.battle_count < 1:
+            raise AnnotationError("Uniform sampling needs a number of battles of at least 1.")
+        pool = [pair for pairs in pairs_by_instance for pair in pairs]
+        chosen = sorted(
+            rng.sample(pool, min(study.battle_count, len(pool))),
+            key=lambda pair: (pair[0].instance_id, pair[0].model_name, pair[1].model_name),
+        )
+    if not chosen:
+        raise AnnotationError(
+            f"“{study.name}” has nothing to compare: no verified instance with two or more "
+            "responses matches its families, image kind and models. Import predictions first."
+        )
+    battles = []
+    for first, second in chosen:
+        a, b = (second, first) if rng.random() < 0.5 else (first, second)
+        battles.append(Battle(study=study, instance_id=a.instance_id, response_a=a, response_b=b))
+    Battle.objects.bulk_create(battles)
+    return len(battles)
+
+
+def launch_study(*, study):
+    """Put every battle of the study in the work queue, `judgements_per_pair` workers each."""
+    if not study.battles.exists():
+        raise AnnotationError(f"“{study.name}” has no battles to launch; sample them first.")
+    now = timezone.now()
+    with transaction.atomic():
+        battles = list(study.battles.select_related("instance"))
+        # The queue offers a stage's units of a family only while that family's stage is launched.
+        for family_id in {battle.instance.family_id for battle in battles}:
+            config, _ = StageConfig.objects.get_or_create(
+                family_id=family_id,
+                stage=Stage.PAIRWISE,
+                defaults={
+                    "overlap": study.judgements_per_pair,
+                    "lease_minutes": study.lease_minutes,
+                },
+            )
+            if config.launched_at is None:
+                config.launched_at = now
+                config.save(update_fields=["launched_at"])
+        make_work_units(stage=Stage.PAIRWISE, overlap=study.judgements_per_pair,
+                        specs=[(battle.unit_key, battle.instance.family_id, battle.instance, None, battle)
+                               for battle in battles])
+        if study.launched_at is None:
+            study.launched_at = now
+            study.save(update_fields=["launched_at"])
+    return study
