@@ -1,5 +1,6 @@
 from io import StringIO
 
+import pandas as pd
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -14,7 +15,7 @@ from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, Le
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.studies import create_study, launch_study
 from annotation.queue import next_assignment
-from annotation.scoring.leaderboard import MIN_MATCHES
+from annotation.scoring.leaderboard import MIN_MATCHES, rubric_correlation
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.scoring_factories import verified_instance, with_responses
@@ -205,3 +206,44 @@ def test_leaderboard_command_prints_the_tables(judged_study):
 def test_leaderboard_command_names_an_unknown_study(db):
     with pytest.raises(CommandError, match="No preference study"):
         call_command("leaderboard", "missing")
+
+
+def test_rubric_correlation_matches_the_measures_worked_by_hand():
+    # The judge's scores 1..5 against crowd means 1, 2, 3, 5, 4 (the last two swapped):
+    # Pearson = 9 / sqrt(10 * 10); Spearman = 1 - 6 * 2 / (5 * 24); Kendall = (9 - 1) / 10.
+    def scores(values):
+        return pd.DataFrame({"question_id": [f"q{n}" for n in range(5)], "model": "llava", "score": values})
+
+    crowd = pd.concat([scores([1, 2, 3, 5, 4]), scores([1, 2, 3, 5, 4])])  # two workers alike
+    found = rubric_correlation(crowd, scores([1, 2, 3, 4, 5]))
+    assert found["n"] == 5
+    assert found["pearson"] == pytest.approx(0.9)
+    assert found["spearman"] == pytest.approx(0.9)
+    assert found["kendall"] == pytest.approx(0.8)
+    # Too few responses, or a judge that gives every response the same score: no number.
+    assert rubric_correlation(crowd, scores([1, 2, 3, 4, 5]).head(2))["pearson"] is None
+    assert rubric_correlation(crowd, scores([3, 3, 3, 3, 3]))["spearman"] is None
+
+
+def test_a_rubric_study_shows_its_judges_rubric_correlation_on_the_page_and_in_the_api(
+        judge_server, staff_client):
+    for family in (FamilyFactory(name="Contextual knowledge"), FamilyFactory(name="Art knowledge")):
+        with_responses(verified_instance(family=family), "llava", "otter", "idefics")
+    study = create_study(name="Rubric", judgements_per_pair=2, include_reference=False, with_rubric=True,
+                         rubric="Score 1: wrong. Score 5: right and complete.")
+    launch_study(study=study)
+    for _ in range(2):
+        worker = WorkerFactory()
+        while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
+            submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left",
+                                      rubric_scores={"left": 5, "right": 1})
+    judge_server.script(*(completion(f"Feedback: scored. [RESULT] {score}") for score in (5, 1, 4, 2, 3, 5)))
+    run_judge(run=create_judge_run(study=study, mode=JudgeRun.Mode.PROMETHEUS, concurrency=1))
+
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+    api = staff_client.get(f"/api/studies/{study.pk}/leaderboard/").json()
+
+    assert "Rubric scores of the judges against the crowd" in page
+    [correlation] = [board["rubric_correlation"] for board in api if board["rubric_correlation"]]
+    assert correlation["n"] == 6 and correlation["pearson"] is not None
+    assert f'{correlation["kendall"]:.2f}' in page

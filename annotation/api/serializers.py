@@ -207,6 +207,14 @@ class AgreementSerializer(serializers.Serializer):
     majority = MajorityAgreementSerializer(many=True)
 
 
+class RubricCorrelationSerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    n = serializers.IntegerField(help_text="Responses scored by both the judge and the crowd.")
+    pearson = serializers.FloatField(allow_null=True, help_text="Null below 3 responses or with constant scores.")
+    kendall = serializers.FloatField(allow_null=True)
+    spearman = serializers.FloatField(allow_null=True)
+
+
 class LeaderboardSerializer(serializers.Serializer):
     key = serializers.CharField()
     title = serializers.CharField()
@@ -219,3 +227,5 @@ class LeaderboardSerializer(serializers.Serializer):
     rows = LeaderboardRowSerializer(many=True)
     categories = CategoryWinRateSerializer(many=True)
     agreement = AgreementSerializer(allow_null=True, help_text="This judge against the crowd; null for the crowd.")
+    rubric_correlation = RubricCorrelationSerializer(
+        allow_null=True, help_text="This judge's 1-5 rubric scores against the crowd's; null without rubric scores.")

@@ -128,7 +128,8 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
              "rounds": result.rounds, "data_key": result.data_key, "computed_at": result.computed_at,
              "min_matches": leaderboard.MIN_MATCHES,
              "rows": [{**row, "few_matches": row["matches"] < leaderboard.MIN_MATCHES} for row in board.rows],
-             "categories": board.categories, "agreement": result.agreement(board.key)}
+             "categories": board.categories, "agreement": result.agreement(board.key),
+             "rubric_correlation": result.rubric_correlation(board.key)}
             for board in result.boards
         ]
         return Response(serializers.LeaderboardSerializer(data, many=True).data)

@@ -10,7 +10,6 @@ import pandas as pd
 
 from annotation.judging.parsing import combine_orderings
 from annotation.models import (
-    CHIRP_CRITERIA,
     HumanJudgement,
     Judgement,
     JudgeRun,
@@ -144,16 +143,6 @@ def judge_orderings(*, run, criterion="overall"):
         for j in judgements
     ]
     return _frame(rows, BATTLE_COLUMNS)
-
-
-def all_criteria_battles(*, study, run=None):
-    """Human (or, given a run, that judge's) battles for each of CHIRP's criteria, stacked."""
-    frames = [
-        judge_battles(run=run, criterion=c) if run else human_battles(study=study, criterion=c)
-        for c in CHIRP_CRITERIA
-    ]
-    frames = [frame for frame in frames if not frame.empty]
-    return pd.concat(frames, ignore_index=True) if frames else _frame([], BATTLE_COLUMNS)
 
 
 def finished_runs(*, study):

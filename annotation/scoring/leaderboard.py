@@ -14,19 +14,22 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 from django.db import IntegrityError, transaction
+from scipy import stats
 
-from annotation.models import REFERENCE_MODEL_NAME, LeaderboardResult
+from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult
 from annotation.scoring import agreement, ratings
 from annotation.scoring.battles import (
     finished_runs,
     human_battles,
+    human_rubric_scores,
     judge_battles,
     judge_orderings,
+    judge_rubric_scores,
 )
 
 DEFAULT_ROUNDS = 1000
 # Bump when the computation or the stored layout changes, so older stored results are not read.
-COMPUTATION_VERSION = 2
+COMPUTATION_VERSION = 3
 # Online Elo with K=4 moves a rating at most 4 points a match, so a model with fewer matches than
 # this cannot get far from 1000 whatever its results: its bootstrap interval is narrow because
 # the rating barely moved, not because it is known. Its rows carry a warning.
@@ -37,6 +40,8 @@ SPLIT_LABELS = {
     ratings.MULTI_IMAGE: "Multiple Images",
 }
 HUMAN_KEY = "human"
+# Fewer scored responses than this, or scores that never vary, give no correlation worth a number.
+MIN_SCORED_RESPONSES = 3
 
 
 @dataclass
@@ -49,11 +54,14 @@ class Evaluator:
     judgements: int
     orderings: pd.DataFrame | None = None
     judge: str = ""
+    # 1-5 rubric scores (annotation/scoring/battles.py SCORE_COLUMNS), where the evaluator gave any.
+    scores: pd.DataFrame | None = None
 
 
 def evaluators(*, study, criterion="overall"):
     human = human_battles(study=study, criterion=criterion)
-    found = [Evaluator(key=HUMAN_KEY, title="Human judgements", battles=human, judgements=len(human))]
+    found = [Evaluator(key=HUMAN_KEY, title="Human judgements", battles=human, judgements=len(human),
+                       scores=human_rubric_scores(study=study))]
     for run in finished_runs(study=study):
         orderings = judge_orderings(run=run, criterion=criterion)
         found.append(
@@ -64,6 +72,7 @@ def evaluators(*, study, criterion="overall"):
                 judgements=len(orderings),
                 orderings=orderings,
                 judge=f"{run.engine}, {run.get_mode_display()}",
+                scores=judge_rubric_scores(run=run) if run.mode == JudgeRun.Mode.PROMETHEUS else None,
             )
         )
     return found
@@ -76,7 +85,7 @@ def data_key(found, *, study, criterion, rounds):
     digest.update(repr((COMPUTATION_VERSION, study.seed, criterion, rounds, REFERENCE_MODEL_NAME)).encode())
     for evaluator in found:
         digest.update(repr((evaluator.key, evaluator.title, evaluator.judgements)).encode())
-        for frame in (evaluator.battles, evaluator.orderings):
+        for frame in (evaluator.battles, evaluator.orderings, evaluator.scores):
             if frame is not None:
                 digest.update(frame.to_csv(index=False).encode())
     return digest.hexdigest()
@@ -145,6 +154,21 @@ def _agreement(human, human_elo, human_cycles, judge):
     }
 
 
+def rubric_correlation(crowd_scores, judge_scores):
+    """A judge's 1-5 rubric scores against the crowd's mean score of the same responses, with
+    Prometheus-Vision's three measures: Pearson's r, Kendall's tau and Spearman's rho, and n."""
+    crowd = crowd_scores.groupby(["question_id", "model"], as_index=False)["score"].mean()
+    pairs = crowd.merge(judge_scores[["question_id", "model", "score"]], on=["question_id", "model"],
+                        suffixes=("_crowd", "_judge"))
+    found = {"n": len(pairs), "pearson": None, "kendall": None, "spearman": None}
+    judge, crowd = pairs["score_judge"].astype(float), pairs["score_crowd"].astype(float)
+    if len(pairs) >= MIN_SCORED_RESPONSES and judge.nunique() > 1 and crowd.nunique() > 1:
+        found.update(pearson=stats.pearsonr(judge, crowd).statistic,
+                     kendall=stats.kendalltau(judge, crowd).statistic,
+                     spearman=stats.spearmanr(judge, crowd).statistic)
+    return found
+
+
 def _board(evaluator, *, rounds, seed):
     battles = evaluator.battles
     board = {
@@ -176,7 +200,14 @@ def compute(found, *, seed, rounds):
             result = _agreement(human, human_elo, human_cycles, judge)
             if result is not None:
                 agreements.append(_plain(result))
-    return {"boards": boards, "agreements": agreements}
+    correlations = []
+    crowd_scores = found[0].scores
+    if crowd_scores is not None and not crowd_scores.empty:
+        for judge in found[1:]:
+            if judge.scores is not None and not judge.scores.empty:
+                correlations.append(_plain({"key": judge.key, "judge": judge.judge,
+                                            **rubric_correlation(crowd_scores, judge.scores)}))
+    return {"boards": boards, "agreements": agreements, "rubric_correlations": correlations}
 
 
 # --- what the pages read -----------------------------------------------------------------------
@@ -253,6 +284,7 @@ class StudyLeaderboard:
     seconds: float
     boards: list[Board] = field(default_factory=list)
     agreements: list[dict] = field(default_factory=list)
+    rubric_correlations: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_stored(cls, stored):
@@ -263,7 +295,8 @@ class StudyLeaderboard:
         ]
         return cls(data_key=stored.data_key, criterion=stored.criterion, rounds=stored.rounds,
                    computed_at=stored.computed_at, seconds=stored.seconds, boards=boards,
-                   agreements=stored.result["agreements"])
+                   agreements=stored.result["agreements"],
+                   rubric_correlations=stored.result["rubric_correlations"])
 
     def board(self, key):
         return next((board for board in self.boards if board.key == key), None)
@@ -278,6 +311,15 @@ class StudyLeaderboard:
     @property
     def agreement_rows(self):
         return [agreement_row(found) for found in self.agreements]
+
+    def rubric_correlation(self, key):
+        return next((found for found in self.rubric_correlations if found["key"] == key), None)
+
+    @property
+    def rubric_rows(self):
+        return [{**found, "enough": found["pearson"] is not None,
+                 **{name: _number(found[name], "{:.2f}") for name in ("pearson", "kendall", "spearman")}}
+                for found in self.rubric_correlations]
 
 
 def agreement_row(found):
