@@ -509,9 +509,3 @@ PAGES = {
     )
 }
 
-
-def page_for(stage):
-    page = PAGES.get(stage)
-    if page is None:
-        raise AnnotationError("This kind of task has no page yet.")
-    return page

@@ -22,10 +22,6 @@ logger = logging.getLogger(__name__)
 
 PRODUCTION_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
-WORKER_SITE = {
-    Environment.SANDBOX: "https://workersandbox.mturk.com",
-    Environment.PRODUCTION: "https://worker.mturk.com",
-}
 RETRYABLE_CODES = {"ServiceFault", "ThrottlingException", "Throttling", "ServiceUnavailable"}
 
 _clients = {}

@@ -218,8 +218,6 @@ BATTLES = Table(
         Column("B_model_in_cot", _LIST, "The model called Response B in each chain of thought."),
     ),
 )
-TABLES = (MULTI_IMAGE_SHEET, SINGLE_IMAGE_SHEET, FULLY_ANNOTATED_SHEET, HUMAN_PREFERENCES,
-          HUMAN_PREFERENCES_WIDE, BATTLES)
 
 
 # --- cells -------------------------------------------------------------------------------------

@@ -33,7 +33,6 @@ K_FACTOR = 4.0
 SCALE = 400.0
 BASE = 10.0
 INITIAL_RATING = 1000.0
-SUMMARY_COLUMNS = ["model", "rating", "lower", "upper"]
 # Newton stops when no rating moves by more than this (natural units: 4e-11 Elo points).
 NEWTON_STEP_TOL = 1e-13
 NEWTON_MAX_STEPS = 50
