@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.cache import cache
 from django.db.models import Count, Q
+from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -17,6 +18,7 @@ from mturk import pay, qualifications, services
 from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
 from mturk.models import STUDY_DEFAULTS, AuditLog, Bonus, CrowdStudy, Hit, Submission
+from mturk.platforms.cloudresearch import payments_csv
 from mturk.platforms.prolific import REJECTION_CATEGORIES
 
 
@@ -61,7 +63,7 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
                     "hit_count", "ready", "flagged"]
     list_filter = ["platform", "stage"]
     readonly_fields = ["hit_type_id", "hit_type_environment", "link", "completion", "pay_plan"]
-    actions = ["publish_batch", "sync", "plan_pay", "expire_hits"]
+    actions = ["publish_batch", "sync", "plan_pay", "expire_hits", "connect_payments_csv"]
     fieldsets = [
         (None, {"fields": ["platform", "stage", "family", "name", "external_id", "completion_code"]}),
         ("Pay", {"fields": ["reward_usd", "target_hourly_wage_usd", "estimated_seconds", "budget_usd",
@@ -228,6 +230,23 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
                 self.message_user(request, f"{study}: {error}", messages.ERROR)
                 continue
             self.message_user(request, f"{study}: expired {len(hits)} HIT(s).")
+
+
+    @admin.action(description="Download the approvals and bonuses for Connect's dashboard (CSV)",
+                  permissions=["pay"])
+    def connect_payments_csv(self, request, queryset):
+        # Connect pays approvals and bonuses uploaded on its dashboard; the file holds participant
+        # ids, so it is for that upload only, and one study's file at a time.
+        studies = list(queryset)
+        if len(studies) != 1 or studies[0].platform != Worker.Platform.CLOUDRESEARCH:
+            self.message_user(request, "Select one CloudResearch Connect study to download its payments file.",
+                              messages.ERROR)
+            return None
+        study = studies[0]
+        response = HttpResponse(payments_csv(study), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="connect-payments-study-{study.pk}.csv"'
+        response["Cache-Control"] = "private, no-store"
+        return response
 
 
 # --- HITs ----------------------------------------------------------------------------------------

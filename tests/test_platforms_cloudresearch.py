@@ -5,6 +5,7 @@ import io
 from decimal import Decimal
 
 import pytest
+from django.urls import reverse
 
 from annotation.models import Assignment, Stage, WorkUnit
 from mturk import links, services
@@ -90,3 +91,25 @@ def test_the_dashboard_csv_lists_approvals_and_bonuses_safely(connect):
     rows = list(csv.reader(io.StringIO(payments_csv(study))))
     assert rows[0] == ["participantId", "assignmentId", "status", "message", "bonus"]
     assert rows[1] == ["P1001", "A2001", "Approve", "'=HYPERLINK(\"x\")", "0.10"]
+
+
+def test_the_study_admin_downloads_the_connect_payments_file_for_the_pay_permission_only(connect, client):
+    study = make_study()
+    participant(connect, study, "P1001", "A2001")
+    services.sync_study(study=study)
+    researcher = make_researcher()
+    services.approve_submissions(submissions=list(Submission.objects.all()), actor=researcher, feedback="Thanks")
+    changelist = reverse("admin:mturk_crowdstudy_changelist")
+    action = {"action": "connect_payments_csv", "_selected_action": [study.pk]}
+
+    client.force_login(researcher)
+    response = client.post(changelist, action)
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows == [["participantId", "assignmentId", "status", "message", "bonus"],
+                    ["P1001", "A2001", "Approve", "Thanks", ""]]
+
+    client.force_login(make_researcher("viewer", can_pay=False))
+    refused = client.post(changelist, action)
+    assert not refused.get("Content-Disposition")
