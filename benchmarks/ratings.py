@@ -33,7 +33,7 @@ from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from annotation.scoring import ratings  # noqa: E402
+from annotation.scoring import bradley_terry, ratings  # noqa: E402
 
 N_MODELS = 15
 SMALL = 31_735
@@ -195,10 +195,10 @@ def bt_benchmarks(report, battles, strengths, *, rounds, seed=0):
     n = len(battles)
     # The simulated ties carry no information about strength, so counting them as half wins
     # shrinks every gap by the tie rate; the order is what the fit should recover.
-    bt, seconds = timed(ratings.bradley_terry, battles, repeat=3)
+    bt, seconds = timed(bradley_terry.bradley_terry, battles, repeat=3)
     rho = spearmanr(bt[strengths.index], strengths).statistic
     report.add("Bradley-Terry MLE (L-BFGS, aggregated)", n, 1, seconds, f"rho vs truth {rho:.3f}")
-    boot, seconds = timed(ratings.bootstrap_bradley_terry, battles, rounds=rounds, seed=seed)
+    boot, seconds = timed(bradley_terry.bootstrap_bradley_terry, battles, rounds=rounds, seed=seed)
     boot = boot.set_index("model")
     inside = int(((boot["lower"] <= bt[boot.index]) & (bt[boot.index] <= boot["upper"])).sum())
     report.add(

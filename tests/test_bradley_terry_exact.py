@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from annotation.scoring import ratings
+from annotation.scoring import bradley_terry
 
 TOLERANCE_ELO = 1e-8
 
@@ -67,7 +67,7 @@ def simulated(strengths, n, seed, tie_rate=0.15):
 )
 def test_bradley_terry_equals_independent_newton_solve_within_1e_8(strengths, n, seed):
     battles = simulated(strengths, n, seed)
-    ours = ratings.bradley_terry(battles).sort_index()
+    ours = bradley_terry.bradley_terry(battles).sort_index()
     exact = newton_solve(battles).sort_index()
     difference = float((ours - exact).abs().max())
     print(f"max |BT - Newton| = {difference:.3e} Elo points")
@@ -76,9 +76,9 @@ def test_bradley_terry_equals_independent_newton_solve_within_1e_8(strengths, n,
 
 def test_each_bootstrap_round_is_an_exact_fit_of_its_resampled_counts():
     battles = simulated({"a": 1100, "b": 1000, "c": 950, "d": 900}, 500, seed=5)
-    samples = ratings.bootstrap_bradley_terry_samples(battles, rounds=3, seed=11)
+    samples = bradley_terry.bootstrap_bradley_terry_samples(battles, rounds=3, seed=11)
     # Rebuild round 0's resampled counts exactly as the bootstrap draws them.
-    counts = ratings.pair_counts(battles)
+    counts = bradley_terry.pair_counts(battles)
     cells = np.concatenate([counts.low_wins, counts.ties, counts.high_wins])
     draw = np.random.default_rng(11).multinomial(int(cells.sum()), cells / cells.sum(), size=3)[0]
     k = len(counts.low)
@@ -98,6 +98,6 @@ def test_a_model_that_won_every_battle_still_gets_a_finite_rating():
         [("a", "b", "model_a")] * 5 + [("b", "c", "model_a"), ("c", "b", "model_a")] * 3,
         columns=["model_a", "model_b", "winner"],
     )
-    bt = ratings.bradley_terry(battles)
+    bt = bradley_terry.bradley_terry(battles)
     assert np.isfinite(bt).all()
     assert bt.index[0] == "a"

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from annotation.scoring import ratings
+from annotation.scoring import bradley_terry, ratings, tables
 from annotation.scoring.plots import category_heatmap, elo_interval_plot
 
 
@@ -147,7 +147,7 @@ def test_bradley_terry_two_models_by_hand():
     # A scores 3 of 4 (two wins and two ties), so P(A beats B) = 0.75 and the gap is
     # 400 * log10(3) = 190.8485 Elo points, split evenly around 1000.
     battles = frame([("A", "B", "model_a"), ("B", "A", "model_b"), ("A", "B", "tie"), ("B", "A", "tie")])
-    bt = ratings.bradley_terry(battles)
+    bt = bradley_terry.bradley_terry(battles)
     gap = 400 * math.log10(3)
     assert bt["A"] == pytest.approx(1000 + gap / 2, abs=1e-4)
     assert bt["B"] == pytest.approx(1000 - gap / 2, abs=1e-4)
@@ -161,22 +161,22 @@ def test_bradley_terry_ties_count_as_half_wins():
         [("A", "B", "model_a")] * 3 + [("A", "B", "model_b")] + [("B", "C", "model_a"), ("C", "B", "model_a")] * 2
     )
     pd.testing.assert_series_equal(
-        ratings.bradley_terry(with_tie).sort_index(),
-        ratings.bradley_terry(duplicated).sort_index(),
+        bradley_terry.bradley_terry(with_tie).sort_index(),
+        bradley_terry.bradley_terry(duplicated).sort_index(),
         atol=1e-4,
     )
-    only_ties = ratings.bradley_terry(frame([("A", "B", "tie")] * 3))
+    only_ties = bradley_terry.bradley_terry(frame([("A", "B", "tie")] * 3))
     assert only_ties["A"] == pytest.approx(only_ties["B"])
 
 
 def test_bradley_terry_ignores_order_and_matches_duplicated_logistic_fit():
     battles = simulated_battles({"a": 1080, "b": 1000, "c": 960, "d": 920}, 3000, seed=4)
-    bt = ratings.bradley_terry(battles)
-    shuffled = ratings.bradley_terry(battles.sample(frac=1.0, random_state=0))
+    bt = bradley_terry.bradley_terry(battles)
+    shuffled = bradley_terry.bradley_terry(battles.sample(frac=1.0, random_state=0))
     pd.testing.assert_series_equal(bt.sort_index(), shuffled.sort_index(), atol=1e-6)
     assert bt.mean() == pytest.approx(1000.0)
     # the likelihood is stationary at the fit: expected half points equal observed half points
-    counts = ratings.pair_counts(battles)
+    counts = bradley_terry.pair_counts(battles)
     r = bt.reindex(counts.models).to_numpy()
     n = counts.low_wins + counts.ties + counts.high_wins
     expected_low = n / (1 + 10 ** ((r[counts.high] - r[counts.low]) / 400))
@@ -204,9 +204,9 @@ def test_simulation_recovers_order_and_strength_gaps():
     truth = pd.Series(SIMULATED, dtype=float)
     truth = truth - truth.mean() + 1000.0  # BT ratings are centred on the initial rating
 
-    bt = ratings.bradley_terry(battles)
+    bt = bradley_terry.bradley_terry(battles)
     assert list(bt.index) == list(truth.sort_values(ascending=False).index)
-    boot = ratings.bootstrap_bradley_terry(battles, rounds=300, seed=0).set_index("model")
+    boot = bradley_terry.bootstrap_bradley_terry(battles, rounds=300, seed=0).set_index("model")
     assert list(boot.index) == list(bt.index)
     assert ((boot["lower"] <= bt[boot.index]) & (bt[boot.index] <= boot["upper"])).all()
     # Each 95% interval misses the truth one time in twenty; over seven models a miss is
@@ -220,8 +220,8 @@ def test_simulation_recovers_order_and_strength_gaps():
 
 def test_bootstrap_bradley_terry_is_deterministic_and_count_based():
     battles = simulated_battles({"a": 1100, "b": 1000, "c": 900}, 2000, seed=9)
-    first = ratings.bootstrap_bradley_terry_samples(battles, rounds=20, seed=3)
-    again = ratings.bootstrap_bradley_terry_samples(battles, rounds=20, seed=3)
+    first = bradley_terry.bootstrap_bradley_terry_samples(battles, rounds=20, seed=3)
+    again = bradley_terry.bootstrap_bradley_terry_samples(battles, rounds=20, seed=3)
     pd.testing.assert_frame_equal(first, again)
     assert first.shape == (20, 3)
     assert np.allclose(first.mean(axis=1), 1000.0)
@@ -242,7 +242,7 @@ def battles_with_reference():
 
 
 def test_win_rate_vs_reference_counts_ties_apart():
-    table = ratings.win_rate_vs_reference(battles_with_reference(), reference_model="ref")
+    table = tables.win_rate_vs_reference(battles_with_reference(), reference_model="ref")
     x = table.set_index("model").loc["x"]
     assert (x["wins"], x["ties"], x["losses"], x["n"]) == (1, 1, 2, 4)
     assert x["win_rate"] == pytest.approx(0.25)
@@ -253,7 +253,7 @@ def test_win_rate_vs_reference_counts_ties_apart():
 
 
 def test_category_win_rates_is_model_by_category():
-    wide = ratings.category_win_rates(battles_with_reference(), reference_model="ref")
+    wide = tables.category_win_rates(battles_with_reference(), reference_model="ref")
     assert wide.loc["x", "ocr"] == pytest.approx(0.5)
     assert wide.loc["x", "humor"] == pytest.approx(0.0)
     assert wide.loc["y", "humor"] == pytest.approx(1.0)
@@ -264,7 +264,7 @@ def test_category_win_rates_is_model_by_category():
 def test_category_win_rate_table_gives_every_cell_its_n_and_marks_empty_ones():
     battles = battles_with_reference()
     battles.loc[len(battles)] = ["z", "x", "model_a", "maths"]
-    table = ratings.category_win_rate_table(battles, reference_model="ref").set_index(["model", "instruction_category"])
+    table = tables.category_win_rate_table(battles, reference_model="ref").set_index(["model", "instruction_category"])
     assert len(table) == 2 * 3  # x and y met the reference; three categories
     assert table.loc[("x", "ocr"), "n"] == 2 and table.loc[("x", "ocr"), "win_rate"] == pytest.approx(0.5)
     assert table.loc[("y", "maths"), "n"] == 0 and pd.isna(table.loc[("y", "maths"), "win_rate"])
@@ -275,7 +275,7 @@ def test_leaderboard_table_splits_single_and_multi_image():
     multi = simulated_battles({"ref": 1200, "c": 950}, 100, seed=2)
     battles = pd.concat([single, multi], ignore_index=True)
     battles["is_multi_image"] = [False] * len(single) + [True] * len(multi)
-    table = ratings.leaderboard_table(battles, reference_model="ref", rounds=50)
+    table = tables.leaderboard_table(battles, reference_model="ref", rounds=50)
     assert list(table.columns) == [
         "split",
         "model",
@@ -297,7 +297,7 @@ def test_leaderboard_table_splits_single_and_multi_image():
     assert everything.loc["ref", "matches"] == (
         (battles["model_a"] == "ref") | (battles["model_b"] == "ref")
     ).sum()
-    assert everything.loc["c", "bt"] == pytest.approx(ratings.bradley_terry(battles)["c"], abs=1e-9)
+    assert everything.loc["c", "bt"] == pytest.approx(bradley_terry.bradley_terry(battles)["c"], abs=1e-9)
     assert (everything["bt_lower"] <= everything["bt"]).all() and (everything["bt"] <= everything["bt_upper"]).all()
     row = table[(table["split"] == "single-image") & (table["model"] == "a")].iloc[0]
     a_games = single[(single["model_a"] == "a") | (single["model_b"] == "a")]
@@ -309,7 +309,7 @@ def test_leaderboard_table_splits_single_and_multi_image():
 
 def test_leaderboard_table_without_split_column():
     battles = simulated_battles({"ref": 1200, "a": 1000}, 200, seed=1)
-    table = ratings.leaderboard_table(battles, reference_model="ref", rounds=20)
+    table = tables.leaderboard_table(battles, reference_model="ref", rounds=20)
     assert "split" not in table.columns
     assert list(table["model"]) == ["ref", "a"]
 
@@ -318,7 +318,7 @@ def test_plots_return_png():
     battles = battles_with_reference()
     intervals = ratings.bootstrap_elo(battles, rounds=20)
     assert elo_interval_plot(intervals).startswith(b"\x89PNG")
-    long = ratings.category_win_rate_table(battles, reference_model="ref")
+    long = tables.category_win_rate_table(battles, reference_model="ref")
     assert category_heatmap(long).startswith(b"\x89PNG")
-    board = ratings.leaderboard_table(battles.assign(is_multi_image=False), reference_model="ref", rounds=20)
+    board = tables.leaderboard_table(battles.assign(is_multi_image=False), reference_model="ref", rounds=20)
     assert elo_interval_plot(board).startswith(b"\x89PNG")

@@ -1,4 +1,4 @@
-"""Battles as the rating and agreement functions take them (ratings.py, agreement.py beside this module).
+"""Battles as the rating and agreement functions beside this module take them.
 
 A battles frame has one row per decided battle: `model_a`, `model_b`, `winner` (model_a, model_b
 or tie), and `instruction_category` (the family), `question_id` (the instance), `is_multi_image`,

@@ -1,11 +1,11 @@
 """The leaderboard of a preference study: VisIT-Bench Tables 3 and 4, for the crowd and each judge,
 with the judges' agreement with the crowd.
 
-The numbers come from annotation/scoring/ratings.py and annotation/scoring/agreement.py. A leaderboard is computed
-once per state of the judgements and stored (LeaderboardResult), keyed by a hash of the battles it
-was computed from: the dashboard, its figures, the API and the `leaderboard` command read that one
-result, and a new or changed judgement makes a new key, so nothing stale is ever shown and the
-1,000-round bootstraps do not rerun for each figure or request.
+The numbers come from ratings.py, bradley_terry.py, tables.py and agreement.py beside this module.
+A leaderboard is computed once per state of the judgements and stored (LeaderboardResult), keyed
+by a hash of the battles it was computed from: the dashboard, its figures, the API and the
+`leaderboard` command read that one result, and a new or changed judgement makes a new key, so
+nothing stale is ever shown and the 1,000-round bootstraps do not rerun for each figure or request.
 """
 
 import hashlib
@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from scipy import stats
 
 from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult
-from annotation.scoring import agreement, ratings
+from annotation.scoring import agreement, ratings, tables
 from annotation.scoring.battles import (
     finished_runs,
     human_battles,
@@ -35,9 +35,9 @@ COMPUTATION_VERSION = 3
 # the rating barely moved, not because it is known. Its rows carry a warning.
 MIN_MATCHES = 100
 SPLIT_LABELS = {
-    ratings.ALL_IMAGES: "All images",
-    ratings.SINGLE_IMAGE: "Single Image",
-    ratings.MULTI_IMAGE: "Multiple Images",
+    tables.ALL_IMAGES: "All images",
+    tables.SINGLE_IMAGE: "Single Image",
+    tables.MULTI_IMAGE: "Multiple Images",
 }
 HUMAN_KEY = "human"
 # Fewer scored responses than this, or scores that never vary, give no correlation worth a number.
@@ -180,10 +180,10 @@ def _board(evaluator, *, rounds, seed):
         "categories": [],
     }
     if not battles.empty:
-        table = ratings.leaderboard_table(battles, reference_model=REFERENCE_MODEL_NAME, rounds=rounds, seed=seed)
+        table = tables.leaderboard_table(battles, reference_model=REFERENCE_MODEL_NAME, rounds=rounds, seed=seed)
         board["rows"] = _records(table)
         board["categories"] = _records(
-            ratings.category_win_rate_table(battles, reference_model=REFERENCE_MODEL_NAME)
+            tables.category_win_rate_table(battles, reference_model=REFERENCE_MODEL_NAME)
         )
     return board
 
