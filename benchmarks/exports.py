@@ -121,15 +121,15 @@ def load(n_judgements):
 
 
 def time_export(study, path, *, parquet=False):
-    from annotation.datasets import exports
+    from annotation.datasets import exports, formats, streams
 
     start = time.perf_counter()
-    rows = exports.human_preference_rows(studies=[study])
+    rows = streams.human_preference_rows(studies=[study])
     if parquet:
-        count = exports.write_table(exports.HUMAN_PREFERENCES, rows, parquet_file=path)
+        count = exports.write_table(formats.HUMAN_PREFERENCES, rows, parquet_file=path)
     else:
         with open(path, "w", encoding="utf-8", newline="") as handle:
-            count = exports.write_table(exports.HUMAN_PREFERENCES, rows, csv_file=handle)
+            count = exports.write_table(formats.HUMAN_PREFERENCES, rows, csv_file=handle)
     return count, time.perf_counter() - start
 
 

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from annotation.datasets import exports, layouts
+from annotation.datasets import exports, formats, layouts, streams
 from annotation.datasets.imports import import_visit_bench
 from annotation.models import CHIRP_CRITERIA, Instance
 from tests.export_fixtures import CRITERIA, judged_study_fixture  # noqa: F401
@@ -57,12 +57,12 @@ def test_fully_annotated_rows_appear_in_the_single_image_sheet_without_a_model_p
     rows = list(csv.DictReader(io.StringIO(_export(layouts.SINGLE_IMAGE), newline="")))
 
     assert len(rows) == 10
-    assert list(rows[0]) == exports.SINGLE_IMAGE_SHEET.header
+    assert list(rows[0]) == formats.SINGLE_IMAGE_SHEET.header
     assert rows[0]["image"].startswith("https://visit-instruction-tuning.s3.amazonaws.com/")
     assert rows[0]["gpt4_prediction"] == ""
     assert rows[0]["reference_output"] and rows[0]["human_ratings_gpt4_correct"] == "TRUE"
     assert int(rows[0]["instance_id"]) == Instance.objects.order_by("id").first().pk
-    assert _cells(_export(layouts.MULTI_IMAGE)) == [exports.MULTI_IMAGE_SHEET.header]
+    assert _cells(_export(layouts.MULTI_IMAGE)) == [formats.MULTI_IMAGE_SHEET.header]
 
 
 def test_instances_our_verifiers_discarded_are_not_exported():
@@ -92,7 +92,7 @@ def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement
     study, _ = judged_study
     from annotation.models import HumanJudgement
 
-    text = _table(exports.HUMAN_PREFERENCES, exports.human_preference_rows(studies=[study]))
+    text = _table(formats.HUMAN_PREFERENCES, streams.human_preference_rows(studies=[study]))
     rows = _cells(text)
 
     assert text.splitlines()[0] == (
@@ -119,8 +119,8 @@ def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement
 
 def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_study):
     study, _ = judged_study
-    text = _table(exports.HUMAN_PREFERENCES_WIDE,
-                  exports.human_preference_rows(studies=[study], wide=True))
+    text = _table(formats.HUMAN_PREFERENCES_WIDE,
+                  streams.human_preference_rows(studies=[study], wide=True))
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
 
     assert "RAWWORKERID" not in text
@@ -136,7 +136,7 @@ def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_study
 def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_study):
     study, run = judged_study
     handle = io.StringIO(newline="")
-    exports.write_table(exports.BATTLES, exports.battle_rows(studies=[study]), jsonl_file=handle)
+    exports.write_table(formats.BATTLES, streams.battle_rows(studies=[study]), jsonl_file=handle)
     records = [json.loads(line) for line in handle.getvalue().splitlines()]
 
     assert records
@@ -157,11 +157,11 @@ def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_stud
 
 def test_parquet_holds_the_same_rows_as_the_csv(judged_study, tmp_path):
     study, _ = judged_study
-    for table in (exports.HUMAN_PREFERENCES, exports.HUMAN_PREFERENCES_WIDE):
+    for table in (formats.HUMAN_PREFERENCES, formats.HUMAN_PREFERENCES_WIDE):
         csv_path, parquet_path = tmp_path / f"{table.name}.csv", tmp_path / f"{table.name}.parquet"
         with open(csv_path, "w", newline="", encoding="utf-8") as handle:
-            exports.write_table(table, exports.human_preference_rows(
-                studies=[study], wide=table is exports.HUMAN_PREFERENCES_WIDE),
+            exports.write_table(table, streams.human_preference_rows(
+                studies=[study], wide=table is formats.HUMAN_PREFERENCES_WIDE),
                 csv_file=handle, parquet_file=parquet_path, chunk_rows=3)
         from_csv = pd.read_csv(csv_path, keep_default_na=False)
         from_parquet = pd.read_parquet(parquet_path)
@@ -174,7 +174,7 @@ def test_parquet_holds_the_same_rows_as_the_csv(judged_study, tmp_path):
 
 def test_sheet_parquet_matches_the_csv_read_by_pandas(tmp_path):
     import_visit_bench(path_or_file=DATA / "visit_bench_multi_images.csv")
-    table, rows = exports.sheet_export(layouts.MULTI_IMAGE)
+    table, rows = streams.sheet_export(layouts.MULTI_IMAGE)
     rows = [row for _, row in rows]
     with open(tmp_path / "s.csv", "w", newline="", encoding="utf-8") as handle:
         exports.write_table(table, rows, csv_file=handle, parquet_file=tmp_path / "s.parquet",
@@ -204,7 +204,7 @@ def test_spreadsheet_variant_neutralises_while_the_exact_csv_keeps_the_text():
     instance.references.create(text="@SUM(1)", model="gpt-4", verdict="correct",
                                caption=instance.current_caption)
     exact, sheet = io.StringIO(newline=""), io.StringIO(newline="")
-    table, rows = exports.sheet_export(layouts.SINGLE_IMAGE)
+    table, rows = streams.sheet_export(layouts.SINGLE_IMAGE)
     exports.write_table(table, (row for _, row in rows), csv_file=exact, spreadsheet_file=sheet)
 
     exact_row = dict(zip(*_cells(exact.getvalue()), strict=True))

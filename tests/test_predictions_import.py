@@ -13,7 +13,7 @@ from django.urls import reverse
 from PIL import Image
 
 from annotation.collection.uploads import store_uploaded_image
-from annotation.datasets import exports, layouts
+from annotation.datasets import exports, layouts, streams
 from annotation.datasets.imports import import_visit_bench
 from annotation.models import ImportedRow, InstanceImage, ModelResponse
 from annotation.preferences.predictions import PredictionsProblems, import_predictions
@@ -78,7 +78,7 @@ def test_uploaded_image_is_matched_by_any_form_of_its_address(form):
     address = {
         "absolute media URL": f"http://127.0.0.1:8000{image.file.url}",
         "relative media path": image.file.url,
-        "exported image_url": exports._image_url(image),
+        "exported image_url": streams._image_url(image),
         "storage name": image.file.name,
     }[form]
 

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.urls import reverse
 
-from annotation.datasets import exports
+from annotation.datasets import streams
 from annotation.models import ImageAsset, Stage, Worker
 from annotation.public_urls import placeholder_warning, public_url
 from mturk.models import CrowdStudy
@@ -44,12 +44,12 @@ def test_the_default_is_unset_not_a_made_up_address():
 
 def test_exported_image_url_uses_public_base_url_when_set(settings, uploaded_image):
     settings.PUBLIC_BASE_URL = "https://bench.example.org/"
-    assert exports._image_url(uploaded_image) == f"https://bench.example.org{uploaded_image.file.url}"
+    assert streams._image_url(uploaded_image) == f"https://bench.example.org{uploaded_image.file.url}"
 
 
 def test_exported_image_url_without_public_base_url_is_the_site_path(settings, uploaded_image):
     settings.PUBLIC_BASE_URL = ""
-    url = exports._image_url(uploaded_image)
+    url = streams._image_url(uploaded_image)
     assert url == uploaded_image.file.url and url.startswith("/media/")
     assert PLACEHOLDER not in url
 

@@ -233,16 +233,16 @@ def test_import_command_refuses_a_file_that_is_not_a_sheet(tmp_path):
 
 
 def test_a_familys_part_of_an_imported_sheet_is_written_with_the_stable_key():
-    from annotation.datasets import exports, layouts
+    from annotation.datasets import exports, formats, layouts, streams
 
     import_visit_bench(path_or_file=SINGLE)
     family = InstructionFamily.objects.get(name="Board Games")
     handle = io.StringIO(newline="")
 
     exports.export_sheet(kind=layouts.SINGLE_IMAGE, csv_file=handle,
-                         instances=exports.published_instances().filter(family=family))
+                         instances=streams.published_instances().filter(family=family))
 
     frame = pd.read_csv(io.StringIO(handle.getvalue()), keep_default_na=False, dtype=str)
-    assert list(frame.columns) == exports.SINGLE_IMAGE_SHEET.header
+    assert list(frame.columns) == formats.SINGLE_IMAGE_SHEET.header
     assert sorted(map(int, frame["instance_id"])) == sorted(family.instances.values_list("pk", flat=True))
     assert set(frame["human_ratings_gpt4_correct"]) <= {"TRUE", "FALSE"}

@@ -20,7 +20,7 @@ from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, family_workflow, perform_family_action
 from annotation.collection import captions, progress, references, stages
 from annotation.collection.uploads import store_uploaded_image
-from annotation.datasets import exports, imports, layouts
+from annotation.datasets import exports, formats, imports, layouts, streams
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
 from annotation.models import (
@@ -285,7 +285,7 @@ SHEET_KINDS = (layouts.SINGLE_IMAGE, layouts.MULTI_IMAGE)
 def family_sheets():
     """[{family_id, family, kind, kind_name, rows}] for every family and kind of sheet that its
     verified instances fill, by family name."""
-    counts = (exports.published_instances().order_by()
+    counts = (streams.published_instances().order_by()
               .annotate(multi=ExpressionWrapper(multi_image_q(), output_field=BooleanField()))
               .values("family_id", "family__name", "multi").annotate(rows=Count("pk"))
               .order_by("family__name", "family_id", "multi"))
@@ -407,9 +407,9 @@ class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
             raise PermissionDenied
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = content_disposition_header(
-            True, f"{slugify(family.name) or 'family'}-{family.pk}-{exports.SHEETS[kind].name}.csv")
+            True, f"{slugify(family.name) or 'family'}-{family.pk}-{formats.SHEETS[kind].name}.csv")
         exports.export_sheet(kind=kind, csv_file=response,
-                             instances=exports.published_instances().filter(family=family))
+                             instances=streams.published_instances().filter(family=family))
         return response
 
     def import_view(self, request):

@@ -21,8 +21,8 @@ from django.db import transaction
 
 from annotation.collection.verification import record_imported_verdict
 from annotation.datasets import layouts
-from annotation.datasets.exports import instance_contents
 from annotation.datasets.sheets import CellError, Problems, cell_label, read_sheet
+from annotation.datasets.streams import instance_contents
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Caption,

@@ -24,7 +24,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from annotation.collection.progress import table2
-from annotation.datasets import exports, layouts
+from annotation.datasets import exports, formats, layouts, streams
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
@@ -94,11 +94,11 @@ def _studies_are_frozen(sender, instance, action, **kwargs):
 class _Output:
     """One export of a snapshot: which table, in which formats.
 
-    A benchmark sheet (`sheet_kind`) is written in the layout exports.sheet_export chooses at
+    A benchmark sheet (`sheet_kind`) is written in the layout streams.sheet_export chooses at
     build time; `table` is then its published layout, which names the file.
     """
 
-    table: exports.Table
+    table: formats.Table
     formats: tuple[str, ...]  # of "csv", "spreadsheet.csv", "jsonl", "parquet"
     sheet_kind: str | None = None
 
@@ -114,12 +114,12 @@ def _file_name(table, kind):
 
 SHEET_FORMATS = ("csv", "spreadsheet.csv", "parquet")
 OUTPUTS = (
-    _Output(exports.SINGLE_IMAGE_SHEET, SHEET_FORMATS, layouts.SINGLE_IMAGE),
-    _Output(exports.MULTI_IMAGE_SHEET, SHEET_FORMATS, layouts.MULTI_IMAGE),
-    _Output(exports.FULLY_ANNOTATED_SHEET, SHEET_FORMATS, layouts.FULLY_ANNOTATED),
-    _Output(exports.HUMAN_PREFERENCES, SHEET_FORMATS),
-    _Output(exports.HUMAN_PREFERENCES_WIDE, SHEET_FORMATS),
-    _Output(exports.BATTLES, ("jsonl", "parquet")),
+    _Output(formats.SINGLE_IMAGE_SHEET, SHEET_FORMATS, layouts.SINGLE_IMAGE),
+    _Output(formats.MULTI_IMAGE_SHEET, SHEET_FORMATS, layouts.MULTI_IMAGE),
+    _Output(formats.FULLY_ANNOTATED_SHEET, SHEET_FORMATS, layouts.FULLY_ANNOTATED),
+    _Output(formats.HUMAN_PREFERENCES, SHEET_FORMATS),
+    _Output(formats.HUMAN_PREFERENCES_WIDE, SHEET_FORMATS),
+    _Output(formats.BATTLES, ("jsonl", "parquet")),
 )
 
 
@@ -289,7 +289,7 @@ def storage_prefix(snapshot):
 def _rows_for(output, studies, digests):
     """(table, rows) of one output; a sheet's rows also record each instance's digest."""
     if output.sheet_kind is not None:
-        table, sheet_rows = exports.sheet_export(output.sheet_kind)
+        table, sheet_rows = streams.sheet_export(output.sheet_kind)
 
         def rows():
             for instance_id, row in sheet_rows:
@@ -300,11 +300,11 @@ def _rows_for(output, studies, digests):
 
         return table, rows()
     table = output.table
-    if table is exports.HUMAN_PREFERENCES:
-        return table, exports.human_preference_rows(studies=studies)
-    if table is exports.HUMAN_PREFERENCES_WIDE:
-        return table, exports.human_preference_rows(studies=studies, wide=True)
-    return table, exports.battle_rows(studies=studies)
+    if table is formats.HUMAN_PREFERENCES:
+        return table, streams.human_preference_rows(studies=studies)
+    if table is formats.HUMAN_PREFERENCES_WIDE:
+        return table, streams.human_preference_rows(studies=studies, wide=True)
+    return table, streams.battle_rows(studies=studies)
 
 
 def _file_sha256(path):
@@ -358,7 +358,7 @@ def _family_counts():
 
 
 def build_manifest(*, snapshot, studies, files, content_sha256):
-    published = exports.published_instances()
+    published = streams.published_instances()
     exported = {entry["table"]: entry["rows"] for entry in files}
     table = table2()
     runs = JudgeRun.objects.filter(study__in=studies).select_related("study").order_by("pk")
@@ -396,7 +396,7 @@ def build_manifest(*, snapshot, studies, files, content_sha256):
                 "with_rubric": study.with_rubric,
                 "seed": study.seed,
                 "battles": Battle.objects.filter(study=study).count(),
-                "human_judgements": exports.human_judgements(studies=[study]).count(),
+                "human_judgements": streams.human_judgements(studies=[study]).count(),
             }
             for study in studies
         ],

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Prefetch
 
 from annotation.datasets import layouts
-from annotation.datasets.exports import STABLE_KEY_COLUMN
+from annotation.datasets.formats import STABLE_KEY_COLUMN
 from annotation.datasets.layouts import concept_of, normal_column_name
 from annotation.datasets.sheets import (
     CellError,
