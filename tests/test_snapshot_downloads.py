@@ -17,7 +17,7 @@ from moto.server import ThreadedMotoServer
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.datasets import snapshots
+from annotation.datasets import manifest, snapshots
 from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db
@@ -100,7 +100,7 @@ def check_every_file_downloads(snapshot, fetch):
         read_back(name, data)
     for entry in snapshot.files:
         assert sums[entry["name"]] == entry["sha256"], entry["name"]
-    listed = dict(line.split("  ")[::-1] for line in body(fetch(snapshots.CONTENT_SUMS_NAME)).decode().splitlines())
+    listed = dict(line.split("  ")[::-1] for line in body(fetch(manifest.CONTENT_SUMS_NAME)).decode().splitlines())
     assert all(sums[name] == digest for name, digest in listed.items())
     return sums
 

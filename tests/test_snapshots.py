@@ -11,7 +11,7 @@ from django.db import transaction
 from django.urls import reverse
 from moto.server import ThreadedMotoServer
 
-from annotation.datasets import snapshots
+from annotation.datasets import manifest, snapshots
 from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
 from annotation.models import Instance, Snapshot
@@ -158,7 +158,7 @@ def test_diff_against_the_previous_snapshot_lists_added_removed_changed():
     added = _decided("added")
     second = _snapshot()
 
-    diff = snapshots.diff_snapshots(new=second)
+    diff = manifest.diff_snapshots(new=second)
 
     assert diff.old.version == 1
     assert (diff.added, diff.removed, diff.changed) == ((added.pk,), (removed.pk,), (changed.pk,))

@@ -10,7 +10,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from annotation.admin.worker_check import say_if_jobs_will_wait
-from annotation.datasets import downloads, snapshots
+from annotation.datasets import downloads, manifest, snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import Snapshot
 from annotation.public_urls import placeholder_warning
@@ -88,4 +88,4 @@ class SnapshotAdmin(admin.ModelAdmin):
     def diff_with_previous(self, obj):
         if obj.status != Snapshot.Status.DONE:
             return "-"
-        return snapshots.diff_snapshots(new=obj).summary()
+        return manifest.diff_snapshots(new=obj).summary()

@@ -18,7 +18,7 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.response import Response
 
 from annotation.api import serializers
-from annotation.datasets import downloads, snapshots
+from annotation.datasets import downloads, manifest, snapshots
 from annotation.models import (
     CHIRP_CRITERIA,
     HumanJudgement,
@@ -221,7 +221,7 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             old = Snapshot.objects.filter(version=against).first()
             if old is None:
                 raise NotFound(f"No snapshot v{against}.")
-        diff = snapshots.diff_snapshots(new=new, old=old)
+        diff = manifest.diff_snapshots(new=new, old=old)
         return Response(serializers.SnapshotDiffSerializer({
             "version": new.version, "against": diff.old.version if diff.old else None,
             "added": diff.added, "removed": diff.removed, "changed": diff.changed,

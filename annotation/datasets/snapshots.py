@@ -10,38 +10,31 @@ progress goes to the admin through a second connection.
 import hashlib
 import json
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage, storages
 from django.db import IntegrityError, connection, connections, transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Max
 from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 from django.utils import timezone
 
-from annotation.collection.progress import table2
-from annotation.datasets import exports, formats, layouts, streams
+from annotation.datasets import exports, formats, streams
+from annotation.datasets.manifest import (
+    CARD_NAME,
+    CONTENT_SUMS_NAME,
+    MANIFEST_NAME,
+    OUTPUTS,
+    build_manifest,
+    dataset_card,
+)
 from annotation.exceptions import AnnotationError
 from annotation.models import (
-    Assignment,
-    Battle,
-    ImageAsset,
-    Instance,
-    InstructionFamily,
-    JudgeRun,
-    ModelResponse,
     Snapshot,
-    WorkUnit,
 )
 from crowdbench.jobs import enqueue
-
-CONTENT_SUMS_NAME = "SHA256SUMS"
-MANIFEST_NAME = "manifest.json"
-CARD_NAME = "README.md"
 
 
 def snapshot_storage():
@@ -88,39 +81,6 @@ def _studies_are_frozen(sender, instance, action, **kwargs):
 
 
 # --- building ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Output:
-    """One export of a snapshot: which table, in which formats.
-
-    A benchmark sheet (`sheet_kind`) is written in the layout streams.sheet_export chooses at
-    build time; `table` is then its published layout, which names the file.
-    """
-
-    table: formats.Table
-    formats: tuple[str, ...]  # of "csv", "spreadsheet.csv", "jsonl", "parquet"
-    sheet_kind: str | None = None
-
-    def names(self):
-        return {kind: _file_name(self.table, kind) for kind in self.formats}
-
-
-def _file_name(table, kind):
-    if kind == "spreadsheet.csv":
-        return f"spreadsheet/{table.name}.csv"
-    return f"{table.name}.{kind}"
-
-
-SHEET_FORMATS = ("csv", "spreadsheet.csv", "parquet")
-OUTPUTS = (
-    _Output(formats.SINGLE_IMAGE_SHEET, SHEET_FORMATS, layouts.SINGLE_IMAGE),
-    _Output(formats.MULTI_IMAGE_SHEET, SHEET_FORMATS, layouts.MULTI_IMAGE),
-    _Output(formats.FULLY_ANNOTATED_SHEET, SHEET_FORMATS, layouts.FULLY_ANNOTATED),
-    _Output(formats.HUMAN_PREFERENCES, SHEET_FORMATS),
-    _Output(formats.HUMAN_PREFERENCES_WIDE, SHEET_FORMATS),
-    _Output(formats.BATTLES, ("jsonl", "parquet")),
-)
 
 
 class _Progress:
@@ -313,262 +273,3 @@ def _file_sha256(path):
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-# --- manifest and dataset card -----------------------------------------------------------------
-
-
-def _table2_column(column):
-    return {
-        "references": column.references,
-        "correct": column.correct,
-        "problem_in_caption": column.problem_in_caption,
-        "problem_in_response": column.problem_in_response,
-        "correct_pct": column.correct_pct,
-        "problem_in_caption_pct": column.problem_in_caption_pct,
-        "problem_in_response_pct": column.problem_in_response_pct,
-        "verified": column.verified,
-        "ended": column.ended,
-        "yield_pct": column.yield_pct,
-    }
-
-
-def _family_counts():
-    families = {}
-    for family in InstructionFamily.objects.order_by("name"):
-        families[family.name] = {
-            "is_multi_image": family.is_multi_image,
-            "source": family.source,
-            "instances": {status.value: 0 for status in Instance.Status},
-            "stages": {},
-        }
-    names = dict(InstructionFamily.objects.values_list("pk", "name"))
-    for row in Instance.objects.values("family_id", "status").annotate(n=Count("pk")).order_by():
-        families[names[row["family_id"]]]["instances"][row["status"]] = row["n"]
-    for row in (WorkUnit.objects.values("family_id", "stage")
-                .annotate(units=Count("pk", distinct=True),
-                          done=Count("pk", filter=Q(status=WorkUnit.Status.DONE), distinct=True),
-                          submitted=Count("assignments", distinct=True,
-                                          filter=Q(assignments__status=Assignment.Status.SUBMITTED)))
-                .order_by()):
-        families[names[row["family_id"]]]["stages"][row["stage"]] = {
-            "units": row["units"], "units_done": row["done"], "submitted_assignments": row["submitted"],
-        }
-    return families
-
-
-def build_manifest(*, snapshot, studies, files, content_sha256):
-    published = streams.published_instances()
-    exported = {entry["table"]: entry["rows"] for entry in files}
-    table = table2()
-    runs = JudgeRun.objects.filter(study__in=studies).select_related("study").order_by("pk")
-    reformatted = (
-        InstructionFamily.objects.filter(source=InstructionFamily.Source.REFORMATTED,
-                                         instances__in=published)
-        .distinct().order_by("source_dataset", "name")
-    )
-    citations = {}
-    for family in reformatted:
-        entry = citations.setdefault((family.source_dataset, family.citation), [])
-        entry.append(family.name)
-    return {
-        "version": snapshot.version,
-        "created_at": snapshot.created_at.isoformat(),
-        "created_by": snapshot.created_by.get_username() if snapshot.created_by else None,
-        "note": snapshot.note,
-        "content_sha256": content_sha256,
-        "content_sha256_covers": f"sha256 of {CONTENT_SUMS_NAME}: every data file's sha256 and "
-                                 "name, in name order (this manifest and the card are not covered)",
-        "files": files,
-        "rows": exported,
-        "counts": {
-            "families": _family_counts(),
-            "images": ImageAsset.objects.filter(instances__in=published).distinct().count(),
-        },
-        "table2": {name.lower(): _table2_column(column) for name, column in table.columns()},
-        "studies": [
-            {
-                "name": study.name,
-                "sampling": study.sampling,
-                "image_kind": study.image_kind,
-                "judgements_per_pair": study.judgements_per_pair,
-                "with_criteria": study.with_criteria,
-                "with_rubric": study.with_rubric,
-                "seed": study.seed,
-                "battles": Battle.objects.filter(study=study).count(),
-                "human_judgements": streams.human_judgements(studies=[study]).count(),
-            }
-            for study in studies
-        ],
-        "models": [
-            {"name": row["model_name"], "responses": row["n"]}
-            for row in ModelResponse.objects.filter(
-                Q(pk__in=Battle.objects.filter(study__in=studies).values("response_a"))
-                | Q(pk__in=Battle.objects.filter(study__in=studies).values("response_b"))
-            ).values("model_name").annotate(n=Count("pk")).order_by("model_name")
-        ],
-        "judges": [
-            {
-                "study": run.study.name,
-                "engine": run.engine,
-                "mode": run.mode,
-                "evaluated_with_reference": run.mode == JudgeRun.Mode.REFERENCE_BACKED,
-                "status": run.status,
-                "use_batch_api": run.use_batch_api,
-                "calls": run.total_calls,
-                "fallback_calls": run.fallback_calls,
-                "prompt_tokens": run.prompt_tokens,
-                "completion_tokens": run.completion_tokens,
-                "cost_usd": str(run.cost_usd),
-            }
-            for run in runs
-        ],
-        "judge_settings": {
-            "temperature": settings.JUDGE_TEMPERATURE,
-            "max_output_tokens": settings.JUDGE_MAX_OUTPUT_TOKENS,
-            "fallback_model": settings.JUDGE_FALLBACK_MODEL or None,
-        },
-        "image_licences": exports.image_licences(instances=published),
-        "citations": [
-            {"source_dataset": source, "citation": citation, "families": names}
-            for (source, citation), names in citations.items()
-        ],
-        "software": {"pyarrow": pyarrow.__version__},
-    }
-
-
-_LOADING = """\
-```python
-import pandas as pd
-
-# keep_default_na=False keeps empty cells as "" (not NaN); JSON cells are text, as published.
-multi = pd.read_csv("visit_bench_multi_images.csv", keep_default_na=False)
-preferences = pd.read_parquet("human_preferences.parquet")
-battles = pd.read_json("battles.jsonl", lines=True)
-
-from datasets import load_dataset
-
-benchmark = load_dataset("csv", data_files={{"test": "visit_bench_single_image.csv"}})
-```
-"""
-
-
-def dataset_card(*, manifest, tables=None):
-    """README.md for the snapshot: what each file and column is, and how to load them.
-
-    `tables` (by name) are the tables as written, when a sheet kept an imported layout.
-    """
-    tables = tables or {}
-    files_by_table = {}
-    for entry in manifest["files"]:
-        files_by_table.setdefault(entry["table"], []).append(entry)
-    configs = []
-    for output in OUTPUTS:
-        name = output.table.name
-        data_file = next(n for kind, n in output.names().items() if kind in ("csv", "jsonl"))
-        configs.append(f"- config_name: {name}\n  data_files: {data_file}")
-    lines = [
-        "---",
-        "license: cc-by-4.0",
-        "configs:",
-        *configs,
-        "---",
-        "",
-        f"# crowdbench snapshot v{manifest['version']}",
-        "",
-        "The verified VisIT-Bench-style benchmark and its human and LLM-judge preferences, frozen "
-        f"at {manifest['created_at']}.",
-        "",
-        f"Content hash (sha256 of `{CONTENT_SUMS_NAME}`): `{manifest['content_sha256']}`.",
-        "Check the files with `sha256sum -c SHA256SUMS`.",
-        "",
-        "Worker ids never appear: workers are named by a keyed pseudonym. The `spreadsheet/` CSVs "
-        "are for spreadsheet programs: a cell starting with =, +, -, @ (or their full-width forms), "
-        "tab or a line break, after any leading spaces, is prefixed with an apostrophe so that it "
-        "is shown rather than run. Use the other CSVs (or the Parquet files, with the same rows) "
-        "for analysis.",
-        "",
-        "## Loading",
-        "",
-        _LOADING.format(),
-        "## Files",
-        "",
-    ]
-    for output in OUTPUTS:
-        table = tables.get(output.table.name, output.table)
-        lines += [f"### {table.title}", "", table.description, ""]
-        for entry in files_by_table.get(table.name, []):
-            lines.append(f"- `{entry['name']}`: {entry['rows']} rows, {entry['bytes']} bytes, "
-                         f"sha256 `{entry['sha256']}`")
-        lines += ["", "| column | type | meaning |", "| --- | --- | --- |"]
-        for column in table.columns:
-            meaning = column.description.replace("|", "\\|")
-            lines.append(f"| `{column.name}` | {column.type} | {meaning} |")
-        lines.append("")
-    lines += ["## Table 2 (verification)", "", "| | overall | single | multi |", "| --- | --- | --- | --- |"]
-    t2 = manifest["table2"]
-    for label, key in (("GPT-4 correct (%)", "correct_pct"),
-                       ("Problem in caption (%)", "problem_in_caption_pct"),
-                       ("Problem in GPT-4 (%)", "problem_in_response_pct"),
-                       ("References rated", "references")):
-        cells = [_number(t2[column][key]) for column in ("overall", "single", "multi")]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "## Image licences", ""]
-    for entry in manifest["image_licences"]:
-        lines.append(f"- {entry['licence'] or 'not recorded'}: {entry['images']} image(s)"
-                     + (f" ({entry['licence_url']})" if entry["licence_url"] else ""))
-    if manifest["citations"]:
-        lines += ["", "## Reformatted datasets: please cite", ""]
-        for entry in manifest["citations"]:
-            lines.append(f"- {entry['source_dataset']} ({', '.join(entry['families'])})")
-            if entry["citation"]:
-                lines += ["", "```", entry["citation"], "```", ""]
-    return "\n".join(lines) + "\n"
-
-
-def _number(value):
-    if value is None:
-        return "-"
-    return f"{value:.1f}" if isinstance(value, float) else str(value)
-
-
-# --- diff --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SnapshotDiff:
-    old: Snapshot | None
-    new: Snapshot
-    added: tuple[int, ...]
-    removed: tuple[int, ...]
-    changed: tuple[int, ...]
-
-    def summary(self):
-        against = f"v{self.old.version}" if self.old else "nothing"
-        return (f"v{self.new.version} against {against}: {len(self.added)} instance(s) added, "
-                f"{len(self.removed)} removed, {len(self.changed)} changed.")
-
-
-def previous_snapshot(snapshot):
-    return (Snapshot.objects.filter(status=Snapshot.Status.DONE, version__lt=snapshot.version)
-            .order_by("-version").first())
-
-
-def diff_snapshots(*, new, old=None):
-    """Instances added, removed and changed (any exported cell) between two done snapshots."""
-    for snapshot in (new, old):
-        if snapshot is not None and snapshot.status != Snapshot.Status.DONE:
-            raise AnnotationError(f"{snapshot} is not done ({snapshot.get_status_display()}).")
-    old = old if old is not None else previous_snapshot(new)
-    before = old.instance_digests if old else {}
-    after = new.instance_digests
-
-    def ids(keys):
-        return tuple(sorted(int(key) for key in keys))
-
-    return SnapshotDiff(
-        old=old, new=new,
-        added=ids(after.keys() - before.keys()),
-        removed=ids(before.keys() - after.keys()),
-        changed=ids(key for key in after.keys() & before.keys() if after[key] != before[key]),
-    )

@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.datasets import snapshots
+from annotation.datasets import manifest, snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import PreferenceStudy, Snapshot
 
@@ -66,7 +66,7 @@ class Command(BaseCommand):
             old = done.filter(version=against).first()
             if old is None:
                 raise CommandError(f"No done snapshot v{against}.")
-        diff = snapshots.diff_snapshots(new=new, old=old)
+        diff = manifest.diff_snapshots(new=new, old=old)
         self.stdout.write(diff.summary())
         if ids:
             for label in ("added", "removed", "changed"):
