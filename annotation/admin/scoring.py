@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation.admin.pipeline import family_sheets
+from annotation.admin.families import family_sheets
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_study_action, study_workflow
 from annotation.exceptions import AnnotationError

@@ -1,4 +1,5 @@
-"""The researchers' side: families, stages, progress, references, imports and the Table 2 report."""
+"""Instruction families and their stages in the admin: seed images, skill tags, launching a stage,
+the published sheets to import and the family's own sheet to export."""
 
 import json
 
@@ -15,28 +16,20 @@ from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
-from annotation import llm
+from annotation.admin.images import thumbnail_html
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, family_workflow, perform_family_action
-from annotation.collection import captions, progress, references, stages
+from annotation.collection import progress, stages
 from annotation.collection.uploads import store_uploaded_image
 from annotation.datasets import exports, formats, imports, layouts, streams
 from annotation.exceptions import AnnotationError
-from annotation.image_urls import check_image_url
 from annotation.models import (
-    Assignment,
-    Caption,
     ImageAsset,
     Instance,
-    InstanceImage,
     InstructionFamily,
-    Reference,
     SeedImage,
     Stage,
     StageConfig,
-    Verification,
-    Worker,
-    WorkUnit,
     multi_image_q,
 )
 
@@ -47,88 +40,6 @@ def _report_errors(modeladmin, request, action):
     except AnnotationError as error:
         modeladmin.message_user(request, str(error), messages.ERROR)
         return None
-
-
-# --- images --------------------------------------------------------------------------------------
-
-
-class ImageAssetForm(forms.ModelForm):
-    upload = forms.FileField(required=False, help_text="JPEG, PNG, WebP or GIF; checked before it is stored.")
-
-    class Meta:
-        model = ImageAsset
-        fields = ["upload", "url", "licence", "licence_url", "author", "source_url"]
-
-    def clean(self):
-        cleaned = super().clean()
-        upload = cleaned.get("upload")
-        if not self.instance.pk and not upload and not cleaned.get("url"):
-            raise forms.ValidationError("Upload an image or give its URL.")
-        if upload and not self.errors:
-            # The admin's save runs in the same transaction, so a later failure rolls this back.
-            try:
-                self.stored_image = store_uploaded_image(
-                    upload=upload, **{field: cleaned.get(field, "") for field in
-                                      ("licence", "licence_url", "author", "source_url")},
-                )
-            except AnnotationError as error:
-                self.add_error("upload", str(error))
-        return cleaned
-
-    def clean_url(self):
-        url = self.cleaned_data["url"]
-        if url:
-            try:
-                check_image_url(url)
-            except AnnotationError as error:
-                raise forms.ValidationError(str(error)) from None
-        return url
-
-
-def thumbnail_html(image):
-    """A small preview linking to the full image; the alt text is the image's readable name."""
-    if image is None:
-        return "-"
-    src = image.browser_url
-    if not src:
-        # A link off the image allow-list is shown as text: the admin's browser never fetches it.
-        return image.url or "-"
-    return format_html('<a href="{}"><img class="admin-thumbnail" src="{}" alt="{}"></a>', src, src, str(image))
-
-
-@admin.register(ImageAsset)
-class ImageAssetAdmin(admin.ModelAdmin):
-    form = ImageAssetForm
-    list_display = ["id", "thumbnail", "name", "licence", "author", "width", "height", "created_at"]
-    list_display_links = ["id", "name"]
-    search_fields = ["original_name", "url", "author", "licence", "sha256"]
-    readonly_fields = ["thumbnail", "original_name", "width", "height", "sha256", "uploaded_by"]
-
-    class Media:
-        css = {"all": ["annotation/admin.css"]}
-
-    @admin.display(description="image")
-    def thumbnail(self, image):
-        return thumbnail_html(image)
-
-    @admin.display(description="name", ordering="original_name")
-    def name(self, image):
-        return str(image)
-
-    def get_fields(self, request, obj=None):
-        fields = super().get_fields(request, obj)
-        # A stored image is replaced by uploading a new one, not by editing this row's file.
-        return [field for field in fields if field != "upload"] if obj else fields
-
-    def save_model(self, request, obj, form, change):
-        stored = getattr(form, "stored_image", None)
-        if stored is not None:
-            obj.pk, obj.file, obj.sha256 = stored.pk, stored.file, stored.sha256
-            obj.created_at = stored.created_at
-        super().save_model(request, obj, form, change)
-
-
-# --- families and stages ---------------------------------------------------------------------------
 
 
 class SeedImageForm(forms.ModelForm):
@@ -448,213 +359,3 @@ class StageConfigAdmin(admin.ModelAdmin):
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
                     "on_incorrect"]
     list_filter = ["stage", "verification_rule"]
-
-
-# --- instances -------------------------------------------------------------------------------------
-
-
-class InstanceImageInline(admin.TabularInline):
-    model = InstanceImage
-    extra = 0
-    raw_id_fields = ["image"]
-    fields = ["position", "image", "preview", "blip2_caption"]
-    readonly_fields = ["preview"]
-
-    @admin.display(description="preview")
-    def preview(self, link):
-        return thumbnail_html(link.image if link.pk else None)
-
-
-class CaptionInline(admin.TabularInline):
-    model = Caption
-    extra = 0
-    fields = ["round", "texts", "author", "created_at"]
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-
-class ReferenceInline(admin.TabularInline):
-    model = Reference
-    fk_name = "instance"
-    extra = 0
-    fields = ["source", "model", "text", "verdict", "problem_in_caption", "problem_in_response",
-              "flagged_harmful", "cost_usd"]
-    readonly_fields = fields
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-
-class ManualReferenceForm(forms.Form):
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 8, "cols": 90}),
-                           help_text="The candidate reference; verifiers will judge it like a generated one.")
-
-
-@admin.register(Instance)
-class InstanceAdmin(admin.ModelAdmin):
-    change_list_template = "admin/annotation/instance/change_list.html"
-    change_form_template = "admin/annotation/instance/change_form.html"
-    list_display = ["id", "family", "short_instruction", "status", "image_count", "author"]
-    list_filter = ["status", "family__is_multi_image", "family"]
-    search_fields = ["instruction", "family__name"]
-    raw_id_fields = ["author", "current_caption"]
-    readonly_fields = ["status", "created_at", "updated_at", "add_reference_link"]
-    inlines = [InstanceImageInline, CaptionInline, ReferenceInline]
-    actions = ["generate_references"]
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("family", "author").annotate(
-            n_images=Count("instanceimage", distinct=True)
-        )
-
-    @admin.display(description="instruction")
-    def short_instruction(self, instance):
-        return instance.instruction if len(instance.instruction) < 90 else f"{instance.instruction[:87]}…"
-
-    @admin.display(description="images", ordering="n_images")
-    def image_count(self, instance):
-        return instance.n_images
-
-    @admin.display(description="reference by hand")
-    def add_reference_link(self, instance):
-        if instance.status not in (Instance.Status.AWAITING_REFERENCE, Instance.Status.AWAITING_VERIFICATION):
-            return "-"
-        url = reverse("admin:annotation_instance_add_reference", args=[instance.pk])
-        return format_html('<a class="button" href="{}">Paste a reference</a>', url)
-
-    class Media:
-        css = {"all": ["annotation/admin.css"]}
-
-    def _model_note(self, extra_context):
-        # A note in the page, not a message: messages pile up across the action's POST and the
-        # redirect that follows, and the researcher would read the same paragraph three times.
-        note = "" if llm.reference_model_configured() else references.NOT_CONFIGURED_MESSAGE
-        return {**(extra_context or {}), "reference_model_note": note}
-
-    def changelist_view(self, request, extra_context=None):
-        return super().changelist_view(request, self._model_note(extra_context))
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        return super().change_view(request, object_id, form_url, self._model_note(extra_context))
-
-    @admin.action(description="Generate candidate references (background job)")
-    def generate_references(self, request, queryset):
-        if not llm.reference_model_configured():
-            self.message_user(request, "Nothing was queued: there is no reference model (see the note "
-                                       "above); paste references by hand instead.", messages.ERROR)
-            return
-        waiting = queryset.filter(status=Instance.Status.AWAITING_REFERENCE)
-        for instance in waiting:
-            captions.queue_reference_generation(instance_id=instance.pk)
-        skipped = queryset.count() - waiting.count()
-        self.message_user(request, f"Queued reference generation for {waiting.count()} instance(s)"
-                                   + (f"; {skipped} not awaiting a reference were left alone." if skipped else "."))
-        if waiting.exists():
-            say_if_jobs_will_wait(self, request)
-
-    def get_urls(self):
-        return [
-            path("<int:instance_id>/add-reference/", self.admin_site.admin_view(self.add_reference_view),
-                 name="annotation_instance_add_reference"),
-        ] + super().get_urls()
-
-    def add_reference_view(self, request, instance_id):
-        instance = get_object_or_404(Instance, pk=instance_id)
-        if not request.user.has_perm("annotation.add_reference"):
-            self.message_user(request, "You may not add references.", messages.ERROR)
-            return redirect("admin:annotation_instance_change", instance.pk)
-        form = ManualReferenceForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            try:
-                references.add_manual_reference(instance=instance, text=form.cleaned_data["text"],
-                                              user=request.user)
-            except AnnotationError as error:
-                form.add_error("text", str(error))
-            else:
-                self.message_user(request, f"Reference added to instance #{instance.pk}; it now awaits verification.")
-                return redirect("admin:annotation_instance_change", instance.pk)
-        context = {**self.admin_site.each_context(request), "form": form, "instance": instance,
-                   "opts": self.model._meta, "title": f"Paste a reference for instance #{instance.pk}",
-                   "caption": instance.current_caption, "images": instance.ordered_images(),
-                   "model_configured": llm.reference_model_configured(),
-                   "not_configured_message": references.NOT_CONFIGURED_MESSAGE}
-        return TemplateResponse(request, "admin/annotation/add_reference.html", context)
-
-
-class VerificationInline(admin.TabularInline):
-    model = Verification
-    extra = 0
-    fields = ["worker", "is_correct", "problem_in_caption", "problem_in_response", "is_harmful", "comment"]
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-
-@admin.register(Reference)
-class ReferenceAdmin(admin.ModelAdmin):
-    list_display = ["id", "instance", "source", "model", "verdict", "problem_in_caption",
-                    "problem_in_response", "flagged_harmful", "prompt_tokens", "completion_tokens",
-                    "cost_usd"]
-    list_filter = ["verdict", "source", "model", "flagged_harmful"]
-    search_fields = ["text", "instance__instruction"]
-    readonly_fields = [field.name for field in Reference._meta.fields]
-    inlines = [VerificationInline]
-
-    def has_add_permission(self, request):
-        # References come from the model job, an import, or "Paste a reference" on an instance.
-        return False
-
-
-@admin.register(Verification)
-class VerificationAdmin(admin.ModelAdmin):
-    list_display = ["id", "reference", "worker", "is_correct", "problem_in_caption",
-                    "problem_in_response", "is_harmful", "created_at"]
-    list_filter = ["is_correct", "problem_in_caption", "problem_in_response", "is_harmful"]
-    readonly_fields = [field.name for field in Verification._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-
-# --- the queue -----------------------------------------------------------------------------------
-
-
-@admin.register(WorkUnit)
-class WorkUnitAdmin(admin.ModelAdmin):
-    list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "created_at"]
-    list_filter = ["stage", "status", "family"]
-    search_fields = ["key", "family__name"]
-    raw_id_fields = ["instance", "reference", "battle"]
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("family").annotate(
-            n_submitted=Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
-        )
-
-    @admin.display(description="submitted", ordering="n_submitted")
-    def submitted(self, unit):
-        return unit.n_submitted
-
-
-@admin.register(Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
-    list_display = ["id", "unit", "worker", "status", "leased_at", "lease_expires_at", "submitted_at",
-                    "active_seconds"]
-    list_filter = ["status", "unit__stage"]
-    raw_id_fields = ["unit", "worker"]
-    readonly_fields = ["leased_at", "submitted_at", "active_seconds"]
-
-
-@admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
-    list_display = ["id", "platform", "external_id", "pseudonym", "user", "created_at"]
-    list_filter = ["platform"]
-    search_fields = ["external_id"]
-    raw_id_fields = ["user"]

@@ -1,0 +1,45 @@
+"""The work queue and the workers in the admin."""
+
+
+from django.contrib import admin
+from django.db.models import Count, Q
+
+from annotation.models import (
+    Assignment,
+    Worker,
+    WorkUnit,
+)
+
+
+@admin.register(WorkUnit)
+class WorkUnitAdmin(admin.ModelAdmin):
+    list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "created_at"]
+    list_filter = ["stage", "status", "family"]
+    search_fields = ["key", "family__name"]
+    raw_id_fields = ["instance", "reference", "battle"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("family").annotate(
+            n_submitted=Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
+        )
+
+    @admin.display(description="submitted", ordering="n_submitted")
+    def submitted(self, unit):
+        return unit.n_submitted
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ["id", "unit", "worker", "status", "leased_at", "lease_expires_at", "submitted_at",
+                    "active_seconds"]
+    list_filter = ["status", "unit__stage"]
+    raw_id_fields = ["unit", "worker"]
+    readonly_fields = ["leased_at", "submitted_at", "active_seconds"]
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = ["id", "platform", "external_id", "pseudonym", "user", "created_at"]
+    list_filter = ["platform"]
+    search_fields = ["external_id"]
+    raw_id_fields = ["user"]
