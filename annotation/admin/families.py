@@ -16,9 +16,10 @@ from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
+from annotation.admin.family_workflow import family_workflow
 from annotation.admin.images import thumbnail_html
 from annotation.admin.worker_check import say_if_jobs_will_wait
-from annotation.admin.workflow import WorkflowAdminMixin, family_workflow, perform_family_action
+from annotation.admin.workflow import WorkflowAdminMixin, perform_family_action
 from annotation.collection import progress, stages
 from annotation.collection.uploads import store_uploaded_image
 from annotation.datasets import exports, formats, imports, layouts, streams

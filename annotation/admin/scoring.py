@@ -10,8 +10,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation.admin.families import family_sheets
+from annotation.admin.study_workflow import study_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
-from annotation.admin.workflow import WorkflowAdminMixin, perform_study_action, study_workflow
+from annotation.admin.workflow import WorkflowAdminMixin, perform_study_action
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run, run_again
 from annotation.models import (

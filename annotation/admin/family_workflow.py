@@ -1,0 +1,201 @@
+"""The workflow of an instruction family: its collection stages in order, with counts, running jobs
+and the one next action."""
+
+from urllib.parse import urlencode
+
+from django.db.models import Count, Q
+from django.urls import reverse
+
+from annotation import llm
+
+# The judge mode the workflow's button runs; the study list's actions offer the other modes.
+from annotation.admin.study_workflow import STUDY_STEP_LABELS, study_steps
+from annotation.admin.workflow_steps import (
+    CROWD_STAGES,
+    STAGE_BUTTONS,
+    NextAction,
+    Step,
+    Workflow,
+    admin_url,
+    collection_jobs,
+    job_warnings,
+    plural,
+    recent_jobs,
+)
+from annotation.models import (
+    Instance,
+    InstructionFamily,
+    JudgeRun,
+    ModelResponse,
+    PreferenceStudy,
+    Snapshot,
+    Stage,
+    StageConfig,
+    WorkUnit,
+)
+
+
+def _studies_of(family):
+    """Studies whose battles may include this family: those naming it, and those naming none."""
+    return PreferenceStudy.objects.annotate(n_families=Count("families")).filter(
+        Q(families=family) | Q(n_families=0)
+    ).distinct().order_by("-created_at")
+
+
+def family_workflow(family):
+    launched = set(StageConfig.objects.filter(family=family, launched_at__isnull=False)
+                   .values_list("stage", flat=True))
+    by_status = dict(family.instances.values_list("status").annotate(n=Count("pk")).order_by())
+    S = Instance.Status
+    total = sum(by_status.values())
+    verified = by_status.get(S.VERIFIED, 0)
+    discarded = by_status.get(S.DISCARDED, 0)
+    awaiting_caption = by_status.get(S.AWAITING_CAPTION, 0)
+    awaiting_reference = by_status.get(S.AWAITING_REFERENCE, 0)
+    awaiting_verification = by_status.get(S.AWAITING_VERIFICATION, 0)
+    written = total - discarded
+    open_units = dict(
+        WorkUnit.objects.filter(family=family, status=WorkUnit.Status.OPEN, stage__in=CROWD_STAGES)
+        .values_list("stage").annotate(n=Count("pk")).order_by()
+    )
+    responses = ModelResponse.objects.filter(instance__family=family, instance__status=S.VERIFIED)
+    models = responses.values("model_name").distinct().count()
+    response_count = responses.count()
+    is_new = family.source == InstructionFamily.Source.NEW
+    studies = list(_studies_of(family))
+    study = studies[0] if studies else None
+
+    def stage_state(stage, finished):
+        if finished:
+            return "done"
+        return "active" if stage in launched else "todo"
+
+    steps = []
+    if is_new:
+        steps.append(Step(
+            "instruction_generation", "Instruction generation",
+            stage_state(Stage.INSTRUCTION_GENERATION, written >= family.target_instances),
+            f"{written} of {family.target_instances} instances written"
+            + (f"; {discarded} discarded" if discarded else "")
+            + ("" if Stage.INSTRUCTION_GENERATION in launched else "; not launched"),
+        ))
+    else:
+        steps.append(Step(
+            "import", "Import the sheet", "done" if total else "todo",
+            f"{plural(total, 'instance')} imported from {family.source_dataset}",
+            admin_url("instructionfamily_import"), "Import a VisIT-Bench sheet",
+        ))
+    captioned = total - awaiting_caption
+    steps.append(Step(
+        "caption", "Instruction-conditioned captions",
+        stage_state(Stage.CAPTION, total > 0 and awaiting_caption == 0),
+        f"{captioned} of {total} instances captioned"
+        + ("" if Stage.CAPTION in launched else "; not launched"),
+    ))
+    with_reference = captioned - awaiting_reference
+    steps.append(Step(
+        "reference", "Candidate references",
+        "done" if captioned and not awaiting_reference else ("active" if awaiting_reference else "todo"),
+        f"{with_reference} of {captioned} captioned instances have a reference"
+        + ("" if llm.reference_model_configured() else "; no model configured: paste them by hand"),
+        admin_url("instance_changelist") + "?" + urlencode({"family__id__exact": family.pk,
+                                                          "status__exact": S.AWAITING_REFERENCE}),
+        "Instances awaiting a reference",
+    ))
+    steps.append(Step(
+        "verification", "Verification",
+        stage_state(Stage.VERIFICATION, with_reference > 0 and not awaiting_verification),
+        f"{verified} verified, {discarded} discarded, {awaiting_verification} awaiting verification"
+        + ("" if Stage.VERIFICATION in launched else "; not launched"),
+        admin_url("instructionfamily_table2") + f"?family={family.pk}", "Table 2 for this family",
+    ))
+    steps.append(Step(
+        "predictions", "Model predictions",
+        "done" if response_count else "todo",
+        f"{plural(response_count, 'response')} from {plural(models, 'model')} on "
+        f"{plural(verified, 'verified instance')}",
+        admin_url("modelresponse_import"), "Import predictions",
+    ))
+    steps.extend(study_steps(study, family=family) if study else _no_study_steps())
+
+    jobs = collection_jobs(family, captioned=captioned, with_reference=with_reference)
+    if study:
+        runs = JudgeRun.objects.filter(study__in=studies).select_related("study")
+        jobs += recent_jobs(list(runs), list(Snapshot.objects.filter(studies__in=studies).distinct()))
+
+    collecting = bool(sum(open_units.values())) or awaiting_caption or awaiting_verification
+    next_action = _family_next_action(
+        family, launched=launched, is_new=is_new, total=total, awaiting_reference=awaiting_reference,
+        collecting=collecting, verified=verified, response_count=response_count, study=study,
+    )
+    example = {"instruction": family.seed_instruction, "response": family.seed_response,
+               "images": [seed.image for seed in family.seedimage_set.select_related("image")]}
+    return Workflow(title=f"Workflow of “{family.name}”", steps=steps, next_action=next_action,
+                    jobs=jobs, warnings=job_warnings(jobs), example=example)
+
+
+def _no_study_steps():
+    return [Step(key, label, "todo", "no preference study includes this family yet")
+            for key, label in STUDY_STEP_LABELS]
+
+
+def _family_next_action(family, *, launched, is_new, total, awaiting_reference, collecting, verified,
+                        response_count, study):
+    if not is_new and not total:
+        return NextAction("import", "Import a VisIT-Bench sheet",
+                          "This family is reformatted from an existing dataset: its instances come "
+                          "from a sheet.", url=admin_url("instructionfamily_import"))
+    for stage in CROWD_STAGES:
+        if stage == Stage.INSTRUCTION_GENERATION and not is_new:
+            continue
+        if stage not in launched and (is_new or _stage_has_work(family, stage)):
+            return NextAction(f"launch_{stage}", STAGE_BUTTONS[stage], _LAUNCH_EXPLANATIONS[stage])
+    if awaiting_reference:
+        if llm.reference_model_configured():
+            return NextAction("generate_references",
+                              f"Generate candidate references ({awaiting_reference})",
+                              "A background job asks the reference model with the paper's prompt; "
+                              "verification opens for each answer.")
+        first = family.instances.filter(status=Instance.Status.AWAITING_REFERENCE).order_by("pk").first()
+        return NextAction("paste_reference", f"Paste a reference for instance #{first.pk}",
+                          f"{plural(awaiting_reference, 'instance')} await a reference and no "
+                          "reference model is configured, so references are pasted by hand.",
+                          url=admin_url("instance_add_reference", first.pk))
+    if collecting:
+        return NextAction("wait_for_annotators", "See what annotators see",
+                          "Annotators are at work; this page updates as they submit. Nothing to "
+                          "do here until they finish.", url=reverse("frontend:home"))
+    if not verified:
+        return NextAction("wait_for_annotators", "See what annotators see",
+                          "No instance is verified yet.", url=reverse("frontend:home"))
+    if not response_count:
+        return NextAction("import_predictions", "Import predictions",
+                          "On the import page, download this family's verified sheet, add a "
+                          "“<model> prediction” column per model, and import it.",
+                          url=admin_url("modelresponse_import"))
+    if study is None:
+        add = admin_url("preferencestudy_add") + "?" + urlencode(
+            {"families": family.pk, "name": f"{family.name}: pairwise preference"})
+        return NextAction("create_study", "Create a preference study",
+                          "Saving the study samples its battles from the verified instances and "
+                          "their predictions.", url=add)
+    return NextAction("open_study", f"Open the workflow of “{study.name}”",
+                      "The rest of the loop (battles, judgements, leaderboard, snapshot) is the "
+                      "study's.", url=admin_url("preferencestudy_workflow", study.pk))
+
+
+_LAUNCH_EXPLANATIONS = {
+    Stage.INSTRUCTION_GENERATION: "Annotators see the seed example and write new instructions with "
+                                  "their own images, up to the family's target.",
+    Stage.CAPTION: "Annotators write an instruction-conditioned caption for each new instance "
+                   "(units open as instances arrive).",
+    Stage.VERIFICATION: "Annotators judge each candidate reference against the image(s).",
+}
+
+
+def _stage_has_work(family, stage):
+    """Whether a reformatted family's imported instances still need this crowd stage."""
+    S = Instance.Status
+    needs = {Stage.CAPTION: [S.AWAITING_CAPTION],
+             Stage.VERIFICATION: [S.AWAITING_CAPTION, S.AWAITING_REFERENCE, S.AWAITING_VERIFICATION]}
+    return family.instances.filter(status__in=needs[stage]).exists()

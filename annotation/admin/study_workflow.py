@@ -1,0 +1,149 @@
+"""The workflow of a preference study: battles, the crowd's judgements, the judge, the leaderboard
+and the snapshot, with the one next action."""
+
+
+from django.conf import settings
+from django.urls import reverse
+
+# The judge mode the workflow's button runs; the study list's actions offer the other modes.
+from annotation.admin.workflow_steps import (
+    WORKFLOW_JUDGE_MODE,
+    NextAction,
+    Step,
+    Workflow,
+    admin_url,
+    job_warnings,
+    plural,
+    recent_jobs,
+)
+from annotation.models import (
+    HumanJudgement,
+    Instance,
+    JudgeRun,
+    ModelResponse,
+    Snapshot,
+)
+
+STUDY_STEP_LABELS = (
+    ("battles", "Battles sampled"),
+    ("launched", "Study launched"),
+    ("human_judgements", "Human judgements"),
+    ("judge", "LLM judge"),
+    ("leaderboard", "Leaderboard"),
+    ("snapshot", "Snapshot"),
+)
+
+
+def _study_counts(study):
+    battles = study.battles.count()
+    humans = HumanJudgement.objects.filter(battle__study=study).count()
+    runs = list(study.judge_runs.all())
+    latest_snapshot = study.snapshots.order_by("-version").first()
+    return battles, humans, runs, latest_snapshot
+
+
+def study_steps(study, *, family=None):
+    battles, humans, runs, latest_snapshot = _study_counts(study)
+    wanted = battles * study.judgements_per_pair
+    done_runs = [run for run in runs if run.status == JudgeRun.Status.DONE]
+    running = [run for run in runs if run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)]
+    where = f" in “{study.name}”" if family is not None else ""
+    study_link = admin_url("preferencestudy_workflow", study.pk)
+    steps = [
+        Step("battles", "Battles sampled", "done" if battles else "todo",
+             f"{plural(battles, 'battle')}{where}", study_link if family else "",
+             "The study's workflow" if family else ""),
+        Step("launched", "Study launched", "done" if study.launched_at else "todo",
+             f"launched {study.launched_at:%Y-%m-%d %H:%M}" if study.launched_at else "not launched"),
+        Step("human_judgements", "Human judgements",
+             "done" if wanted and humans >= wanted else ("active" if study.launched_at else "todo"),
+             f"{humans} of {wanted} ({study.judgements_per_pair} per battle)",
+             admin_url("humanjudgement_changelist") + f"?battle__study__id__exact={study.pk}", "Judgements"),
+        Step("judge", "LLM judge",
+             "done" if done_runs else ("active" if running else "todo"),
+             (f"{plural(len(done_runs), 'run')} done" + (f", {len(running)} running" if running else ""))
+             if runs else "no judge run yet",
+             admin_url("judgerun_changelist") + f"?study__id__exact={study.pk}", "Judge runs"),
+        Step("leaderboard", "Leaderboard",
+             "done" if humans or done_runs else "todo",
+             "Elo, Bradley-Terry and win-rates from the judgements so far" if humans or done_runs
+             else "appears once judgements arrive",
+             reverse("dashboard:leaderboard", args=[study.pk]), "Open the leaderboard"),
+        Step("snapshot", "Snapshot",
+             {Snapshot.Status.DONE: "done", Snapshot.Status.FAILED: "todo"}.get(
+                 latest_snapshot.status, "active") if latest_snapshot else "todo",
+             f"{latest_snapshot}: {latest_snapshot.get_status_display().lower()}" if latest_snapshot
+             else "none yet",
+             admin_url("snapshot_change", latest_snapshot.pk) if latest_snapshot else "",
+             "Files" if latest_snapshot else ""),
+    ]
+    return steps
+
+
+def study_workflow(study):
+    family_ids = list(study.families.values_list("pk", flat=True))
+    verified = Instance.objects.filter(status=Instance.Status.VERIFIED)
+    if family_ids:
+        verified = verified.filter(family_id__in=family_ids)
+    responses = ModelResponse.objects.filter(instance__in=verified)
+    response_count = responses.count()
+    models = responses.values("model_name").distinct().count()
+    scope = "its families" if family_ids else "every family"
+    steps = [
+        Step("verified", "Verified instances", "done" if verified.exists() else "todo",
+             f"{plural(verified.count(), 'verified instance')} in {scope}",
+             admin_url("instructionfamily_changelist"), "Families"),
+        Step("predictions", "Model predictions", "done" if response_count else "todo",
+             f"{plural(response_count, 'response')} from {plural(models, 'model')}"
+             + (" (the verified reference counts as one)" if study.include_reference else ""),
+             admin_url("modelresponse_import"), "Import predictions"),
+        *study_steps(study),
+    ]
+    runs = list(study.judge_runs.all())
+    snapshot_rows = list(study.snapshots.all())
+    jobs = recent_jobs(runs, snapshot_rows)
+    return Workflow(title=f"Workflow of “{study.name}”", steps=steps,
+                    next_action=_study_next_action(study, runs, snapshot_rows),
+                    jobs=jobs, warnings=job_warnings(jobs))
+
+
+def _study_next_action(study, runs, snapshot_rows):
+    battles = study.battles.count()
+    if not battles:
+        return NextAction("sample_battles", "Sample battles",
+                          f"Draws the battles ({study.get_sampling_display().lower()}) from the "
+                          "verified instances and their predictions, with the study's seed.")
+    if not study.launched_at:
+        return NextAction("launch_study", f"Launch the study ({plural(battles, 'battle')})",
+                          f"Puts every battle in the annotators' queue, {study.judgements_per_pair} "
+                          "judgements each.")
+    if not any(run.status != JudgeRun.Status.FAILED for run in runs):
+        mode = JudgeRun.Mode(WORKFLOW_JUDGE_MODE)
+        return NextAction("run_judge", "Run the LLM judge",
+                          f"{mode.label}, model {settings.JUDGE_MODEL or '(JUDGE_MODEL is not set)'}; "
+                          "both orderings of every battle. Other modes are actions of the study list.")
+    humans = HumanJudgement.objects.filter(battle__study=study).count()
+    wanted = battles * study.judgements_per_pair
+    judge_running = any(run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING) for run in runs)
+    leaderboard = reverse("dashboard:leaderboard", args=[study.pk])
+    if humans < wanted or judge_running:
+        waiting_for = []
+        if humans < wanted:
+            waiting_for.append(f"human judgements ({humans} of {wanted})")
+        if judge_running:
+            waiting_for.append("the LLM judge")
+        return NextAction("wait_for_judgements", "See the leaderboard so far",
+                          f"Waiting for {' and '.join(waiting_for)}; this page updates by itself.",
+                          url=leaderboard)
+    latest = snapshot_rows[0] if snapshot_rows else None
+    if latest is None or latest.status == Snapshot.Status.FAILED:
+        return NextAction("build_snapshot", "Build a snapshot",
+                          "Freezes the verified benchmark and this study's judgements as a new "
+                          "versioned snapshot (CSV, JSONL and Parquet).")
+    if latest.status != Snapshot.Status.DONE:
+        return NextAction("wait_for_snapshot", "See the snapshot being built",
+                          f"{latest} is being built; this page updates by itself.",
+                          url=admin_url("snapshot_change", latest.pk))
+    return NextAction("open_snapshot", f"Download {latest}",
+                      "The loop is complete. Build another snapshot after new judgements arrive.",
+                      url=admin_url("snapshot_change", latest.pk))
