@@ -1,0 +1,86 @@
+"""Qualification tests, gold items and answers, worker standing, and the audit log of every payment action."""
+
+from django.contrib import admin
+
+from annotation.models import GoldAnswer, GoldItem, StageQualification, WorkerQualification
+from mturk import qualifications
+from mturk.models import AuditLog
+
+
+class GoldItemInline(admin.StackedInline):
+    model = GoldItem
+    extra = 0
+
+
+@admin.register(StageQualification)
+class StageQualificationAdmin(admin.ModelAdmin):
+    list_display = ["name", "stage", "test_size", "pass_score", "live_accuracy_bar", "gold_items_count",
+                    "mturk_qualification_type_id"]
+    readonly_fields = ["mturk_qualification_type_id", "mturk_environment"]
+    inlines = [GoldItemInline]
+
+    @admin.display(description="gold items")
+    def gold_items_count(self, qualification):
+        return qualification.gold_items.filter(active=True).count()
+
+
+@admin.register(GoldItem)
+class GoldItemAdmin(admin.ModelAdmin):
+    list_display = ["id", "qualification", "kind", "question", "in_test", "in_live_work", "active"]
+    list_filter = ["qualification", "kind", "in_test", "in_live_work", "active"]
+
+
+@admin.register(GoldAnswer)
+class GoldAnswerAdmin(admin.ModelAdmin):
+    list_display = ["id", "item", "worker", "source", "answer", "correct", "reviewed_by", "created_at"]
+    list_filter = ["source", "correct", "item__kind"]
+    readonly_fields = ["item", "worker", "attempt", "source", "answer", "correct", "reviewed_by"]
+    actions = ["mark_correct", "mark_incorrect"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def _mark(self, request, queryset, correct):
+        for answer in queryset:
+            qualifications.review_free_text_answer(answer=answer, correct=correct,
+                                                   reviewer=request.user)
+
+    @admin.action(description="Mark correct (free-text review)")
+    def mark_correct(self, request, queryset):
+        self._mark(request, queryset, True)
+
+    @admin.action(description="Mark incorrect (free-text review)")
+    def mark_incorrect(self, request, queryset):
+        self._mark(request, queryset, False)
+
+
+@admin.register(WorkerQualification)
+class WorkerQualificationAdmin(admin.ModelAdmin):
+    list_display = ["worker", "qualification", "status", "test_score", "live_accuracy",
+                    "live_answers", "paused_at", "mturk_granted", "note"]
+    list_filter = ["status", "qualification", "mturk_granted"]
+    readonly_fields = ["worker", "qualification", "test_score", "live_accuracy", "live_answers",
+                       "granted_at", "paused_at", "mturk_granted"]
+    actions = ["resume"]
+
+    @admin.action(description="Resume paused workers")
+    def resume(self, request, queryset):
+        for granted in queryset.filter(status=WorkerQualification.Status.PAUSED):
+            qualifications.resume_worker(granted=granted, actor=request.user)
+
+
+@admin.register(AuditLog)
+class AuditLogAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "action", "platform", "study", "worker", "amount_usd", "actor", "ok",
+                    "error"]
+    list_filter = ["action", "platform", "ok"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,251 @@
+"""Crowd studies and their HITs in the admin: publishing, syncing, planning pay, expiring HITs."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.cache import cache
+from django.db.models import Count, Q
+from django.http import HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+
+from annotation.models import Worker, WorkerQualification
+from annotation.public_urls import placeholder_warning
+from mturk import client as mturk_client
+from mturk import pay, services
+from mturk.admin.common import PayPermissionMixin, form_step
+from mturk.exceptions import PlatformError
+from mturk.links import completion_redirect, study_link
+from mturk.models import STUDY_DEFAULTS, CrowdStudy, Hit, Submission
+from mturk.platforms.cloudresearch import payments_csv
+
+
+class PublishForm(forms.Form):
+    tasks = forms.IntegerField(min_value=1, max_value=10_000, initial=10,
+                               help_text="MTurk: HITs (one per work unit). Others: places.")
+
+
+@admin.register(CrowdStudy)
+class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
+    list_display = ["name", "platform", "stage", "family", "reward_usd", "budget_usd", "spend",
+                    "hit_count", "ready", "flagged"]
+    list_filter = ["platform", "stage"]
+    readonly_fields = ["hit_type_id", "hit_type_environment", "link", "completion", "pay_plan"]
+    actions = ["publish_batch", "sync", "plan_pay", "expire_hits", "connect_payments_csv"]
+    fieldsets = [
+        (None, {"fields": ["platform", "stage", "family", "name", "external_id", "completion_code"]}),
+        ("Pay", {"fields": ["reward_usd", "target_hourly_wage_usd", "estimated_seconds", "budget_usd",
+                            "places_published", "pay_plan"]}),
+        ("What workers see", {"fields": ["title", "description", "keywords", "assignment_duration_minutes",
+                                         "lifetime_hours", "frame_height"]}),
+        ("Who may work", {
+            "fields": ["requires_stage_qualification", "worker_countries", "min_approval_rate",
+                       "min_approved_hits", "auto_approval_days"],
+            "description": "Countries, approval rate and approved HITs become MTurk qualification "
+                           "requirements. On Prolific and CloudResearch Connect set them in the "
+                           "platform's own screening; they start empty here. Auto-approval starts at "
+                           "the platform's own delay (Prolific 21 days, Connect 14).",
+        }),
+        ("Links and platform ids", {"fields": ["link", "completion", "hit_type_id", "hit_type_environment"]}),
+    ]
+
+    def add_view(self, request, form_url="", extra_context=None):
+        # Each platform starts with its own defaults, so the platform is chosen first.
+        if request.method == "GET" and request.GET.get("platform") not in STUDY_DEFAULTS:
+            return TemplateResponse(request, "admin/mturk/crowdstudy/choose_platform.html", {
+                **self.admin_site.each_context(request), "opts": self.opts,
+                "title": "Which platform is this study on?",
+                "platforms": [(Worker.Platform(platform).label,
+                               f"{reverse('admin:mturk_crowdstudy_add')}?platform={platform}")
+                              for platform in STUDY_DEFAULTS],
+            })
+        return super().add_view(request, form_url, extra_context)
+
+    def get_changeform_initial_data(self, request):
+        initial = super().get_changeform_initial_data(request)
+        for field, value in STUDY_DEFAULTS.get(initial.get("platform"), {}).items():
+            initial.setdefault(field, value)
+        return initial
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            n_hits=Count("hits", distinct=True),
+            n_ready=Count("submissions", filter=Q(submissions__review=Submission.Review.READY),
+                          distinct=True),
+            n_flagged=Count("submissions", filter=Q(submissions__review=Submission.Review.FLAGGED),
+                            distinct=True),
+        )
+
+    @admin.display(description="HITs")
+    def hit_count(self, study):
+        return study.n_hits
+
+    @admin.display(description="ready")
+    def ready(self, study):
+        return study.n_ready
+
+    @admin.display(description="flagged")
+    def flagged(self, study):
+        return study.n_flagged
+
+    @admin.display(description="committed spend")
+    def spend(self, study):
+        return f"${pay.committed_spend(study)}"
+
+    def get_object(self, request, object_id, from_field=None):
+        study = super().get_object(request, object_id, from_field)
+        if study is not None:
+            # The study link is shown on the address the researcher is using when
+            # PUBLIC_BASE_URL is unset; a display method sees only the object.
+            study.shown_to = request
+        return study
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if request.method == "GET" and (warning := placeholder_warning("this study's link and HITs")):
+            self.message_user(request, warning, messages.WARNING)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="study link")
+    def link(self, study):
+        try:
+            return study_link(study, request=getattr(study, "shown_to", None))
+        except PlatformError as error:
+            return str(error)
+
+    @admin.display(description="completion redirect")
+    def completion(self, study):
+        try:
+            return completion_redirect(study)
+        except PlatformError as error:
+            return str(error)
+
+    @admin.display(description="pay plan (per 100 tasks)")
+    def pay_plan(self, study):
+        if not study.pk:
+            return "-"
+        try:
+            plan = pay.plan_for_study(study, tasks=100)
+        except PlatformError as error:
+            return str(error)
+        return format_html("<pre>{}</pre>", "\n".join(plan.lines()))
+
+    def changelist_view(self, request, extra_context=None):
+        banner = {"environment": mturk_client.environment(), "endpoint": mturk_client.endpoint_url(),
+                  "balance": "", "balance_error": ""}
+        # Asked at most once a minute: every visit to this list would otherwise call MTurk.
+        key = f"mturk-balance:{banner['endpoint']}"
+        banner["balance"] = cache.get(key, "")
+        if not banner["balance"]:
+            try:
+                banner["balance"] = mturk_client.account_balance()
+                cache.set(key, banner["balance"], 60)
+            except PlatformError as error:
+                banner["balance_error"] = f"unavailable ({error})"
+        paused = WorkerQualification.objects.filter(status=WorkerQualification.Status.PAUSED).count()
+        if paused:
+            self.message_user(request, f"{paused} worker(s) paused for low accuracy on gold items: "
+                                       "see Worker qualifications.", messages.WARNING)
+        return super().changelist_view(request, {**(extra_context or {}), "mturk": banner})
+
+    @admin.action(description="Publish a batch", permissions=["pay"])
+    def publish_batch(self, request, queryset):
+        form, response = form_step(self, request, queryset, form_class=PublishForm,
+                                    title="Publish a batch", submit_label="Publish",
+                                    action="publish_batch")
+        if response:
+            if warning := placeholder_warning("the HITs and study links of this batch"):
+                self.message_user(request, warning, messages.WARNING)
+            return response
+        for study in queryset:
+            try:
+                published = services.publish_batch(study=study, tasks=form.cleaned_data["tasks"],
+                                                   actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+                continue
+            what = f"{len(published)} HIT(s)" if published else f"{form.cleaned_data['tasks']} place(s)"
+            self.message_user(request, f"{study}: published {what}.", messages.SUCCESS)
+        return None
+
+    @admin.action(description="Sync submitted work now")
+    def sync(self, request, queryset):
+        for study in queryset:
+            try:
+                counts = services.sync_study(study=study)
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+                continue
+            summary = ", ".join(f"{n} {review}" for review, n in sorted(counts.items())) or "nothing new"
+            self.message_user(request, f"{study}: synced ({summary}).", messages.SUCCESS)
+
+    @admin.action(description="Plan pay and set the reward from the target wage", permissions=["pay"])
+    def plan_pay(self, request, queryset):
+        for study in queryset:
+            try:
+                plan = services.set_reward_from_plan(study=study, actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+                continue
+            self.message_user(request, f"{study}: reward set to ${plan.reward} "
+                                       f"({plan.seconds_per_task:.0f} s, {plan.time_source}).")
+
+    @admin.action(description="Expire open HITs", permissions=["pay"])
+    def expire_hits(self, request, queryset):
+        for study in queryset:
+            try:
+                hits = services.expire_hits(study=study, actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{study}: {error}", messages.ERROR)
+                continue
+            self.message_user(request, f"{study}: expired {len(hits)} HIT(s).")
+
+
+    @admin.action(description="Download the approvals and bonuses for Connect's dashboard (CSV)",
+                  permissions=["pay"])
+    def connect_payments_csv(self, request, queryset):
+        # Connect pays approvals and bonuses uploaded on its dashboard; the file holds participant
+        # ids, so it is for that upload only, and one study's file at a time.
+        studies = list(queryset)
+        if len(studies) != 1 or studies[0].platform != Worker.Platform.CLOUDRESEARCH:
+            self.message_user(request, "Select one CloudResearch Connect study to download its payments file.",
+                              messages.ERROR)
+            return None
+        study = studies[0]
+        response = HttpResponse(payments_csv(study), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="connect-payments-study-{study.pk}.csv"'
+        response["Cache-Control"] = "private, no-store"
+        return response
+
+
+# --- HITs ----------------------------------------------------------------------------------------
+
+
+class ExtendForm(forms.Form):
+    more = forms.IntegerField(min_value=1, max_value=100, label="Add assignments")
+
+
+@admin.register(Hit)
+class HitAdmin(PayPermissionMixin, admin.ModelAdmin):
+    list_display = ["hit_id", "study", "unit", "environment", "max_assignments", "reward_usd",
+                    "status", "expires_at", "last_synced_at"]
+    list_filter = ["status", "environment", "study"]
+    search_fields = ["hit_id"]
+    readonly_fields = [f.name for f in Hit._meta.fields]
+    actions = ["extend"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Add assignments to HITs", permissions=["pay"])
+    def extend(self, request, queryset):
+        form, response = form_step(
+            self, request, queryset, form_class=ExtendForm, title="Add assignments",
+            submit_label="Add", action="extend",
+            intro="A HIT made with fewer than 10 assignments cannot grow to 10 or more.")
+        if response:
+            return response
+        for hit in queryset:
+            try:
+                services.extend_hit(hit=hit, more=form.cleaned_data["more"], actor=request.user)
+            except PlatformError as error:
+                self.message_user(request, f"{hit}: {error}", messages.ERROR)
