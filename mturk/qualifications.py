@@ -31,6 +31,7 @@ from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog
 from mturk.platforms.mturk import ensure_mturk_qualification_type
+from mturk.services.audit import log
 
 logger = logging.getLogger(__name__)
 
@@ -215,8 +216,6 @@ def grant_mturk_qualification(granted):
     if (worker.platform != Worker.Platform.MTURK or granted.mturk_granted
             or granted.status != WorkerQualification.Status.QUALIFIED):
         return False
-    from mturk.services import log
-
     params = {}
     try:
         params = {

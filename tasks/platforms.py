@@ -6,14 +6,15 @@ from django.conf import settings
 
 from annotation.models import WorkerQualification
 from crowdbench.celery import app
-from mturk import qualifications, services
+from mturk import qualifications
+from mturk.services import syncing
 
 logger = logging.getLogger(__name__)
 
 
 @app.task(name="tasks.sync_platforms")
 def sync_platforms_job():
-    done = services.sync_open_studies()
+    done = syncing.sync_open_studies()
     qualifications.push_pending_mturk_qualifications()
     return done
 
@@ -22,7 +23,7 @@ def sync_platforms_job():
 def poll_mturk_notifications_job():
     if not settings.MTURK_SQS_QUEUE_URL:
         return 0
-    return services.poll_mturk_notifications()
+    return syncing.poll_mturk_notifications()
 
 
 @app.task(name="tasks.grant_mturk_qualification")

@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from annotation import queue
 from annotation.models import Assignment, Stage, StageQualification, WorkUnit
-from mturk import services
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
 from mturk.platforms.mturk import external_question
+from mturk.services import publishing, reviewing, syncing
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import assignment, make_researcher
 
@@ -39,7 +39,7 @@ def make_study(*, units=2, overlap=1, budget=None, qualified=False):
 
 def expect_publish(mturk, study, hit_ids, *, max_assignments=1):
     mturk.expect("create_hit_type", {"HITTypeId": HIT_TYPE})
-    units = list(services.units_to_publish(study)[: len(hit_ids)])
+    units = list(publishing.units_to_publish(study)[: len(hit_ids)])
     for unit, hit_id in zip(units, hit_ids, strict=True):
         mturk.expect("create_hit_with_hit_type",
                      {"HIT": {"HITId": hit_id, "HITTypeId": HIT_TYPE,
@@ -56,7 +56,7 @@ def test_publish_makes_a_hit_type_with_requirements_and_one_external_question_hi
     mturk.expect("create_qualification_type",
                  {"QualificationType": {"QualificationTypeId": "3QUALTYPE0000000000000000"}})
     units = expect_publish(mturk, study, ["3HITA000000000000000", "3HITB000000000000000"])
-    hits = services.publish_batch(study=study, tasks=2, actor=researcher)
+    hits = publishing.publish_batch(study=study, tasks=2, actor=researcher)
     mturk.done()
     assert [h.hit_id for h in hits] == ["3HITA000000000000000", "3HITB000000000000000"]
     hit_type = dict(mturk.calls)["CreateHITType"]
@@ -84,7 +84,7 @@ def test_a_retried_create_hit_finds_the_hit_its_lost_answer_made(mturk):
     mturk.expect("create_hit_type", {"HITTypeId": HIT_TYPE})
     mturk.fail("create_hit_with_hit_type", "RequestError",
                "The HIT with ID 3HITLOST00000000000000 already exists.")
-    hits = services.publish_batch(study=study, tasks=1, actor=make_researcher())
+    hits = publishing.publish_batch(study=study, tasks=1, actor=make_researcher())
     assert hits[0].hit_id == "3HITLOST00000000000000"
     mturk.done()
 
@@ -93,7 +93,7 @@ def test_publishing_stops_at_the_budget(mturk):
     # Two HITs at $0.75 + $0.15 fee = $1.80; the budget is $1.00.
     study = make_study(units=2, budget=Decimal("1.00"))
     with pytest.raises(PlatformError, match="over its \\$1.00 budget.*at most 1 more"):
-        services.publish_batch(study=study, tasks=2, actor=make_researcher())
+        publishing.publish_batch(study=study, tasks=2, actor=make_researcher())
     assert not Hit.objects.exists()
     mturk.done()
 
@@ -101,12 +101,12 @@ def test_publishing_stops_at_the_budget(mturk):
 def test_only_researchers_with_the_pay_permission_publish(mturk):
     study = make_study()
     with pytest.raises(PlatformError, match="Only researchers"):
-        services.publish_batch(study=study, tasks=1, actor=make_researcher(can_pay=False))
+        publishing.publish_batch(study=study, tasks=1, actor=make_researcher(can_pay=False))
 
 
 def _published(mturk, study, hit_ids, **kwargs):
     expect_publish(mturk, study, hit_ids, **kwargs)
-    return services.publish_batch(study=study, tasks=len(hit_ids), actor=make_researcher("publisher"))
+    return publishing.publish_batch(study=study, tasks=len(hit_ids), actor=make_researcher("publisher"))
 
 
 def _stored(hit, worker, assignment_id, *, submitted=True):
@@ -134,7 +134,7 @@ def test_sync_pages_through_assignments_and_flags_work_we_never_stored(mturk):
                                    hit_id=hit.hit_id)]},
         {"HITId": hit.hit_id, "MaxResults": 100, "NextToken": "page2",
          "AssignmentStatuses": ["Submitted", "Approved", "Rejected"]})
-    counts = services.sync_study(study=study)
+    counts = syncing.sync_study(study=study)
     mturk.done()
     assert counts == {"ready": 1, "flagged": 1}
     flagged = Submission.objects.get(worker=missing)
@@ -152,7 +152,7 @@ def test_a_returned_assignment_id_coming_back_for_another_worker_is_a_second_sub
                    hit_id=hit.hit_id, status="Rejected"),
         assignment(assignment_id="3ASGSAME000000000000", worker_id=second.external_id, hit_id=hit.hit_id),
     ]})
-    services.sync_study(study=study)
+    syncing.sync_study(study=study)
     assert Submission.objects.filter(platform_assignment_id="3ASGSAME000000000000").count() == 2
     assert Submission.objects.get(worker=second).review == Submission.Review.READY
 
@@ -162,7 +162,7 @@ def _ready_submission(mturk, study, hit):
     _stored(hit, worker, "3ASGA000000000000000")
     mturk.expect("list_assignments_for_hit", {"Assignments": [
         assignment(assignment_id="3ASGA000000000000000", worker_id=worker.external_id, hit_id=hit.hit_id)]})
-    services.sync_study(study=study)
+    syncing.sync_study(study=study)
     return Submission.objects.get(worker=worker)
 
 
@@ -174,7 +174,7 @@ def test_approval_checks_the_assignment_with_mturk_before_paying(mturk):
     mturk.expect("get_assignment", {"Assignment": assignment(
         assignment_id="3ASGA000000000000000", worker_id=someone_else.external_id, hit_id=hit.hit_id)},
         {"AssignmentId": "3ASGA000000000000000"})
-    done, problems = services.approve_submissions(submissions=[submission], actor=make_researcher())
+    done, problems = reviewing.approve_submissions(submissions=[submission], actor=make_researcher())
     assert done == [] and "belongs to another worker" in problems[0]
     assert "ApproveAssignment" not in mturk.operations()
     assert AuditLog.objects.get(action="approve").ok is False
@@ -187,8 +187,8 @@ def test_flagged_work_is_never_approved(mturk):
     worker = WorkerFactory()
     mturk.expect("list_assignments_for_hit", {"Assignments": [
         assignment(assignment_id="3ASGA000000000000000", worker_id=worker.external_id, hit_id=hit.hit_id)]})
-    services.sync_study(study=study)
-    done, problems = services.approve_submissions(
+    syncing.sync_study(study=study)
+    done, problems = reviewing.approve_submissions(
         submissions=list(Submission.objects.all()), actor=make_researcher())
     assert done == [] and "not ready for review" in problems[0]
     mturk.done()
@@ -203,11 +203,11 @@ def test_approve_reject_bonus_block_are_audited_and_bonus_is_never_paid_twice(mt
         assignment_id="3ASGA000000000000000", worker_id=good.worker.external_id, hit_id=hit_a.hit_id)})
     mturk.expect("approve_assignment", {}, {"AssignmentId": "3ASGA000000000000000",
                                             "RequesterFeedback": "Thank you!"})
-    done, problems = services.approve_submissions(submissions=[good], actor=researcher,
+    done, problems = reviewing.approve_submissions(submissions=[good], actor=researcher,
                                                   feedback="Thank you!")
     assert (len(done), problems) == (1, [])
 
-    bonus = services.create_bonus(submission=done[0], amount="0.25", reason="A detailed caption.",
+    bonus = reviewing.create_bonus(submission=done[0], amount="0.25", reason="A detailed caption.",
                                   actor=researcher)
     mturk.expect("get_assignment", {"Assignment": assignment(
         assignment_id="3ASGA000000000000000", worker_id=good.worker.external_id,
@@ -216,14 +216,14 @@ def test_approve_reject_bonus_block_are_audited_and_bonus_is_never_paid_twice(mt
                                     "AssignmentId": "3ASGA000000000000000",
                                     "Reason": "A detailed caption.",
                                     "UniqueRequestToken": f"crowdbench-bonus-{bonus.pk}"})
-    services.pay_bonus(bonus=bonus, actor=researcher)
-    services.pay_bonus(bonus=bonus, actor=researcher)  # a double click: no second SendBonus
+    reviewing.pay_bonus(bonus=bonus, actor=researcher)
+    reviewing.pay_bonus(bonus=bonus, actor=researcher)  # a double click: no second SendBonus
     assert mturk.operations().count("SendBonus") == 1
     assert Bonus.objects.get().status == Bonus.Status.PAID
 
     mturk.expect("create_worker_block", {}, {"WorkerId": good.worker.external_id,
                                              "Reason": "Copied captions."})
-    services.block_worker(worker=good.worker, reason="Copied captions.", actor=researcher)
+    reviewing.block_worker(worker=good.worker, reason="Copied captions.", actor=researcher)
     assert list(queue.units_open_to(worker=good.worker, stage=Stage.CAPTION)) == []
     actions = list(AuditLog.objects.filter(ok=True).order_by("id").values_list("action", "amount_usd"))
     assert actions[-3:] == [("approve", Decimal("0.75")), ("bonus", Decimal("0.25")), ("block", None)]
@@ -233,7 +233,7 @@ def test_approve_reject_bonus_block_are_audited_and_bonus_is_never_paid_twice(mt
 
 def test_rejecting_needs_a_message(mturk):
     with pytest.raises(PlatformError, match="Say why"):
-        services.reject_submissions(submissions=[], actor=make_researcher(), message=" ")
+        reviewing.reject_submissions(submissions=[], actor=make_researcher(), message=" ")
 
 
 def test_a_retried_approval_that_went_through_is_recorded_as_approved(mturk):
@@ -246,7 +246,7 @@ def test_a_retried_approval_that_went_through_is_recorded_as_approved(mturk):
     mturk.expect("get_assignment", {"Assignment": assignment(
         assignment_id="3ASGA000000000000000", worker_id=submission.worker.external_id,
         hit_id=hit.hit_id, status="Approved")})
-    done, _ = services.approve_submissions(submissions=[submission], actor=make_researcher())
+    done, _ = reviewing.approve_submissions(submissions=[submission], actor=make_researcher())
     assert done[0].review == Submission.Review.APPROVED
     mturk.done()
 
@@ -255,11 +255,11 @@ def test_a_hit_under_ten_assignments_cannot_be_extended_to_ten(mturk):
     study = make_study(units=1, overlap=3)
     hit, = _published(mturk, study, ["3HITA000000000000000"], max_assignments=3)
     with pytest.raises(PlatformError, match="cannot extend"):
-        services.extend_hit(hit=hit, more=7, actor=make_researcher())
+        reviewing.extend_hit(hit=hit, more=7, actor=make_researcher())
     mturk.expect("create_additional_assignments_for_hit", {}, {
         "HITId": hit.hit_id, "NumberOfAdditionalAssignments": 6,
         "UniqueRequestToken": f"crowdbench-extend-{hit.pk}-9"})
-    assert services.extend_hit(hit=hit, more=6, actor=make_researcher("r2")).max_assignments == 9
+    assert reviewing.extend_hit(hit=hit, more=6, actor=make_researcher("r2")).max_assignments == 9
     mturk.done()
 
 
@@ -267,7 +267,7 @@ def test_expire_sets_the_hits_expiry_in_the_past(mturk):
     study = make_study(units=1)
     hit, = _published(mturk, study, ["3HITA000000000000000"])
     mturk.expect("update_expiration_for_hit", {}, {"HITId": hit.hit_id, "ExpireAt": ANY})
-    services.expire_hits(study=study, actor=make_researcher())
+    reviewing.expire_hits(study=study, actor=make_researcher())
     sent = dict(mturk.calls)["UpdateExpirationForHIT"]["ExpireAt"]
     assert sent < datetime.now(UTC)
     assert Hit.objects.get().status == Hit.Status.EXPIRED
@@ -279,7 +279,7 @@ def test_notify_workers_sends_at_most_100_ids_per_call(mturk):
     workers = [WorkerFactory() for _ in range(150)]
     mturk.expect("notify_workers", {"NotifyWorkersFailureStatuses": []})
     mturk.expect("notify_workers", {"NotifyWorkersFailureStatuses": []})
-    services.notify_workers(study=study, workers=workers, subject="New captions",
+    reviewing.notify_workers(study=study, workers=workers, subject="New captions",
                             message="A new batch is up.", actor=make_researcher())
     sizes = [len(p["WorkerIds"]) for name, p in mturk.calls if name == "NotifyWorkers"]
     assert sizes == [100, 50]
@@ -293,8 +293,8 @@ def test_a_repeated_notification_syncs_once(mturk):
             "Events": [{"EventType": "AssignmentSubmitted", "HITId": hit.hit_id,
                         "AssignmentId": "3ASGA000000000000000"}]}
     mturk.expect("list_assignments_for_hit", {"Assignments": []})
-    assert services.handle_mturk_notification(body) == 1
-    assert services.handle_mturk_notification(body) == 0
+    assert syncing.handle_mturk_notification(body) == 1
+    assert syncing.handle_mturk_notification(body) == 0
     mturk.done()
 
 
@@ -315,7 +315,7 @@ def test_notifications_are_read_from_sqs_and_deleted_once_handled(mturk, setting
                                                      "ReceiptHandle": "r1"})
         sqs_stub.add_response("delete_message", {}, {"QueueUrl": settings.MTURK_SQS_QUEUE_URL,
                                                      "ReceiptHandle": "r2"})
-        assert services.poll_mturk_notifications() == 2
+        assert syncing.poll_mturk_notifications() == 2
         sqs_stub.assert_no_pending_responses()
     from mturk.models import NotificationEvent
 

@@ -8,9 +8,10 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Assignment, Stage, WorkUnit
-from mturk import links, services
+from mturk import links
 from mturk.models import CrowdStudy, Submission
 from mturk.platforms.cloudresearch import payments_csv
+from mturk.services import reviewing, syncing
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import FakeConnect, make_researcher
 
@@ -64,16 +65,16 @@ def test_sync_approve_and_bonus_through_the_api_with_idempotency_tokens(connect)
     study = make_study()
     participant(connect, study, "P1001", "A2001")
     participant(connect, study, "P1002", "A2002", stored=False)
-    assert services.sync_study(study=study) == {"ready": 1, "flagged": 1}
+    assert syncing.sync_study(study=study) == {"ready": 1, "flagged": 1}
     researcher = make_researcher()
     ready = Submission.objects.get(review=Submission.Review.READY)
-    done, problems = services.approve_submissions(submissions=[ready], actor=researcher,
+    done, problems = reviewing.approve_submissions(submissions=[ready], actor=researcher,
                                                   feedback="Thanks!")
     assert len(done) == 1 and problems == []
     assert connect.assignments["A2001"]["status"] == "Approved"
-    bonus = services.create_bonus(submission=done[0], amount="0.10", reason="Detailed reasons",
+    bonus = reviewing.create_bonus(submission=done[0], amount="0.10", reason="Detailed reasons",
                                   actor=researcher)
-    services.pay_bonus(bonus=bonus, actor=researcher)
+    reviewing.pay_bonus(bonus=bonus, actor=researcher)
     assert connect.bonuses == [{"id": "A2001", "amount": 0.1, "message": "Detailed reasons"}]
     posts = [r for r in connect.requests if r[0] == "POST"]
     assert all(h["X-API-KEY"] == "connect-key" and h["IDEMPOTENCY-TOKEN"] for _, _, h, _ in posts)
@@ -83,11 +84,11 @@ def test_sync_approve_and_bonus_through_the_api_with_idempotency_tokens(connect)
 def test_the_dashboard_csv_lists_approvals_and_bonuses_safely(connect):
     study = make_study()
     participant(connect, study, "P1001", "A2001")
-    services.sync_study(study=study)
+    syncing.sync_study(study=study)
     researcher = make_researcher()
-    done, _ = services.approve_submissions(submissions=list(Submission.objects.all()),
+    done, _ = reviewing.approve_submissions(submissions=list(Submission.objects.all()),
                                            actor=researcher, feedback="=HYPERLINK(\"x\")")
-    services.create_bonus(submission=done[0], amount="0.10", reason="r", actor=researcher)
+    reviewing.create_bonus(submission=done[0], amount="0.10", reason="r", actor=researcher)
     rows = list(csv.reader(io.StringIO(payments_csv(study))))
     assert rows[0] == ["participantId", "assignmentId", "status", "message", "bonus"]
     assert rows[1] == ["P1001", "A2001", "Approve", "'=HYPERLINK(\"x\")", "0.10"]
@@ -96,9 +97,9 @@ def test_the_dashboard_csv_lists_approvals_and_bonuses_safely(connect):
 def test_the_study_admin_downloads_the_connect_payments_file_for_the_pay_permission_only(connect, client):
     study = make_study()
     participant(connect, study, "P1001", "A2001")
-    services.sync_study(study=study)
+    syncing.sync_study(study=study)
     researcher = make_researcher()
-    services.approve_submissions(submissions=list(Submission.objects.all()), actor=researcher, feedback="Thanks")
+    reviewing.approve_submissions(submissions=list(Submission.objects.all()), actor=researcher, feedback="Thanks")
     changelist = reverse("admin:mturk_crowdstudy_changelist")
     action = {"action": "connect_payments_csv", "_selected_action": [study.pk]}
 

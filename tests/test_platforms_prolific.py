@@ -5,9 +5,10 @@ from decimal import Decimal
 import pytest
 
 from annotation.models import Assignment, Stage, WorkUnit
-from mturk import links, services
+from mturk import links
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Submission
+from mturk.services import reviewing, syncing
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import FakeProlific, make_researcher
 
@@ -63,7 +64,7 @@ def test_sync_pages_through_submissions_and_keys_them_by_prolifics_ids(prolific)
     for n in range(3):
         participant(prolific, study, f"60ffe5c8371090c7041d43f{n}")
     participant(prolific, study, "60ffe5c8371090c7041d43f9", stored=False)
-    counts = services.sync_study(study=study)
+    counts = syncing.sync_study(study=study)
     assert counts == {"ready": 3, "flagged": 1}
     assert set(Submission.objects.values_list("platform_assignment_id", flat=True)) == {
         "sub1d43f0", "sub1d43f1", "sub1d43f2", "sub1d43f9"}
@@ -74,17 +75,17 @@ def test_bulk_approve_then_reject_needs_100_characters_and_a_category(prolific):
     study = make_study()
     participant(prolific, study, "60ffe5c8371090c7041d43f0")
     participant(prolific, study, "60ffe5c8371090c7041d43f1")
-    services.sync_study(study=study)
+    syncing.sync_study(study=study)
     first, second = Submission.objects.order_by("id")
     researcher = make_researcher()
-    done, problems = services.approve_submissions(submissions=[first], actor=researcher)
+    done, problems = reviewing.approve_submissions(submissions=[first], actor=researcher)
     assert len(done) == 1 and problems == []
     approve = [r for r in prolific.requests if r[1].endswith("bulk-approve/")][0]
     assert approve[3] == {"submission_ids": [first.platform_assignment_id]}
-    done, problems = services.reject_submissions(submissions=[second], actor=researcher,
+    done, problems = reviewing.reject_submissions(submissions=[second], actor=researcher,
                                                  message="Too short.", category="LOW_EFFORT")
     assert done == [] and "at least 100 characters" in problems[0]
-    done, _ = services.reject_submissions(submissions=[second], actor=researcher,
+    done, _ = reviewing.reject_submissions(submissions=[second], actor=researcher,
                                           message=LONG_MESSAGE, category="LOW_EFFORT")
     assert done[0].review == Submission.Review.REJECTED
 
@@ -92,14 +93,14 @@ def test_bulk_approve_then_reject_needs_100_characters_and_a_category(prolific):
 def test_a_bonus_is_set_up_then_paid_once_whatever_the_clicks(prolific):
     study = make_study()
     participant(prolific, study, "60ffe5c8371090c7041d43f0")
-    services.sync_study(study=study)
+    syncing.sync_study(study=study)
     submission = Submission.objects.get()
     researcher = make_researcher()
-    services.approve_submissions(submissions=[submission], actor=researcher)
-    bonus = services.create_bonus(submission=Submission.objects.get(), amount="0.50",
+    reviewing.approve_submissions(submissions=[submission], actor=researcher)
+    bonus = reviewing.create_bonus(submission=Submission.objects.get(), amount="0.50",
                                   reason="Careful captions", actor=researcher)
-    services.pay_bonus(bonus=bonus, actor=researcher)
-    services.pay_bonus(bonus=bonus, actor=researcher)
+    reviewing.pay_bonus(bonus=bonus, actor=researcher)
+    reviewing.pay_bonus(bonus=bonus, actor=researcher)
     assert prolific.payments == ["bonus000001"]
     assert prolific.bonus_setups["bonus000001"]["csv_bonuses"] == "60ffe5c8371090c7041d43f0,0.50"
     assert Bonus.objects.get().status == Bonus.Status.PAID
@@ -109,16 +110,16 @@ def test_a_pay_step_with_an_unknown_outcome_is_never_sent_again(prolific, settin
     settings.PLATFORM_HTTP_MAX_ATTEMPTS = 1
     study = make_study()
     participant(prolific, study, "60ffe5c8371090c7041d43f0")
-    services.sync_study(study=study)
+    syncing.sync_study(study=study)
     researcher = make_researcher()
-    services.approve_submissions(submissions=[Submission.objects.get()], actor=researcher)
-    bonus = services.create_bonus(submission=Submission.objects.get(), amount="0.50",
+    reviewing.approve_submissions(submissions=[Submission.objects.get()], actor=researcher)
+    bonus = reviewing.create_bonus(submission=Submission.objects.get(), amount="0.50",
                                   reason="Careful captions", actor=researcher)
     prolific.fail_next_pay = 502
     with pytest.raises(PlatformError):
-        services.pay_bonus(bonus=bonus, actor=researcher)
+        reviewing.pay_bonus(bonus=bonus, actor=researcher)
     assert Bonus.objects.get().status == Bonus.Status.PAYING
     with pytest.raises(PlatformError, match="never sent twice"):
-        services.pay_bonus(bonus=bonus, actor=researcher)
+        reviewing.pay_bonus(bonus=bonus, actor=researcher)
     assert prolific.payments == []
     assert AuditLog.objects.filter(action="bonus", ok=False).exists()

@@ -3,12 +3,12 @@
 from django.contrib import messages
 from django.template.response import TemplateResponse
 
-from mturk import services
+from mturk.services import audit
 
 
 class PayPermissionMixin:
     def has_pay_permission(self, request):
-        return request.user.has_perm(services.PAY_PERMISSION)
+        return request.user.has_perm(audit.PAY_PERMISSION)
 
 
 def form_step(modeladmin, request, queryset, *, form_class, title, submit_label, action, intro=""):

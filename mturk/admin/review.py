@@ -4,11 +4,11 @@ from django import forms
 from django.contrib import admin, messages
 
 from annotation.models import WorkerBlock
-from mturk import services
 from mturk.admin.common import PayPermissionMixin, form_step, report
 from mturk.exceptions import PlatformError
 from mturk.models import Bonus, Submission
 from mturk.platforms.prolific import REJECTION_CATEGORIES
+from mturk.services import reviewing
 
 
 class ApproveForm(forms.Form):
@@ -65,7 +65,7 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
                                     title="Approve work", submit_label="Approve", action="approve")
         if response:
             return response
-        done, problems = services.approve_submissions(
+        done, problems = reviewing.approve_submissions(
             submissions=list(queryset), actor=request.user, feedback=form.cleaned_data["feedback"])
         report(self, request, done, problems, "Approved")
         return None
@@ -77,7 +77,7 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
         if response:
             return response
         try:
-            done, problems = services.reject_submissions(
+            done, problems = reviewing.reject_submissions(
                 submissions=list(queryset), actor=request.user,
                 message=form.cleaned_data["message"], category=form.cleaned_data["category"])
         except PlatformError as error:
@@ -94,10 +94,10 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
             return response
         for submission in queryset:
             try:
-                bonus = services.create_bonus(submission=submission, actor=request.user,
+                bonus = reviewing.create_bonus(submission=submission, actor=request.user,
                                               amount=form.cleaned_data["amount"],
                                               reason=form.cleaned_data["reason"])
-                services.pay_bonus(bonus=bonus, actor=request.user)
+                reviewing.pay_bonus(bonus=bonus, actor=request.user)
             except PlatformError as error:
                 self.message_user(request, f"{submission.worker}: {error}", messages.ERROR)
                 continue
@@ -112,7 +112,7 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
             return response
         for submission in queryset:
             try:
-                services.block_worker(worker=submission.worker, study=submission.study,
+                reviewing.block_worker(worker=submission.worker, study=submission.study,
                                       reason=form.cleaned_data["reason"], actor=request.user)
             except PlatformError as error:
                 self.message_user(request, f"{submission.worker}: {error}", messages.ERROR)
@@ -129,7 +129,7 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
             by_study.setdefault(submission.study, set()).add(submission.worker)
         for study, workers in by_study.items():
             try:
-                services.notify_workers(study=study, workers=workers, actor=request.user,
+                reviewing.notify_workers(study=study, workers=workers, actor=request.user,
                                         subject=form.cleaned_data["subject"],
                                         message=form.cleaned_data["message"])
             except PlatformError as error:
@@ -153,7 +153,7 @@ class BonusAdmin(PayPermissionMixin, admin.ModelAdmin):
     def pay_selected(self, request, queryset):
         for bonus in queryset:
             try:
-                services.pay_bonus(bonus=bonus, actor=request.user)
+                reviewing.pay_bonus(bonus=bonus, actor=request.user)
             except PlatformError as error:
                 self.message_user(request, f"Bonus {bonus.pk}: {error}", messages.ERROR)
 

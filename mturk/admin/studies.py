@@ -12,12 +12,13 @@ from django.utils.html import format_html
 from annotation.models import Worker, WorkerQualification
 from annotation.public_urls import placeholder_warning
 from mturk import client as mturk_client
-from mturk import pay, services
+from mturk import pay
 from mturk.admin.common import PayPermissionMixin, form_step
 from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
 from mturk.models import STUDY_DEFAULTS, CrowdStudy, Hit, Submission
 from mturk.platforms.cloudresearch import payments_csv
+from mturk.services import publishing, reviewing, syncing
 
 
 class PublishForm(forms.Form):
@@ -158,7 +159,7 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
             return response
         for study in queryset:
             try:
-                published = services.publish_batch(study=study, tasks=form.cleaned_data["tasks"],
+                published = publishing.publish_batch(study=study, tasks=form.cleaned_data["tasks"],
                                                    actor=request.user)
             except PlatformError as error:
                 self.message_user(request, f"{study}: {error}", messages.ERROR)
@@ -171,7 +172,7 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
     def sync(self, request, queryset):
         for study in queryset:
             try:
-                counts = services.sync_study(study=study)
+                counts = syncing.sync_study(study=study)
             except PlatformError as error:
                 self.message_user(request, f"{study}: {error}", messages.ERROR)
                 continue
@@ -182,7 +183,7 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
     def plan_pay(self, request, queryset):
         for study in queryset:
             try:
-                plan = services.set_reward_from_plan(study=study, actor=request.user)
+                plan = publishing.set_reward_from_plan(study=study, actor=request.user)
             except PlatformError as error:
                 self.message_user(request, f"{study}: {error}", messages.ERROR)
                 continue
@@ -193,7 +194,7 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
     def expire_hits(self, request, queryset):
         for study in queryset:
             try:
-                hits = services.expire_hits(study=study, actor=request.user)
+                hits = reviewing.expire_hits(study=study, actor=request.user)
             except PlatformError as error:
                 self.message_user(request, f"{study}: {error}", messages.ERROR)
                 continue
@@ -246,6 +247,6 @@ class HitAdmin(PayPermissionMixin, admin.ModelAdmin):
             return response
         for hit in queryset:
             try:
-                services.extend_hit(hit=hit, more=form.cleaned_data["more"], actor=request.user)
+                reviewing.extend_hit(hit=hit, more=form.cleaned_data["more"], actor=request.user)
             except PlatformError as error:
                 self.message_user(request, f"{hit}: {error}", messages.ERROR)

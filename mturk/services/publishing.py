@@ -1,0 +1,110 @@
+"""Publishing a study's work on its platform: the units to publish, the reward from the pay plan,
+and a batch within the budget."""
+
+import logging
+from datetime import timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from annotation.models import Assignment, StageConfig, WorkUnit
+from mturk import client as mturk_client
+from mturk import pay
+from mturk.exceptions import PlatformError
+from mturk.models import AuditLog, CrowdStudy, Hit
+from mturk.platforms import get_backend
+from mturk.services.audit import log, require_researcher
+
+logger = logging.getLogger(__name__)
+
+
+def units_to_publish(study):
+    units = WorkUnit.objects.filter(stage=study.stage, status=WorkUnit.Status.OPEN).exclude(
+        hits__study=study)
+    launched = StageConfig.objects.filter(stage=study.stage, launched_at__isnull=False)
+    units = units.filter(family__in=launched.values("family"))
+    if study.family_id:
+        units = units.filter(family_id=study.family_id)
+    return units.annotate(
+        submitted=Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
+    ).order_by("id")
+
+
+def set_reward_from_plan(*, study, actor):
+    """Set the study's reward from the measured median time and its target wage."""
+    require_researcher(actor)
+    plan = pay.plan_for_study(study, tasks=1)
+    study.reward_usd = plan.reward
+    study.save(update_fields=["reward_usd"])
+    return plan
+
+
+def publish_batch(*, study, tasks, actor):
+    """Publish `tasks` more units of the study's stage (MTurk: one HIT each; CloudResearch and
+    Prolific: that many more places). Refused when it would take the study past its budget."""
+    require_researcher(actor)
+    if tasks < 1:
+        raise PlatformError("Publish at least one task.")
+    if study.reward_usd <= 0:
+        raise PlatformError("Set the reward first (the 'plan pay' action sets it from the target wage).")
+    backend = get_backend(study.platform)
+    committed = pay.committed_spend(study)
+    if not backend.publishes_per_unit:
+        cost = pay.batch_cost(platform=study.platform, reward=study.reward_usd,
+                              assignments_per_task=1, tasks=tasks)
+        check_budget(study, committed, cost, per_task=cost / tasks)
+        with transaction.atomic():
+            locked = CrowdStudy.objects.select_for_update().get(pk=study.pk)
+            locked.places_published += tasks
+            locked.save(update_fields=["places_published"])
+            log(action=AuditLog.Action.PUBLISH, study=study, actor=actor, amount=cost,
+                request={"places": tasks}, response={"places_published": locked.places_published})
+        study.places_published = locked.places_published
+        return []
+    units = list(units_to_publish(study)[:tasks])
+    if not units:
+        raise PlatformError("No open work units of this stage are waiting to be published.")
+    sizes = [max(1, unit.overlap - unit.submitted) for unit in units]
+    costs = [pay.batch_cost(platform=study.platform, reward=study.reward_usd,
+                            assignments_per_task=size, tasks=1) for size in sizes]
+    check_budget(study, committed, sum(costs), per_task=max(costs))
+    hit_type_id, _ = backend.ensure_hit_type(study, study.reward_usd)
+    hits = []
+    for unit, size, cost in zip(units, sizes, costs, strict=True):
+        hit, _ = Hit.objects.get_or_create(
+            study=study, unit=unit,
+            defaults={"hit_type_id": hit_type_id, "environment": mturk_client.environment(),
+                      "max_assignments": size, "reward_usd": study.reward_usd},
+        )
+        if hit.status != Hit.Status.CREATING:
+            continue
+        try:
+            result = backend.create_hit(hit, study)
+        except PlatformError as error:
+            log(action=AuditLog.Action.PUBLISH, study=study, actor=actor, ok=False, amount=cost,
+                request={"unit": unit.pk}, error=str(error))
+            raise
+        created = result.response["HIT"]
+        hit.hit_id = created["HITId"]
+        hit.status = Hit.Status.OPEN
+        hit.expires_at = created.get("Expiration") or timezone.now() + timedelta(
+            hours=study.lifetime_hours)
+        hit.save(update_fields=["hit_id", "status", "expires_at"])
+        log(action=AuditLog.Action.PUBLISH, study=study, actor=actor, amount=cost,
+            request={k: v for k, v in result.request.items() if k != "Question"} | {"unit": unit.pk},
+            response={"HITId": hit.hit_id, "HITTypeId": hit_type_id})
+        hits.append(hit)
+    return hits
+
+
+def check_budget(study, committed, cost, *, per_task):
+    if study.budget_usd is None or committed + cost <= study.budget_usd:
+        return
+    room = max(Decimal("0"), study.budget_usd - committed)
+    fit = int(room // per_task) if per_task else 0
+    raise PlatformError(
+        f"Publishing this batch (${cost:.2f}) would bring “{study.name}” to ${committed + cost:.2f}, "
+        f"over its ${study.budget_usd} budget (${committed:.2f} committed); at most {fit} more "
+        "task(s) fit.")
