@@ -267,7 +267,7 @@ JUDGE_BATCH_PRICE_FACTOR = env.float("JUDGE_BATCH_PRICE_FACTOR", default=0.5)
 # the broker's visibility timeout (at 4 at a time and up to a minute a call: about 10 minutes).
 JUDGE_CHUNK_CALLS = env.int("JUDGE_CHUNK_CALLS", default=40)
 
-# Annotator pages (frontend/annotator_views.py). MTurk shows them inside its iframe
+# Annotator pages (frontend/annotator_views.py and the views beside it). MTurk shows them inside its iframe
 # (ExternalQuestion), where browsers send cookies only when they are SameSite=None; Secure, and
 # Secure needs HTTPS: so cross-site cookies follow DEBUG unless set. Safari may drop them anyway,
 # which is why task forms carry their own signed token (frontend/tokens.py).

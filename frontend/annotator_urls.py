@@ -2,19 +2,19 @@
 
 from django.urls import path
 
-from frontend import annotator_views as views
+from frontend import annotator_views, qualification_views, worker_views
 
 app_name = "frontend"
 
 urlpatterns = [
-    path("work/", views.home, name="home"),
-    path("work/login/", views.login, name="login"),
-    path("work/me/", views.worker_page, name="worker"),
-    path("work/logout/", views.logout, name="logout"),
-    path("work/submit/", views.submit, name="submit"),
-    path("work/give-back/", views.give_back, name="give_back"),
-    path("work/finish/", views.finish, name="finish"),
-    path("work/unit/<int:unit_id>/", views.unit_page, name="unit"),
-    path("work/qualify/<slug:stage>/", views.qualify, name="qualify"),
-    path("work/<slug:stage>/", views.stage_page, name="stage"),
+    path("work/", worker_views.home, name="home"),
+    path("work/login/", worker_views.login, name="login"),
+    path("work/me/", worker_views.worker_page, name="worker"),
+    path("work/logout/", worker_views.logout, name="logout"),
+    path("work/submit/", annotator_views.submit, name="submit"),
+    path("work/give-back/", annotator_views.give_back, name="give_back"),
+    path("work/finish/", annotator_views.finish, name="finish"),
+    path("work/unit/<int:unit_id>/", annotator_views.unit_page, name="unit"),
+    path("work/qualify/<slug:stage>/", qualification_views.qualify, name="qualify"),
+    path("work/<slug:stage>/", annotator_views.stage_page, name="stage"),
 ]

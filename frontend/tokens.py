@@ -98,7 +98,7 @@ def sign_worker(worker_id, *, assignment_id=None):
     """A link to a worker's own page, for platform workers who have no account with us.
 
     An MTurk worker's link names the assignment whose page gave it: the page shows their whole
-    record only once MTurk confirms that assignment is theirs (frontend.annotator_views.worker_page).
+    record only once MTurk confirms that assignment is theirs (frontend.worker_views.worker_page).
     """
     data = {"w": worker_id}
     if assignment_id is not None:

@@ -1,0 +1,114 @@
+"""Who is working: the in-house annotator, or a platform participant arriving with a study link,
+bound to this browser, with the platform ids their work is recorded under."""
+
+import re
+
+from django.core.cache import cache
+
+from annotation.models import (
+    Assignment,
+    Worker,
+)
+from mturk import identity
+from mturk.models import Submission
+
+MTURK_PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+# Seconds without input after which the active-time clock stops (frontend/static/.../annotator.js).
+IDLE_SECONDS = 60
+MAX_ACTIVE_SECONDS = 24 * 3600
+_PLATFORM_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+def local_worker(user):
+    worker, _ = Worker.objects.get_or_create(
+        platform=Worker.Platform.LOCAL, external_id=f"user-{user.pk}", defaults={"user": user}
+    )
+    return worker
+
+
+def platform_worker(platform, participant_id):
+    worker, _ = Worker.objects.get_or_create(platform=platform, external_id=participant_id)
+    return worker
+
+
+# The study participants this browser arrived as (ids of Worker rows), in its signed session.
+_BROWSER_PARTICIPANTS = "crowdbench.participants"
+
+
+def bound_to_browser(request, worker_id):
+    return worker_id in request.session.get(_BROWSER_PARTICIPANTS, [])
+
+
+def study_participant(request, *, study, participant_id, platform_session_id):
+    """The Worker a Prolific / Connect study link names, if this browser may act as them.
+
+    A participant id in a link is no secret, so it is bound to the browser that first arrives with
+    it (its session cookie); a later arrival with the same id from another browser is a fresh
+    claim, which the platform must confirm before it sees any of that participant's work or their
+    completion code. Raises IdentityRefused.
+    """
+    worker, created = Worker.objects.get_or_create(platform=study.platform, external_id=participant_id)
+    if not created and not bound_to_browser(request, worker.pk):
+        identity.confirm_participant(study=study, participant_id=participant_id,
+                                     platform_session_id=platform_session_id)
+    request.session[_BROWSER_PARTICIPANTS] = [
+        *[pk for pk in request.session.get(_BROWSER_PARTICIPANTS, []) if pk != worker.pk], worker.pk]
+    return worker
+
+
+def study_arrival(params):
+    """(platform, participant id, study id, platform session id) of a study link, or None."""
+    if params.get("participantId") or params.get("projectId"):
+        return (Worker.Platform.CLOUDRESEARCH, params.get("participantId", ""),
+                params.get("projectId", ""), params.get("assignmentId", ""))
+    if params.get("PROLIFIC_PID") or params.get("STUDY_ID"):
+        return (Worker.Platform.PROLIFIC, params.get("PROLIFIC_PID", ""),
+                params.get("STUDY_ID", ""), params.get("SESSION_ID", ""))
+    return None
+
+
+def valid_platform_id(value):
+    return bool(_PLATFORM_ID.match(value or ""))
+
+
+def record_platform_ids(assignment, *, platform_assignment_id, platform_task_id):
+    # A study participant's assignments carry the study id and their platform session, so sync
+    # finds them; the participant themselves was checked against this browser (study_participant).
+    if (assignment.platform_assignment_id, assignment.platform_task_id) != (
+        platform_assignment_id, platform_task_id
+    ):
+        assignment.platform_assignment_id = platform_assignment_id
+        assignment.platform_task_id = platform_task_id
+        Assignment.objects.filter(pk=assignment.pk).update(
+            platform_assignment_id=platform_assignment_id, platform_task_id=platform_task_id
+        )
+
+
+def done_in_study(worker, study):
+    return Assignment.objects.filter(
+        worker=worker, status=Assignment.Status.SUBMITTED, platform_task_id=study.external_id,
+        unit__stage=study.stage,
+    ).count()
+
+
+def mturk_confirmed(worker, assignment_id):
+    """Whether MTurk confirms the assignment behind a worker-page link is this worker's: from a
+    synced submission, from an earlier answer kept in the cache, or by asking GetAssignment."""
+    assignment = Assignment.objects.filter(pk=assignment_id, worker=worker).exclude(
+        platform_assignment_id="").first() if assignment_id is not None else None
+    if assignment is None:
+        return False
+    if Submission.objects.filter(worker=worker, study__platform=Worker.Platform.MTURK,
+                                 platform_assignment_id=assignment.platform_assignment_id).exists():
+        return True
+    key = f"crowdbench:mturk-confirmed:{worker.pk}:{assignment.platform_assignment_id}"
+    if cache.get(key):
+        return True
+    try:
+        identity.confirm_mturk_assignment(assignment_id=assignment.platform_assignment_id,
+                                          worker_id=worker.external_id,
+                                          hit_id=assignment.platform_task_id)
+    except identity.IdentityRefused:
+        return False
+    cache.set(key, True, 24 * 3600)
+    return True

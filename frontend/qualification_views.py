@@ -1,0 +1,363 @@
+"""Qualification tests and live gold items on the annotator pages (paper §2.2;
+mturk/qualifications.py)."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.db import transaction
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+from django.views.decorators.csrf import csrf_exempt
+
+from annotation.exceptions import AnnotationError
+from annotation.models import (
+    Assignment,
+    GoldAnswer,
+    GoldItem,
+    QualificationAttempt,
+    Worker,
+    WorkerBlock,
+    WorkerQualification,
+)
+from annotation.queue import (
+    return_assignment,
+)
+from annotation.typed_text import ANSWER_MAX_CHARS, clean_typed_text
+from annotation.workforce import may_work
+from crowdbench.security import annotator_page
+from frontend import tokens
+from frontend.arrival import (
+    IDLE_SECONDS,
+    done_in_study,
+    local_worker,
+    study_arrival,
+    study_participant,
+    valid_platform_id,
+)
+from frontend.rendering import NOTICES, problem_page, refusal
+from frontend.task_pages import PAGES, gold_material
+from mturk import identity, qualifications
+from mturk.exceptions import PlatformError
+from mturk.models import CrowdStudy
+
+
+def qualify_url(worker, stage, *, next_url=""):
+    grant = tokens.QualificationPass(worker_id=worker.pk, stage=stage, next_url=next_url)
+    return reverse("frontend:qualify", args=[stage]) + "?q=" + tokens.sign_qualification(grant)
+
+
+def tasks_url(worker, stage):
+    """Where a worker finds a stage's tasks on their own: only in-house annotators have such a page;
+    platform workers come back through their platform's link."""
+    return reverse("frontend:stage", args=[stage]) if worker.platform == Worker.Platform.LOCAL else ""
+
+
+def qualification_gate(request, worker, stage, *, next_url, study=None, session=None):
+    """None when the worker may take the stage's units; otherwise the page that says what to do:
+    the qualification test, or why they are paused or blocked."""
+    if may_work(worker, stage):
+        return None
+    if WorkerBlock.objects.filter(worker=worker, active=True).exists():
+        return problem_page(request, "Your account cannot take these tasks. If you think this is a "
+                        "mistake, please message the researchers through your platform.",
+                        heading="No tasks for you here")
+    granted = (WorkerQualification.objects.select_related("qualification")
+               .filter(qualification__stage=stage, worker=worker).first())
+    if granted is None:
+        return redirect(qualify_url(worker, stage, next_url=next_url))
+    # Paused for low accuracy on gold items: a lease still held goes back to the pool at once.
+    for held in Assignment.objects.filter(worker=worker, unit__stage=stage,
+                                          status=Assignment.Status.LEASED):
+        return_assignment(assignment=held)
+    bar = granted.qualification.live_accuracy_bar
+    accuracy = granted.live_accuracy
+    message = (
+        "Some tasks are check questions whose answer is known. "
+        + (f"Of your recent ones {accuracy:.0%} were right, below the {bar:.0%} needed, "
+           if accuracy is not None else "Too few of your recent ones were right, ")
+        + "so these tasks are paused for you. Everything you submitted is saved. A researcher "
+        "will look at your answers and get in touch through your platform."
+    )
+    context = {"heading": "Your work on these tasks is paused", "message": message}
+    if study is not None and session is not None and done_in_study(worker, study):
+        context["finish_token"] = tokens.sign_session(session)
+    return render(request, "annotator/problem.html", context)
+
+
+def offer_gold(request, page, worker, stage, *, next_url, units, study=None, session=None,
+                mturk=False):
+    """A live gold item shown as this stage's next task, or None."""
+    if page.gold_context is None or worker.platform in (Worker.Platform.LOCAL,
+                                                        Worker.Platform.IMPORT):
+        # In-house annotators are trained in person and hold no qualification to keep current.
+        return None
+    if not units.exists():
+        return None
+    item = qualifications.live_gold_item(worker, stage)
+    if item is None:
+        return None
+    grant = tokens.GoldGrant(item_id=item["id"], worker_id=worker.pk, stage=stage, next_url=next_url)
+    return _render_gold(request, page, item, grant, worker=worker, study=study, session=session,
+                        mturk=mturk)
+
+
+def _render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False,
+                 posted=None, error="", status=200):
+    # Rendered exactly as the stage's own task: same template, same controls, same button.
+    context = page.gold_context(item, posted)
+    context.update({
+        "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
+        "can_give_back": True,
+        "page": page,
+        "preview": False,
+        "mturk": mturk,
+        "token": tokens.sign_gold(grant),
+        "study": study,
+        "done_in_study": done_in_study(worker, study) if study else 0,
+        "session_token": tokens.sign_session(session) if session else "",
+        "worker_token": tokens.sign_worker(worker.pk),
+        "error": error,
+        "config": {
+            "draftKey": "task-" + salted_hmac("crowdbench.frontend.draft",
+                                              f"{worker.pk}:{item['id']}").hexdigest()[:16],
+            "preview": False,
+            "idleSeconds": IDLE_SECONDS,
+            "allowedImageHosts": settings.IMAGE_URL_ALLOWED_HOSTS,
+        },
+    })
+    return render(request, page.template, context, status=status)
+
+
+def submit_gold(request, grant, *, wants_json):
+    worker = Worker.objects.filter(pk=grant.worker_id).first()
+    item = GoldItem.objects.filter(pk=grant.item_id, qualification__stage=grant.stage).first()
+    page = PAGES.get(grant.stage)
+    if worker is None or item is None or page is None or page.gold_answer is None:
+        return refusal(request, tokens.FORGED_MESSAGE, wants_json=wants_json)
+    if worker.platform == Worker.Platform.LOCAL and worker.user_id != request.user.pk:
+        return refusal(request, "Please log in again to save this answer.", wants_json=wants_json)
+    shown = {"id": item.pk, "kind": item.kind, "content": item.content, "question": item.question,
+             "options": item.options}
+    try:
+        answer = page.gold_answer(request.POST, shown)
+    except AnnotationError as error:
+        if wants_json:
+            return JsonResponse({"ok": False, "error": str(error)}, status=400)
+        return _render_gold(request, page, shown, grant, worker=worker, posted=request.POST,
+                            error=str(error), status=400)
+    with transaction.atomic():
+        # One answer per item, whatever a double click or a resent form does.
+        Worker.objects.select_for_update().filter(pk=worker.pk).first()
+        if not GoldAnswer.objects.filter(item=item, worker=worker,
+                                         source=GoldAnswer.Source.LIVE).exists():
+            qualifications.record_live_gold_answer(worker, item.pk, answer)
+    next_url = grant.next_url or reverse("frontend:worker") + "?w=" + tokens.sign_worker(worker.pk)
+    if wants_json:
+        return JsonResponse({"ok": True, "next": next_url})
+    return redirect(next_url)
+
+
+@dataclass(frozen=True)
+class _TestPage:
+    """What annotator/task.html needs of a page, for the qualification test."""
+
+    stage: str
+    heading: str
+    layout: str = "single"
+    shortcuts: tuple = (("1 / 2 / …", "choose an answer, then the next question"),
+                        ("Tab", "move between questions"), ("Ctrl+Enter", "submit"))
+
+
+def _test_taker(request, stage):
+    """(worker, QualificationPass) for whoever opened the test, or a response to send instead."""
+    params = request.GET
+    token = params.get("q") if request.method == "GET" else request.POST.get("token", "")
+    if token or request.method != "GET":
+        grant = tokens.read_qualification(token)
+        worker = Worker.objects.filter(pk=grant.worker_id).first()
+        if worker is None or grant.stage != stage:
+            raise tokens.TokenRefused(tokens.FORGED_MESSAGE)
+        if worker.platform == Worker.Platform.LOCAL and worker.user_id != request.user.pk:
+            raise tokens.TokenRefused("Please log in again to take the test.")
+        return worker, grant
+    arrival = study_arrival(params)
+    if arrival is not None:
+        platform, participant_id, study_id, platform_session_id = arrival
+        study = CrowdStudy.objects.filter(platform=platform, external_id=study_id,
+                                          stage=stage).first()
+        if study is None or not valid_platform_id(participant_id):
+            raise Http404("This study is not known here. Please tell the researchers.")
+        platform_session_id = platform_session_id if valid_platform_id(platform_session_id) else ""
+        try:
+            worker = study_participant(request, study=study, participant_id=participant_id,
+                                  platform_session_id=platform_session_id)
+        except identity.IdentityRefused as refused:
+            raise tokens.TokenRefused(str(refused)) from None
+        session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
+                                      platform_session_id=platform_session_id)
+        next_url = reverse("frontend:stage", args=[stage]) + "?continue=" + tokens.sign_session(session)
+        return worker, tokens.QualificationPass(worker_id=worker.pk, stage=stage, next_url=next_url)
+    if params.get("workerId"):
+        # A bare MTurk worker id proves nothing; MTurk workers reach the test from a HIT, whose
+        # page sends them here with a signed pass once their assignment's claim holds.
+        raise tokens.TokenRefused("Please open the test from a HIT of this study on MTurk.")
+    if request.user.is_authenticated:
+        worker = local_worker(request.user)
+        return worker, tokens.QualificationPass(worker_id=worker.pk, stage=stage,
+                                                next_url=tasks_url(worker, stage))
+    return None, None
+
+
+def _test_items(attempt, posted=None):
+    posted = posted or {}
+    items = []
+    for number, item in enumerate(qualifications.qualification_items(attempt), start=1):
+        name = f"item-{item['id']}"
+        items.append({
+            "number": number,
+            "name": name,
+            "kind": item["kind"],
+            "question": item["question"],
+            "options": [{"value": str(option), "key": index, "checked": posted.get(name) == str(option)}
+                        for index, option in enumerate(item["options"] or [], start=1)],
+            "text": posted.get(name, "") if item["kind"] == GoldItem.Kind.FREE_TEXT else "",
+            "material": gold_material(item["content"]),
+        })
+    return items
+
+
+def _render_test(request, stage, worker, grant, attempt, *, posted=None, error="", status=200):
+    qualification = attempt.qualification
+    page = _TestPage(stage=stage, heading=f"Qualification test: {qualification.name}")
+    return render(request, "annotator/qualification.html", {
+        "page": page,
+        "qualification": qualification,
+        "items": _test_items(attempt, posted),
+        "pass_percent": round(qualification.pass_score * 100),
+        "answer_max_chars": ANSWER_MAX_CHARS,
+        "token": tokens.sign_qualification(grant),
+        "worker_token": tokens.sign_worker(worker.pk),
+        "mturk": False,
+        "preview": False,
+        "error": error,
+        "config": {"draftKey": f"qualification-{attempt.pk}", "preview": False,
+                   "idleSeconds": IDLE_SECONDS,
+                   "allowedImageHosts": settings.IMAGE_URL_ALLOWED_HOSTS},
+    }, status=status)
+
+
+@csrf_exempt
+@annotator_page
+def qualify(request, stage):
+    """A stage's qualification test: five to ten gold items on one page, submitted once, then each
+    item's feedback, the score and whether the worker passed (paper §2.2).
+
+    Exempt from CSRF for the reason given at `submit`: the signed test token is the defence.
+    """
+    if request.method not in ("GET", "POST"):
+        return problem_page(request, "Please open the test from its link.", status=405)
+    if stage not in PAGES or qualifications.stage_qualification(stage) is None:
+        raise Http404("This task has no qualification test.")
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    try:
+        worker, grant = _test_taker(request, stage)
+    except tokens.TokenRefused as error:
+        if request.method == "POST":
+            return refusal(request, str(error), wants_json=wants_json)
+        return problem_page(request, str(error), status=403)
+    if worker is None:
+        return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
+    if request.method == "POST":
+        return _take_test(request, stage, worker, grant, wants_json=wants_json)
+    if "result" in request.GET:
+        attempt = (QualificationAttempt.objects.select_related("qualification")
+                   .filter(qualification__stage=stage, worker=worker)
+                   .exclude(status=QualificationAttempt.Status.STARTED).first())
+        if attempt is not None:
+            return _test_result(request, stage, worker, grant, attempt)
+    granted = WorkerQualification.objects.filter(qualification__stage=stage, worker=worker).first()
+    if granted is not None:
+        last = (QualificationAttempt.objects.select_related("qualification")
+                .filter(qualification__stage=stage, worker=worker).first())
+        if granted.status == WorkerQualification.Status.QUALIFIED and last is not None:
+            return _test_result(request, stage, worker, grant, last)
+    try:
+        attempt = qualifications.start_qualification_test(worker, stage)
+    except PlatformError as error:
+        return problem_page(request, str(error), heading="Qualification test")
+    return _render_test(request, stage, worker, grant, attempt)
+
+
+def _take_test(request, stage, worker, grant, *, wants_json):
+    attempt = (QualificationAttempt.objects.select_related("qualification")
+               .filter(qualification__stage=stage, worker=worker).first())
+    if attempt is None:
+        return refusal(request, "Please open the test again from its link.", wants_json=wants_json)
+    try:
+        answers = _test_answers(request.POST, attempt)
+        qualifications.submit_qualification_answers(worker, stage, answers)
+    except AnnotationError as error:
+        if wants_json:
+            return JsonResponse({"ok": False, "error": str(error)}, status=400)
+        return _render_test(request, stage, worker, grant, attempt, posted=request.POST,
+                            error=str(error), status=400)
+    attempt.refresh_from_db()
+    if wants_json:
+        result_url = (reverse("frontend:qualify", args=[stage]) + "?result=1&q="
+                      + tokens.sign_qualification(grant))
+        return JsonResponse({"ok": True, "next": result_url})
+    return _test_result(request, stage, worker, grant, attempt)
+
+
+def _test_answers(posted, attempt):
+    if attempt.status != QualificationAttempt.Status.STARTED:
+        return {}
+    answers = {}
+    items = GoldItem.objects.in_bulk(attempt.item_ids)
+    for number, pk in enumerate(attempt.item_ids, start=1):
+        item = items.get(pk)
+        text = clean_typed_text(posted.get(f"item-{pk}", ""), what=f"Your answer to question {number}",
+                                max_chars=ANSWER_MAX_CHARS)
+        if item is None or not text:
+            continue
+        # The stored answer is the option itself (it may be a number), not its text.
+        answer = next((option for option in item.options or [] if str(option) == text),
+                      text if item.kind == GoldItem.Kind.FREE_TEXT else None)
+        if answer is not None:
+            answers[pk] = answer
+    return answers
+
+
+def _test_result(request, stage, worker, grant, attempt):
+    qualification = attempt.qualification
+    result = qualifications.qualification_result(attempt)
+    contents = {item.pk: item.content for item in GoldItem.objects.filter(pk__in=attempt.item_ids)}
+    feedback = [
+        {"number": number, "item": entry,
+         "instruction": gold_material(contents.get(entry.item_id, {})).instruction}
+        for number, entry in enumerate(result.feedback, start=1)
+    ]
+    granted = WorkerQualification.objects.filter(qualification=qualification, worker=worker).first()
+    paused = granted is not None and granted.status == WorkerQualification.Status.PAUSED
+    retake_at = None
+    if attempt.status == QualificationAttempt.Status.FAILED:
+        retake_at = attempt.submitted_at + timedelta(hours=qualification.retake_after_hours)
+    return render(request, "annotator/qualification_result.html", {
+        "qualification": qualification,
+        "result": result,
+        "feedback": feedback,
+        "score_percent": round(result.score * 100) if result.score is not None else None,
+        "pass_percent": round(qualification.pass_score * 100),
+        "next_url": grant.next_url if result.passed and not paused else "",
+        "paused": paused,
+        "retake_at": retake_at,
+        "retake_url": (reverse("frontend:qualify", args=[stage]) + "?q="
+                       + tokens.sign_qualification(grant))
+        if retake_at is not None and retake_at <= timezone.now() else "",
+        "worker_token": tokens.sign_worker(worker.pk),
+    })

@@ -1,0 +1,70 @@
+"""How an annotator page is answered: the task page of a unit, a problem page, and the notices
+shown after an action."""
+
+
+from django.conf import settings
+from django.http import Http404, JsonResponse
+from django.shortcuts import render
+
+from frontend import tokens
+from frontend.arrival import IDLE_SECONDS, done_in_study
+from frontend.task_pages import PAGES
+
+
+def page_or_404(stage):
+    page = PAGES.get(stage)
+    if page is None:
+        raise Http404("No such kind of task.")
+    return page
+
+
+def problem_page(request, message, *, status=200, heading="This task is not available"):
+    return render(request, "annotator/problem.html", {"heading": heading, "message": message},
+                  status=status)
+
+
+# What the page after a submit or a give-back says about it (`?after=`), so it is seen whichever
+# way the worker moved on (with or without JavaScript, without cookies inside MTurk's iframe).
+NOTICES = {
+    "saved": "Saved. Your answer is stored; here is the next task.",
+    "given-back": "Task given back: it is free for someone else now. Here is the next one.",
+}
+
+
+def with_notice(url, what):
+    return f"{url}{'&' if '?' in url else '?'}after={what}"
+
+
+def render_task(request, page, unit, *, assignment=None, grant=None, preview=False,
+                 study=None, posted=None, error="", status=200):
+    context = page.context(unit, posted, assignment)
+    session = grant.session if grant else None
+    context.update({
+        "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
+        "can_give_back": bool(grant) and not preview,
+        "page": page,
+        "unit": unit,
+        "preview": preview,
+        "mturk": bool(grant and grant.turk_submit_to) or preview,
+        "token": tokens.sign_assignment(grant) if grant else "",
+        "assignment": assignment,
+        "study": study,
+        "done_in_study": done_in_study(assignment.worker, study) if study and assignment else 0,
+        "session_token": tokens.sign_session(session) if session else "",
+        "worker_token": tokens.sign_worker(grant.worker_id, assignment_id=grant.assignment_id)
+        if grant else "",
+        "error": error,
+        "config": {
+            "draftKey": f"assignment-{assignment.pk}" if assignment else "",
+            "preview": preview,
+            "idleSeconds": IDLE_SECONDS,
+            "allowedImageHosts": settings.IMAGE_URL_ALLOWED_HOSTS,
+        },
+    })
+    return render(request, page.template, context, status=status)
+
+
+def refusal(request, message, *, wants_json):
+    if wants_json:
+        return JsonResponse({"ok": False, "error": message}, status=403)
+    return problem_page(request, message, status=403, heading="This answer could not be saved")
