@@ -39,8 +39,9 @@ from frontend.arrival import (
     study_participant,
     valid_platform_id,
 )
+from frontend.page_parts import gold_material
 from frontend.rendering import NOTICES, problem_page, refusal
-from frontend.task_pages import PAGES, gold_material
+from frontend.task_pages import PAGES
 from mturk import identity, qualifications
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy

@@ -1,0 +1,122 @@
+"""What every annotator task page is made of: the image gallery with licences, the material a gold
+item shows, and the description of a stage's page (TaskPage)."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from annotation.image_urls import image_url_allowed
+from annotation.models import Instance
+
+MAX_IMAGES_PER_INSTRUCTION = 8
+
+# Permissive licences only (paper §2.1: the images are released under their own open licences).
+LICENCES = {
+    "CC0 1.0": "https://creativecommons.org/publicdomain/zero/1.0/",
+    "Public Domain Mark 1.0": "https://creativecommons.org/publicdomain/mark/1.0/",
+    "CC BY 4.0": "https://creativecommons.org/licenses/by/4.0/",
+    "CC BY 2.0": "https://creativecommons.org/licenses/by/2.0/",
+    "CC BY-SA 4.0": "https://creativecommons.org/licenses/by-sa/4.0/",
+    "CC BY-SA 2.0": "https://creativecommons.org/licenses/by-sa/2.0/",
+}
+
+
+@dataclass(frozen=True)
+class GalleryImage:
+    number: int
+    src: str
+    """"" when the browser must not load it; the page then shows `url` as text."""
+    url: str
+    licence: str
+    author: str
+    width: int | None
+    height: int | None
+
+
+def gallery(images):
+    return [
+        GalleryImage(
+            number=number,
+            src=image.browser_url,
+            url=image.url,
+            licence=image.licence,
+            author=image.author,
+            width=image.width,
+            height=image.height,
+        )
+        for number, image in enumerate(images, start=1)
+    ]
+
+
+# --- gold items (mturk.GoldItem): what their content shows ------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldMaterial:
+    """A gold item's content as the pages show it.
+
+    The content may name an `instance` (its instruction, images, caption and reference are then
+    the defaults) and give any of `instruction`, `image_url` / `image_urls`, `caption` (text or a
+    list, one per image), `response` (verification), `response_1` / `response_2` (pairwise, shown
+    left / right), `criteria` (true: ask CHIRP's criteria too) and `rubric`.
+    """
+
+    instruction: str
+    gallery: list
+    captions: list
+    response: str
+    response_1: str
+    response_2: str
+    criteria: bool
+    rubric: str
+
+
+def gold_material(content):
+    content = content if isinstance(content, dict) else {"instruction": str(content or "")}
+    instance = None
+    if str(content.get("instance", "")).isdigit():
+        instance = (Instance.objects.select_related("current_caption")
+                    .filter(pk=int(content["instance"])).first())
+    if content.get("image_urls") or content.get("image_url"):
+        urls = content.get("image_urls") or [content["image_url"]]
+        images = [
+            GalleryImage(number=number, src=str(url) if image_url_allowed(str(url)) else "",
+                         url=str(url), licence="", author="", width=None, height=None)
+            for number, url in enumerate(urls, start=1)
+        ]
+    else:
+        images = gallery(instance.ordered_images()) if instance else []
+    captions = content.get("caption")
+    if captions is None and instance is not None and instance.current_caption:
+        captions = instance.current_caption.texts
+    if isinstance(captions, str):
+        captions = [captions]
+    return GoldMaterial(
+        instruction=str(content.get("instruction") or (instance.instruction if instance else "")),
+        gallery=images,
+        captions=[str(text) for text in captions or []],
+        response=str(content.get("response") or (instance.reference_output if instance else "")),
+        response_1=str(content.get("response_1") or ""),
+        response_2=str(content.get("response_2") or ""),
+        criteria=bool(content.get("criteria")),
+        rubric=str(content.get("rubric") or ""),
+    )
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    stage: str
+    template: str
+    heading: str
+    context: Callable
+    """context(unit, posted, assignment) -> dict; `posted` is the refused POST to show again, or
+    None; `assignment` is None in an MTurk preview."""
+    submit: Callable
+    """submit(request=, assignment_id=, worker=, active_seconds=) -> the stored answer's label."""
+    shortcuts: tuple = field(default=())
+    """(keys, what they do), listed on the page; the keys themselves are declared in the form."""
+    gold_context: Callable | None = None
+    """gold_context(item, posted) -> the same context as `context`, from a live gold item."""
+    gold_answer: Callable | None = None
+    """gold_answer(posted, item) -> the answer compared with the gold item's; raises like submit."""
+    layout: str = ""
+    """A modifier of the task layout: "wide" gives the material more room than the form."""
