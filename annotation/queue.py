@@ -57,31 +57,43 @@ def lease_minutes_for(unit):
     return config.lease_minutes if config else DEFAULT_LEASE_MINUTES
 
 
-def next_assignment(*, worker, stage, family=None):
+# What a task page shows besides the unit itself, fetched with it so rendering asks nothing more.
+_PAGE_RELATIONS = ("family", "instance", "reference__caption")
+
+
+def held_assignment(*, worker, stage, family=None, now=None):
+    """The worker's unexpired lease in `stage` (and `family`), with its unit, or None."""
+    return (
+        Assignment.objects.filter(
+            worker=worker, unit__stage=stage, status=Assignment.Status.LEASED,
+            lease_expires_at__gt=now or timezone.now(),
+        )
+        .filter(Q(unit__family=family) if family is not None else Q())
+        .select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS), "unit")
+        .first()
+    )
+
+
+def next_assignment(*, worker, stage, family=None, platform_assignment_id="", platform_task_id=""):
     """Lease the next unit of `stage` to `worker`, or return None when there is nothing for them.
 
     A worker holding an unexpired lease in the stage gets that lease back, so a reload resumes.
+    Platform ids (a study's id and the participant's platform session) are stored with the lease.
     """
     now = timezone.now()
     with transaction.atomic():
         # Serialise one worker's own requests (two tabs, a double click) without blocking others.
-        Worker.objects.select_for_update().filter(pk=worker.pk).first()
-        held = (
-            Assignment.objects.filter(
-                worker=worker, unit__stage=stage, status=Assignment.Status.LEASED,
-                lease_expires_at__gt=now,
-            )
-            .filter(Q(unit__family=family) if family is not None else Q())
-            .select_related("unit")
-            .first()
-        )
+        Worker.objects.select_for_update().filter(pk=worker.pk).values_list("pk").first()
+        held = held_assignment(worker=worker, stage=stage, family=family, now=now)
         if held:
+            _bind(held, platform_assignment_id, platform_task_id)
             return held
 
         lease_minutes = StageConfig.objects.filter(family=OuterRef("family"), stage=stage).values("lease_minutes")
         candidates = (
             units_open_to(worker=worker, stage=stage, family=family, now=now)
             .annotate(lease_minutes=Coalesce(Subquery(lease_minutes[:1]), DEFAULT_LEASE_MINUTES))
+            .select_related(*_PAGE_RELATIONS)
             .order_by("id")
         )
         passed_over = []
@@ -104,6 +116,8 @@ def next_assignment(*, worker, stage, family=None):
                 worker=worker,
                 leased_at=now,
                 lease_expires_at=now + timedelta(minutes=unit.lease_minutes),
+                platform_assignment_id=platform_assignment_id,
+                platform_task_id=platform_task_id,
             )
 
 

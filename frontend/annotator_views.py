@@ -21,7 +21,6 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -34,11 +33,13 @@ from annotation.models import (
 from annotation.queue import (
     ClaimConflict,
     binding_conflict,
+    held_assignment,
     lease_unit,
     next_assignment,
     return_assignment,
     units_open_to,
 )
+from annotation.workforce import workers_with_standing
 from crowdbench.security import annotator_page, mturk_submit_origin
 from frontend import tokens
 from frontend.arrival import (
@@ -48,12 +49,11 @@ from frontend.arrival import (
     done_in_study,
     local_worker,
     platform_worker,
-    record_platform_ids,
     study_arrival,
     study_participant,
     valid_platform_id,
 )
-from frontend.qualification_views import offer_gold, qualification_gate, submit_gold
+from frontend.qualification_views import may_offer_gold, offer_gold, qualification_gate, submit_gold
 from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_task, with_notice
 from mturk import identity
 from mturk.models import CrowdStudy
@@ -152,7 +152,7 @@ def stage_page(request, stage):
             return problem_page(request, str(error), status=403)
         study = CrowdStudy.objects.select_related("family").filter(
             pk=session.study_id, stage=stage).first()
-        worker = Worker.objects.filter(pk=session.worker_id).first()
+        worker = workers_with_standing(stage).filter(pk=session.worker_id).first()
         if study is None or worker is None:
             return problem_page(request, tokens.FORGED_MESSAGE, status=403)
         if not bound_to_browser(request, worker.pk):
@@ -181,7 +181,7 @@ def stage_page(request, stage):
         return _study_task(request, page, study, worker, session)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
-    worker = local_worker(request.user)
+    worker = local_worker(request.user, stage=stage)
     gate = qualification_gate(request, worker, stage, next_url=request.get_full_path())
     if gate is not None:
         return gate
@@ -199,16 +199,16 @@ def _study_task(request, page, study, worker, session):
                                session=session)
     if gate is not None:
         return gate
-    holding = Assignment.objects.filter(
-        worker=worker, unit__stage=study.stage, status=Assignment.Status.LEASED,
-        lease_expires_at__gt=timezone.now()).exists()
-    if not holding:
+    if may_offer_gold(page, worker) and held_assignment(worker=worker, stage=study.stage,
+                                                        family=study.family) is None:
         gold = offer_gold(request, page, worker, study.stage, next_url=next_url,
                            units=units_open_to(worker=worker, stage=study.stage, family=study.family),
                            study=study, session=session)
         if gold is not None:
             return gold
-    assignment = next_assignment(worker=worker, stage=study.stage, family=study.family)
+    assignment = next_assignment(worker=worker, stage=study.stage, family=study.family,
+                                 platform_assignment_id=session.platform_session_id,
+                                 platform_task_id=study.external_id)
     if assignment is None:
         if done_in_study(worker, study):
             return _completion(request, study)
@@ -216,15 +216,10 @@ def _study_task(request, page, study, worker, session):
             request, "There are no tasks for you right now. Please return the study on your "
             "platform; you have not been charged any time.", heading="No tasks right now",
         )
-    record_platform_ids(assignment, platform_assignment_id=session.platform_session_id,
-                         platform_task_id=study.external_id)
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk,
                                    study_id=study.pk,
                                    platform_session_id=session.platform_session_id)
-    unit = WorkUnit.objects.select_related("family", "instance", "reference__caption").get(
-        pk=assignment.unit_id
-    )
-    return render_task(request, page, unit, assignment=assignment, grant=grant, study=study)
+    return render_task(request, page, assignment.unit, assignment=assignment, grant=grant, study=study)
 
 
 def _completion(request, study):

@@ -9,6 +9,7 @@ from annotation.models import (
     Assignment,
     Worker,
 )
+from annotation.workforce import workers_with_standing
 from mturk import identity
 from mturk.models import Submission
 
@@ -19,8 +20,9 @@ MAX_ACTIVE_SECONDS = 24 * 3600
 _PLATFORM_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
-def local_worker(user):
-    worker, _ = Worker.objects.get_or_create(
+def local_worker(user, *, stage=None):
+    workers = workers_with_standing(stage) if stage else Worker.objects
+    worker, _ = workers.get_or_create(
         platform=Worker.Platform.LOCAL, external_id=f"user-{user.pk}", defaults={"user": user}
     )
     return worker
@@ -47,12 +49,15 @@ def study_participant(request, *, study, participant_id, platform_session_id):
     claim, which the platform must confirm before it sees any of that participant's work or their
     completion code. Raises IdentityRefused.
     """
-    worker, created = Worker.objects.get_or_create(platform=study.platform, external_id=participant_id)
+    worker, created = workers_with_standing(study.stage).get_or_create(
+        platform=study.platform, external_id=participant_id)
     if not created and not bound_to_browser(request, worker.pk):
         identity.confirm_participant(study=study, participant_id=participant_id,
                                      platform_session_id=platform_session_id)
-    request.session[_BROWSER_PARTICIPANTS] = [
-        *[pk for pk in request.session.get(_BROWSER_PARTICIPANTS, []) if pk != worker.pk], worker.pk]
+    bound = request.session.get(_BROWSER_PARTICIPANTS, [])
+    if bound[-1:] != [worker.pk]:
+        # Written only when it changes: an unchanged session costs no database write.
+        request.session[_BROWSER_PARTICIPANTS] = [*[pk for pk in bound if pk != worker.pk], worker.pk]
     return worker
 
 
@@ -69,19 +74,6 @@ def study_arrival(params):
 
 def valid_platform_id(value):
     return bool(_PLATFORM_ID.match(value or ""))
-
-
-def record_platform_ids(assignment, *, platform_assignment_id, platform_task_id):
-    # A study participant's assignments carry the study id and their platform session, so sync
-    # finds them; the participant themselves was checked against this browser (study_participant).
-    if (assignment.platform_assignment_id, assignment.platform_task_id) != (
-        platform_assignment_id, platform_task_id
-    ):
-        assignment.platform_assignment_id = platform_assignment_id
-        assignment.platform_task_id = platform_task_id
-        Assignment.objects.filter(pk=assignment.pk).update(
-            platform_assignment_id=platform_assignment_id, platform_task_id=platform_task_id
-        )
 
 
 def done_in_study(worker, study):

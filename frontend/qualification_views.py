@@ -90,12 +90,16 @@ def qualification_gate(request, worker, stage, *, next_url, study=None, session=
     return render(request, "annotator/problem.html", context)
 
 
+def may_offer_gold(page, worker):
+    # In-house annotators are trained in person and hold no qualification to keep current.
+    return page.gold_context is not None and worker.platform not in (Worker.Platform.LOCAL,
+                                                                      Worker.Platform.IMPORT)
+
+
 def offer_gold(request, page, worker, stage, *, next_url, units, study=None, session=None,
                 mturk=False):
     """A live gold item shown as this stage's next task, or None."""
-    if page.gold_context is None or worker.platform in (Worker.Platform.LOCAL,
-                                                        Worker.Platform.IMPORT):
-        # In-house annotators are trained in person and hold no qualification to keep current.
+    if not may_offer_gold(page, worker):
         return None
     if not units.exists():
         return None
