@@ -2,6 +2,8 @@
 
 Thin views: the numbers come from annotation.scoring.leaderboard's stored result (one computation per
 state of the judgements, shared with the API), the pictures from annotation.scoring.plots.
+Both are imported inside the views that use them: pandas, SciPy, numba and matplotlib then load in
+a web worker only when a researcher asks for a leaderboard, not in every worker at start-up.
 """
 
 import re
@@ -12,9 +14,8 @@ from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from annotation import scoring
 from annotation.models import CHIRP_CRITERIA, REFERENCE_MODEL_NAME, JudgeRun, PreferenceStudy
-from annotation.scoring import leaderboard as boards
-from annotation.scoring import plots
 from tasks.models import Job
 
 _DATA_KEY = re.compile(r"[0-9a-f]{64}")
@@ -48,6 +49,7 @@ def index(request):
 
 @researcher_view
 def leaderboard(request, study_id):
+    from annotation.scoring import leaderboard as boards
     study = get_object_or_404(PreferenceStudy, pk=study_id)
     criterion = _criterion(request)
     result = boards.study_leaderboard(study=study, criterion=criterion)
@@ -58,7 +60,7 @@ def leaderboard(request, study_id):
             "study": study,
             "criterion": criterion,
             "result": result,
-            "min_matches": boards.MIN_MATCHES,
+            "min_matches": scoring.MIN_MATCHES,
             "reference_model": REFERENCE_MODEL_NAME,
             "criteria": CHIRP_CRITERIA if study.with_criteria else CHIRP_CRITERIA[:1],
             "runs": study.judge_runs.order_by("id"),
@@ -67,13 +69,14 @@ def leaderboard(request, study_id):
 
 
 def _result(request, study):
+    from annotation.scoring import leaderboard as boards
     """The result the page showed (its figures carry ?v=<data key>), so a figure never
     recomputes anything and is the same picture for the same key; without a key, or once the
     judgements have changed, the current result."""
     criterion = _criterion(request)
     key = request.GET.get("v", "")
     if _DATA_KEY.fullmatch(key):
-        found = boards.stored_leaderboard(study=study, criterion=criterion, rounds=boards.DEFAULT_ROUNDS,
+        found = boards.stored_leaderboard(study=study, criterion=criterion, rounds=scoring.DEFAULT_ROUNDS,
                                           data_key=key)
         if found is not None:
             return found, True
@@ -100,6 +103,7 @@ def _board(request, study_id, judge):
 
 @researcher_view
 def elo_plot(request, study_id, judge):
+    from annotation.scoring import plots
     board, immutable = _board(request, study_id, judge)
     table = board.table
     if "split" in table.columns:
@@ -111,6 +115,7 @@ def elo_plot(request, study_id, judge):
 
 @researcher_view
 def category_plot(request, study_id, judge):
+    from annotation.scoring import plots
     board, immutable = _board(request, study_id, judge)
     if board.category_table.empty:
         raise Http404("No battle against the reference yet.")
@@ -120,6 +125,7 @@ def category_plot(request, study_id, judge):
 
 @researcher_view
 def agreement_plot(request, study_id, judge):
+    from annotation.scoring import plots
     study = get_object_or_404(PreferenceStudy, pk=study_id)
     result, immutable = _result(request, study)
     found = result.agreement(judge)

@@ -17,6 +17,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
+from annotation import scoring
 from annotation.api import serializers
 from annotation.datasets import downloads, manifest, snapshots
 from annotation.models import (
@@ -30,10 +31,9 @@ from annotation.models import (
     Snapshot,
     multi_image_q,
 )
-from annotation.scoring import leaderboard
 
 MAX_LEADERBOARD_ROUNDS = 1000
-DEFAULT_LEADERBOARD_ROUNDS = leaderboard.DEFAULT_ROUNDS
+DEFAULT_LEADERBOARD_ROUNDS = scoring.DEFAULT_ROUNDS
 MAX_SNAPSHOT_VERSION = 999_999_999
 # ASCII digits only: str.isdigit() and int() also take "²" and "١٢".
 _WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")
@@ -122,12 +122,16 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         if criterion not in CHIRP_CRITERIA:
             raise ValidationError({"criterion": f"One of {', '.join(CHIRP_CRITERIA)}."})
         rounds = query_int(request, "rounds", default=DEFAULT_LEADERBOARD_ROUNDS, maximum=MAX_LEADERBOARD_ROUNDS)
+        # Imported by the request that needs it: the scientific stack stays out of web workers
+        # that never serve a leaderboard.
+        from annotation.scoring import leaderboard
+
         result = leaderboard.study_leaderboard(study=study, criterion=criterion, rounds=rounds)
         data = [
             {"key": board.key, "title": board.title, "battles": board.battles, "judgements": board.judgements,
              "rounds": result.rounds, "data_key": result.data_key, "computed_at": result.computed_at,
-             "min_matches": leaderboard.MIN_MATCHES,
-             "rows": [{**row, "few_matches": row["matches"] < leaderboard.MIN_MATCHES} for row in board.rows],
+             "min_matches": scoring.MIN_MATCHES,
+             "rows": [{**row, "few_matches": row["matches"] < scoring.MIN_MATCHES} for row in board.rows],
              "categories": board.categories, "agreement": result.agreement(board.key),
              "rubric_correlation": result.rubric_correlation(board.key)}
             for board in result.boards

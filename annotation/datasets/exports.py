@@ -11,8 +11,6 @@ import io
 import json
 from collections.abc import Iterable
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from django.conf import settings
 from django.db.models import Count
 
@@ -96,8 +94,13 @@ def _cell_writers(table):
 
 class _ParquetSink:
     def __init__(self, table, where, chunk_rows):
+        # Imported here, by the snapshot job: web workers never write Parquet.
+        import pyarrow
+        import pyarrow.parquet
+
+        self.arrow = pyarrow
         self.schema = table.schema
-        self.writer = pq.ParquetWriter(where, self.schema, compression="zstd")
+        self.writer = pyarrow.parquet.ParquetWriter(where, self.schema, compression="zstd")
         self.chunk_rows = chunk_rows
         self.columns = [[] for _ in table.columns]
 
@@ -109,8 +112,8 @@ class _ParquetSink:
 
     def flush(self):
         if self.columns[0]:
-            batch = pa.RecordBatch.from_arrays(
-                [pa.array(values, type=field.type) for values, field in zip(self.columns, self.schema,
+            batch = self.arrow.RecordBatch.from_arrays(
+                [self.arrow.array(values, type=field.type) for values, field in zip(self.columns, self.schema,
                                                                               strict=True)],
                 schema=self.schema,
             )

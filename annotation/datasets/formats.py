@@ -4,8 +4,6 @@ judge's battles."""
 
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from annotation.datasets import layouts
 from annotation.models import (
     CHIRP_CRITERIA,
@@ -13,13 +11,31 @@ from annotation.models import (
 )
 
 STABLE_KEY_COLUMN = "instance_id"
+# Arrow types by the name Arrow prints for them (the data card shows that name). The types are made
+# only when a schema is asked for: importing pyarrow costs every web worker memory it never uses.
+_ARROW_TYPES = {
+    "bool": lambda pa: pa.bool_(),
+    "string": lambda pa: pa.string(),
+    "int64": lambda pa: pa.int64(),
+    "double": lambda pa: pa.float64(),
+    "list<item: string>": lambda pa: pa.list_(pa.string()),
+}
 
 
 @dataclass(frozen=True)
 class Column:
     name: str
-    type: pa.DataType
+    type: str
     description: str
+
+    def __post_init__(self):
+        if self.type not in _ARROW_TYPES:
+            raise ValueError(f"column {self.name}: no Arrow type is named {self.type!r}")
+
+    def arrow_type(self):
+        import pyarrow
+
+        return _ARROW_TYPES[self.type](pyarrow)
 
 
 @dataclass(frozen=True)
@@ -37,19 +53,22 @@ class Table:
 
     @property
     def schema(self):
-        return pa.schema([pa.field(column.name, column.type) for column in self.columns])
+        import pyarrow
+
+        return pyarrow.schema([pyarrow.field(column.name, column.arrow_type())
+                               for column in self.columns])
 
 
 _RATINGS = (
-    Column("human_ratings_gpt4_correct", pa.bool_(),
+    Column("human_ratings_gpt4_correct", "bool",
            "Verification: the crowd judged the candidate reference (gpt4_prediction) correct."),
-    Column("human_ratings_problem_in_caption", pa.bool_(),
+    Column("human_ratings_problem_in_caption", "bool",
            "Verification: when incorrect, the problem was in the instruction-conditioned caption."),
-    Column("human_ratings_problem_in_gpt4", pa.bool_(),
+    Column("human_ratings_problem_in_gpt4", "bool",
            "Verification: when incorrect, the problem was in the model's response."),
 )
-_CATEGORY = Column("instruction_category", pa.string(), "The instruction family.")
-_INSTRUCTION = Column("instruction", pa.string(), "The instruction, as written.")
+_CATEGORY = Column("instruction_category", "string", "The instruction family.")
+_INSTRUCTION = Column("instruction", "string", "The instruction, as written.")
 
 _MEANINGS = {
     layouts.CATEGORY: "The instruction family.",
@@ -97,14 +116,14 @@ def sheet_table(layout, *, stable_key):
     columns = []
     for column, concept in zip(layout.columns, layout.concepts, strict=True):
         if concept in layouts.BOOLEAN_CONCEPTS:
-            kind = pa.bool_()
+            kind = "bool"
         else:
-            kind = pa.string()
+            kind = "string"
         meaning = (_MEANINGS_BY_KIND[layout.kind].get(concept) or _MEANINGS.get(concept)
                    or "Kept as the imported sheet wrote it; empty for instances made here.")
         columns.append(Column(column, kind, meaning))
     if stable_key:
-        columns.append(Column(STABLE_KEY_COLUMN, pa.int64(),
+        columns.append(Column(STABLE_KEY_COLUMN, "int64",
                               "The instance's stable key: give it in predictions.csv to match "
                               "the row to this instance."))
     return Table(name=name, title=title, description=description, columns=tuple(columns),
@@ -119,16 +138,16 @@ SHEETS = {layouts.MULTI_IMAGE: MULTI_IMAGE_SHEET, layouts.SINGLE_IMAGE: SINGLE_I
           layouts.FULLY_ANNOTATED: FULLY_ANNOTATED_SHEET}
 
 _PREFERENCE_COLUMNS = (
-    Column("image_url", pa.string(),
+    Column("image_url", "string",
            "The image URL; a JSON list of URLs for a multi-image instance."),
     _INSTRUCTION,
-    Column("A", pa.string(), "The response of A_model."),
-    Column("B", pa.string(), "The response of B_model."),
-    Column("A_model", pa.string(), "The model that wrote A (the verified reference is "
+    Column("A", "string", "The response of A_model."),
+    Column("B", "string", "The response of B_model."),
+    Column("A_model", "string", "The model that wrote A (the verified reference is "
                                    f"“{REFERENCE_MODEL_NAME}”)."),
-    Column("B_model", pa.string(), "The model that wrote B."),
-    Column("model_selection.A", pa.bool_(), "The worker preferred A."),
-    Column("model_selection.B", pa.bool_(), "The worker preferred B."),
+    Column("B_model", "string", "The model that wrote B."),
+    Column("model_selection.A", "bool", "The worker preferred A."),
+    Column("model_selection.B", "bool", "The worker preferred B."),
 )
 HUMAN_PREFERENCES = Table(
     name="human_preferences",
@@ -144,22 +163,22 @@ HUMAN_PREFERENCES_WIDE = Table(
                 "criteria when the study asked them): the published columns, then more.",
     columns=(
         *_PREFERENCE_COLUMNS,
-        Column("criterion", pa.string(), f"The criterion judged: one of {', '.join(CHIRP_CRITERIA)}."),
-        Column("worker", pa.string(), "The worker's pseudonym (a keyed hash; never the platform id)."),
-        Column("time_taken_seconds", pa.float64(), "Seconds the worker was active on the page."),
-        Column("side_shown_A", pa.string(), "Where A was shown: left (Response 1) or right."),
-        Column("side_chosen", pa.string(), "The side the worker picked: left or right."),
-        Column("rubric_score.A", pa.int64(), "1-5 rubric score of A, when the study asked one."),
-        Column("rubric_score.B", pa.int64(), "1-5 rubric score of B, when the study asked one."),
+        Column("criterion", "string", f"The criterion judged: one of {', '.join(CHIRP_CRITERIA)}."),
+        Column("worker", "string", "The worker's pseudonym (a keyed hash; never the platform id)."),
+        Column("time_taken_seconds", "double", "Seconds the worker was active on the page."),
+        Column("side_shown_A", "string", "Where A was shown: left (Response 1) or right."),
+        Column("side_chosen", "string", "The side the worker picked: left or right."),
+        Column("rubric_score.A", "int64", "1-5 rubric score of A, when the study asked one."),
+        Column("rubric_score.B", "int64", "1-5 rubric score of B, when the study asked one."),
         _CATEGORY,
-        Column("study", pa.string(), "The preference study."),
-        Column("battle_id", pa.int64(), "The battle (instance, A, B)."),
-        Column("instance_id", pa.int64(), "The instance."),
-        Column("judgement_id", pa.int64(), "The judgement."),
-        Column("submitted_at", pa.string(), "When the judgement was stored (ISO 8601, UTC)."),
+        Column("study", "string", "The preference study."),
+        Column("battle_id", "int64", "The battle (instance, A, B)."),
+        Column("instance_id", "int64", "The instance."),
+        Column("judgement_id", "int64", "The judgement."),
+        Column("submitted_at", "string", "When the judgement was stored (ISO 8601, UTC)."),
     ),
 )
-_LIST = pa.list_(pa.string())
+_LIST = "list<item: string>"
 BATTLES = Table(
     name="battles",
     title="LLM judge battles",
@@ -167,15 +186,15 @@ BATTLES = Table(
                 "each battle is asked in both orderings (A first, then B first). Battles against "
                 "the verified reference are left out, as published, to limit test-set leakage.",
     columns=(
-        Column("A_model", pa.string(), "Which model wrote A."),
-        Column("B_model", pa.string(), "Which model wrote B."),
-        Column("A", pa.string(), "The prediction of A_model."),
-        Column("B", pa.string(), "The prediction of B_model."),
-        Column("image_url", pa.string(), "The image URL; a JSON list for several images."),
+        Column("A_model", "string", "Which model wrote A."),
+        Column("B_model", "string", "Which model wrote B."),
+        Column("A", "string", "The prediction of A_model."),
+        Column("B", "string", "The prediction of B_model."),
+        Column("image_url", "string", "The image URL; a JSON list for several images."),
         _INSTRUCTION,
         _CATEGORY,
-        Column("engine", pa.string(), "The judge model."),
-        Column("evaluated_with_reference", pa.bool_(),
+        Column("engine", "string", "The judge model."),
+        Column("evaluated_with_reference", "bool",
                "The judge was shown the human-verified reference."),
         Column("auto_evaluation_result", _LIST,
                "The winner of each of the two queries: a model name, or tie."),

@@ -2,8 +2,8 @@
 dataset card a `datasets` or pandas user reads first, and what changed since the previous one."""
 
 from dataclasses import dataclass
+from importlib.metadata import version
 
-import pyarrow
 from django.conf import settings
 from django.db.models import Count, Q
 
@@ -175,7 +175,7 @@ def build_manifest(*, snapshot, studies, files, content_sha256):
             {"source_dataset": source, "citation": citation, "families": names}
             for (source, citation), names in citations.items()
         ],
-        "software": {"pyarrow": pyarrow.__version__},
+        "software": {"pyarrow": version("pyarrow")},
     }
 
 

@@ -2,3 +2,11 @@
 functions take them (battles), Elo and Bradley-Terry ratings and win-rates (ratings), agreement
 between judges and the crowd (agreement), the leaderboard computed once per state of the
 judgements (leaderboard), and its figures (plots)."""
+
+# Here rather than in leaderboard.py, so that pages which only name them (the API's defaults, the
+# dashboard's warning) do not import the scientific stack into every web worker.
+DEFAULT_ROUNDS = 1000
+# Online Elo with K=4 moves a rating at most 4 points a match, so a model with fewer matches than
+# this cannot get far from 1000 whatever its results: its bootstrap interval is narrow because
+# the rating barely moved, not because it is known. Its rows carry a warning.
+MIN_MATCHES = 100

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from scipy import stats
 
 from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult
-from annotation.scoring import agreement, ratings, tables
+from annotation.scoring import DEFAULT_ROUNDS, MIN_MATCHES, agreement, ratings, tables
 from annotation.scoring.battles import (
     finished_runs,
     human_battles,
@@ -27,13 +27,8 @@ from annotation.scoring.battles import (
     judge_rubric_scores,
 )
 
-DEFAULT_ROUNDS = 1000
 # Bump when the computation or the stored layout changes, so older stored results are not read.
 COMPUTATION_VERSION = 3
-# Online Elo with K=4 moves a rating at most 4 points a match, so a model with fewer matches than
-# this cannot get far from 1000 whatever its results: its bootstrap interval is narrow because
-# the rating barely moved, not because it is known. Its rows carry a warning.
-MIN_MATCHES = 100
 SPLIT_LABELS = {
     tables.ALL_IMAGES: "All images",
     tables.SINGLE_IMAGE: "Single Image",
