@@ -266,9 +266,10 @@ JUDGE_TEMPERATURE = env.float("JUDGE_TEMPERATURE", default=0.0)
 JUDGE_BATCH_POLL_SECONDS = env.float("JUDGE_BATCH_POLL_SECONDS", default=30.0)
 # OpenAI bills Batch API tokens at half price.
 JUDGE_BATCH_PRICE_FACTOR = env.float("JUDGE_BATCH_PRICE_FACTOR", default=0.5)
-# A background run is split into jobs of at most this many calls, so each job is short next to
-# the broker's visibility timeout (at 4 at a time and up to a minute a call: about 10 minutes).
-JUDGE_CHUNK_CALLS = env.int("JUDGE_CHUNK_CALLS", default=40)
+# A background run is split into jobs of this many rounds of its concurrent calls (10 rounds at 16
+# at a time: 160 calls), so each job is short next to the broker's visibility timeout (up to a
+# minute a call: about 10 minutes).
+JUDGE_CHUNK_ROUNDS = env.int("JUDGE_CHUNK_ROUNDS", default=10)
 
 # Annotator pages (frontend/annotator_views.py and the views beside it). MTurk shows them inside its iframe
 # (ExternalQuestion), where browsers send cookies only when they are SameSite=None; Secure, and

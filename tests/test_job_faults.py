@@ -36,7 +36,7 @@ MODELS = ["llava", "otter", "idefics", "lynx", "blip2", "mplug"]  # 15 battles, 
 
 def judge_environment(openai_server, **extra):
     return {"JUDGE_BASE_URL": openai_server.base_url, "JUDGE_API_KEY": "judge-key",
-            "JUDGE_MODEL": "gpt-4", "JUDGE_CONCURRENCY": str(CONCURRENCY), "JUDGE_CHUNK_CALLS": "10",
+            "JUDGE_MODEL": "gpt-4", "JUDGE_CONCURRENCY": str(CONCURRENCY), "JUDGE_CHUNK_ROUNDS": "5",
             "MODEL_JOB_RETRY_BACKOFF_SECONDS": "1", "CELERY_VISIBILITY_TIMEOUT_SECONDS": "10",
             **extra}
 

@@ -161,7 +161,7 @@ def test_judge_run_without_a_key_ends_failed_with_the_reason_in_admin_and_dashbo
 
 
 def test_judge_run_is_judged_in_chunks_with_money_counted_once(judge_server, settings):
-    settings.JUDGE_CHUNK_CALLS = 2  # one battle (two orderings) per chunk
+    settings.JUDGE_CHUNK_ROUNDS, settings.JUDGE_CONCURRENCY = 1, 2  # one battle (two orderings) per chunk
     instance = verified_instance()
     with_responses(instance, "llava", "otter", "idefics")
     study = create_study(name="chunks", include_reference=False)

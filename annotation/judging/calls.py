@@ -8,47 +8,58 @@ one that failed half-way, pays only for what was never answered.
 import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
+from django.db.models import F
 
 from annotation import llm
 from annotation.exceptions import AnnotationError
-from annotation.judging.progress import refresh_counters
+from annotation.judging.progress import concurrency
 from annotation.judging.prompts import request_sha256
-from annotation.models import JudgeCall
+from annotation.models import JudgeCall, JudgeRun
 
 logger = logging.getLogger(__name__)
 
 
-def _store_call(run, sha, request, response, *, via_batch=False):
-    """Cache one answer as paid for by this run; the run's counters move in the same transaction,
-    so a kill between the two can neither lose the tokens nor count them twice."""
-    usage = response.get("usage") or {}
-    prompt_tokens = usage.get("prompt_tokens") or 0
-    completion_tokens = usage.get("completion_tokens") or 0
-    try:
-        with transaction.atomic():
-            call = JudgeCall.objects.create(
-                request_sha256=sha,
-                request=request,
-                response=response,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cost_usd=llm.cost_usd(
-                    model=request["model"], prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens, via_batch=via_batch,
-                ) or Decimal(0),
-                via_batch=via_batch,
-                run=run,
-            )
-            refresh_counters(run)
-    except IntegrityError:
-        # Another run asked the same thing at the same moment; its answer is as good as ours.
-        call = JudgeCall.objects.get(request_sha256=sha)
-    return call
+def _store_calls(run, answered, *, via_batch=False):
+    """Cache answers as paid for by this run: {sha: JudgeCall} for [(sha, request, response)].
+
+    The run's counters move in the same transaction, so a kill between the two can neither lose
+    the tokens nor count them twice. Storing every answer that has arrived in one transaction
+    (three statements) keeps storing ahead of the answers; one transaction each fell behind."""
+    fresh = []
+    for sha, request, response in answered:
+        usage = response.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens") or 0
+        completion_tokens = usage.get("completion_tokens") or 0
+        fresh.append(JudgeCall(
+            request_sha256=sha, request=request, response=response,
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            cost_usd=llm.cost_usd(model=request["model"], prompt_tokens=prompt_tokens,
+                                  completion_tokens=completion_tokens, via_batch=via_batch)
+            or Decimal(0),
+            via_batch=via_batch, run=run,
+        ))
+    if not fresh:
+        return {}
+    with transaction.atomic():
+        # A request another run asked at the same moment keeps that run's answer, as good as ours.
+        JudgeCall.objects.bulk_create(fresh, ignore_conflicts=True)
+        stored = {call.request_sha256: call for call in
+                  JudgeCall.objects.filter(request_sha256__in=[call.request_sha256 for call in fresh])}
+        # Only this run's rows are its to pay for; the chunk's end recounts from the calls
+        # (refresh_counters), so the figures stay derived from what was paid for.
+        paid = [call for call in stored.values() if call.run_id == run.pk]
+        JudgeRun.objects.filter(pk=run.pk).update(
+            done_calls=F("done_calls") + len(paid),
+            prompt_tokens=F("prompt_tokens") + sum(call.prompt_tokens for call in paid),
+            completion_tokens=F("completion_tokens") + sum(call.completion_tokens for call in paid),
+            cost_usd=F("cost_usd") + sum((call.cost_usd for call in paid), Decimal(0)),
+        )
+    return stored
 
 
 def answer_all(run, client, requests):
@@ -70,31 +81,33 @@ def answer_all(run, client, requests):
 def _answer_concurrently(run, client, missing):
     """Threads only wait on the network; the database is written from this thread alone.
 
-    Each answer is stored as it arrives, so a worker killed half-way has paid only for answers it
-    kept. When storing fails (the database is gone) the requests not yet sent are cancelled
+    Each answer is stored as it arrives, together with any that arrived while the last were being
+    stored, so a worker killed half-way has paid only for answers it kept. When storing fails (the database is gone) the requests not yet sent are cancelled
     rather than paid for and thrown away; the job's retry asks for them later.
     """
     calls, failures = {}, []
-    workers = max(1, run.concurrency or settings.JUDGE_CONCURRENCY)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
+    with ThreadPoolExecutor(max_workers=concurrency(run), thread_name_prefix="judge") as pool:
         futures = {
             pool.submit(
                 lambda body: client.chat.completions.create(**body).model_dump(mode="json"), request
             ): sha
             for sha, request in missing.items()
         }
-        for future in as_completed(futures):
-            sha = futures[future]
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            answered = []
+            for future in done:
+                sha = futures[future]
+                try:
+                    answered.append((sha, missing[sha], future.result()))
+                except Exception as error:  # noqa: BLE001 - the others still get stored and cached
+                    failures.append(error)
             try:
-                response = future.result()
-            except Exception as error:  # noqa: BLE001 - the others still get stored and cached
-                failures.append(error)
-                continue
-            try:
-                calls[sha] = _store_call(run, sha, missing[sha], response)
+                calls.update(_store_calls(run, answered))
             except Exception:
-                for pending in futures:
-                    pending.cancel()
+                for waiting in pending:
+                    waiting.cancel()
                 raise
     if failures:
         logger.warning("Judge run %s: %s of %s calls failed.", run.pk, len(failures), len(missing))
@@ -125,7 +138,7 @@ def _answer_by_batch(run, client, missing):
     while batch.status not in ("completed", "failed", "expired", "cancelled"):
         time.sleep(settings.JUDGE_BATCH_POLL_SECONDS)
         batch = client.batches.retrieve(batch.id)
-    calls = {}
+    answered = []
     if batch.output_file_id:
         for line in client.files.content(batch.output_file_id).text.splitlines():
             if not line.strip():
@@ -134,7 +147,8 @@ def _answer_by_batch(run, client, missing):
             response = row.get("response") or {}
             sha = row.get("custom_id")
             if sha in missing and response.get("status_code") == 200:
-                calls[sha] = _store_call(run, sha, missing[sha], response["body"], via_batch=True)
+                answered.append((sha, missing[sha], response["body"]))
+    calls = _store_calls(run, answered, via_batch=True)
     if len(calls) < len(missing):
         raise AnnotationError(
             f"Batch {batch.id} ended {batch.status} with {len(missing) - len(calls)} of "

@@ -30,8 +30,17 @@ def _calls_per_battle(run):
     return 2 if run.mode == JudgeRun.Mode.PROMETHEUS else _judgements_per_battle(run)
 
 
+def concurrency(run):
+    """How many of the run's calls are in flight at once."""
+    return max(1, run.concurrency or settings.JUDGE_CONCURRENCY)
+
+
 def battles_per_chunk(run):
-    return max(1, settings.JUDGE_CHUNK_CALLS // _calls_per_battle(run))
+    # A chunk is a whole number of rounds of the run's concurrent calls: its length in time is then
+    # the same at any concurrency (what the broker's visibility timeout is set against), and no
+    # thread idles while the chunk's last calls finish, as it did when 40 calls met 16 threads.
+    calls = settings.JUDGE_CHUNK_ROUNDS * concurrency(run)
+    return max(1, calls // _calls_per_battle(run))
 
 
 def _battle_ids(run):

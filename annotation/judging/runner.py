@@ -207,58 +207,61 @@ def _store_pairwise(run, client, items):
         decided.append((item, position, text, refused))
     fallbacks = [item.fallback_request for item in items if item.fallback_request]
     fallback_calls = answer_all(run, client, fallbacks) if fallbacks else {}
-    with transaction.atomic():
-        for item, position, text, refused in decided:
-            fallback_call = None
-            if item.fallback_request:
-                fallback_call = fallback_calls[request_sha256(item.fallback_request)]
-                extracted, _ = answer_text(fallback_call.response)
-                position = parse_final_answer(extracted)
-                if run.mode == JudgeRun.Mode.VISION and position is None:
-                    position = parse_bare_choice(extracted)
-            Judgement.objects.update_or_create(
-                run=run,
-                battle=item.battle,
-                ordering=item.ordering,
-                criterion=item.criterion,
-                defaults={
-                    "cot": text,
-                    "winner": _winner(item.ordering, position),
-                    "used_fallback": fallback_call is not None,
-                    # No decision even after extraction: a refusal, recorded as a tie.
-                    "refused": refused or position is None,
-                    "call": item.answers[0],
-                    "fallback_call": fallback_call,
-                },
-            )
-        refresh_counters(run)
+    judgements = []
+    for item, position, text, refused in decided:
+        fallback_call = None
+        if item.fallback_request:
+            fallback_call = fallback_calls[request_sha256(item.fallback_request)]
+            extracted, _ = answer_text(fallback_call.response)
+            position = parse_final_answer(extracted)
+            if run.mode == JudgeRun.Mode.VISION and position is None:
+                position = parse_bare_choice(extracted)
+        judgements.append(Judgement(
+            run=run, battle=item.battle, ordering=item.ordering, criterion=item.criterion,
+            cot=text,
+            winner=_winner(item.ordering, position),
+            used_fallback=fallback_call is not None,
+            # No decision even after extraction: a refusal, recorded as a tie.
+            refused=refused or position is None,
+            call=item.answers[0],
+            fallback_call=fallback_call,
+        ))
+    _store_judgements(run, judgements, ["cot", "winner", "used_fallback", "refused", "call",
+                                        "fallback_call"])
 
 
 def _store_prometheus(run, items):
+    judgements = []
+    for item in items:
+        (feedback_a, score_a), (feedback_b, score_b) = (
+            parse_prometheus(answer_text(call.response)[0]) for call in item.answers
+        )
+        if score_a is None or score_b is None or score_a == score_b:
+            winner = Judgement.Winner.TIE
+        else:
+            winner = Judgement.Winner.A if score_a > score_b else Judgement.Winner.B
+        judgements.append(Judgement(
+            run=run, battle=item.battle, ordering=item.ordering, criterion=item.criterion,
+            cot=f"Response A: {feedback_a}\n\nResponse B: {feedback_b}",
+            winner=winner,
+            score_a=score_a,
+            score_b=score_b,
+            refused=score_a is None or score_b is None,
+            call=item.answers[0],
+            call_b=item.answers[1],
+        ))
+    _store_judgements(run, judgements, ["cot", "winner", "score_a", "score_b", "refused", "call",
+                                        "call_b"])
+
+
+def _store_judgements(run, judgements, fields):
+    # One statement for the chunk (a chunk judged again replaces its judgements), not a select
+    # and a write per judgement: storing 400 one by one took seconds after the last answer.
     with transaction.atomic():
-        for item in items:
-            (feedback_a, score_a), (feedback_b, score_b) = (
-                parse_prometheus(answer_text(call.response)[0]) for call in item.answers
-            )
-            if score_a is None or score_b is None or score_a == score_b:
-                winner = Judgement.Winner.TIE
-            else:
-                winner = Judgement.Winner.A if score_a > score_b else Judgement.Winner.B
-            Judgement.objects.update_or_create(
-                run=run,
-                battle=item.battle,
-                ordering=item.ordering,
-                criterion=item.criterion,
-                defaults={
-                    "cot": f"Response A: {feedback_a}\n\nResponse B: {feedback_b}",
-                    "winner": winner,
-                    "score_a": score_a,
-                    "score_b": score_b,
-                    "refused": score_a is None or score_b is None,
-                    "call": item.answers[0],
-                    "call_b": item.answers[1],
-                },
-            )
+        Judgement.objects.bulk_create(
+            judgements, update_conflicts=True,
+            unique_fields=["run", "battle", "ordering", "criterion"], update_fields=fields,
+        )
         refresh_counters(run)
 
 
