@@ -31,14 +31,18 @@ run: install
 	$(PY) manage.py load_demo
 	scripts/run-local.sh
 
+# Connections closed after each request in tests: the threads of the live server and of the
+# concurrency tests would otherwise keep theirs open past the test database's teardown.
+TEST_ENV = DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) DATABASE_CONN_MAX_AGE=0
+
 test: install-dev
 	scripts/ensure-services.sh
 	scripts/ensure-browser.sh
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: install-dev
 	scripts/ensure-services.sh
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest -m "not browser and not integration" $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest -m "not browser and not integration" $(PYTEST_ARGS)
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

@@ -27,27 +27,24 @@ def workers_with_standing(stage):
 def may_work(worker, stage):
     """Whether the queue may give this worker units of this stage: not blocked, and qualified
     (and not paused) where the stage has a qualification test."""
-    # A "next unit" request asks this up to three times (the qualification gate, the gold offer,
-    # the queue) of one Worker instance, which lives only as long as that request: it is answered
-    # once per instance. A block or pause written meanwhile applies from the next request.
-    answers = worker.__dict__.setdefault("_may_work_answers", {})
-    if stage not in answers:
-        if getattr(worker, "standing_stage", None) != stage:
-            checks = workers_with_standing(stage).filter(pk=worker.pk).values(
-                "blocked", "tested", "qualified").first()
-            if checks is None:
-                return False
-            worker.blocked, worker.tested, worker.qualified = (
-                checks["blocked"], checks["tested"], checks["qualified"])
-            worker.standing_stage = stage
-        answers[stage] = _allowed(worker)
-    return answers[stage]
+    if getattr(worker, "standing_stage", None) == stage:
+        return _allowed(worker.platform, worker.blocked, worker.tested, worker.qualified)
+    # One query: this runs on every "next unit" request whose worker was not fetched with it.
+    checks = workers_with_standing(stage).filter(pk=worker.pk).values(
+        "blocked", "tested", "qualified").first()
+    return checks is not None and _allowed(worker.platform, **checks)
 
 
-def _allowed(worker):
-    if worker.blocked:
+def forget_standing(worker):
+    """After a change to this worker's block, qualification or pause, so that a Worker fetched
+    with its standing (`workers_with_standing`) is asked again."""
+    worker.__dict__.pop("standing_stage", None)
+
+
+def _allowed(platform, blocked, tested, qualified):
+    if blocked:
         return False
-    if worker.platform in (Worker.Platform.LOCAL, Worker.Platform.IMPORT):
+    if platform in (Worker.Platform.LOCAL, Worker.Platform.IMPORT):
         # In-house annotators are trained in person (as the Prometheus-Vision authors did).
         return True
-    return not worker.tested or worker.qualified
+    return not tested or qualified

@@ -26,6 +26,7 @@ from annotation.models import (
     Worker,
     WorkerQualification,
 )
+from annotation.workforce import forget_standing
 from crowdbench.jobs import enqueue
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
@@ -117,6 +118,7 @@ def submit_qualification_answers(worker, stage, answers):
     if qualification is None:
         raise PlatformError("This task has no qualification test.")
     answers = {int(k): v for k, v in (answers or {}).items()}
+    forget_standing(worker)
     with transaction.atomic():
         attempt = (QualificationAttempt.objects.select_for_update()
                    .filter(qualification=qualification, worker=worker).first())
@@ -279,6 +281,7 @@ def record_live_gold_answer(worker, item_id, answer):
         gold = GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE,
                                          answer=answer, correct=_is_correct(item, answer))
         _update_live_accuracy(worker, item.qualification)
+    forget_standing(worker)
     return gold
 
 

@@ -82,8 +82,9 @@ def _answer_concurrently(run, client, missing):
     """Threads only wait on the network; the database is written from this thread alone.
 
     Each answer is stored as it arrives, together with any that arrived while the last were being
-    stored, so a worker killed half-way has paid only for answers it kept. When storing fails (the database is gone) the requests not yet sent are cancelled
-    rather than paid for and thrown away; the job's retry asks for them later.
+    stored, so a worker killed half-way has paid only for answers it kept. When storing fails (the
+    database is gone) the requests not yet sent are cancelled rather than paid for and thrown
+    away; the job's retry asks for them later.
     """
     calls, failures = {}, []
     with ThreadPoolExecutor(max_workers=concurrency(run), thread_name_prefix="judge") as pool:

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.models import Worker, WorkerBlock
+from annotation.workforce import forget_standing
 from mturk import pay
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
@@ -211,6 +212,7 @@ def block_worker(*, worker, reason, actor, study=None):
         request=result.request, response=result.response, error=result.error)
     if not result.ok:
         raise PlatformError(f"The platform refused the block: {result.error}")
+    forget_standing(worker)
     return WorkerBlock.objects.create(worker=worker, reason=reason, created_by=actor)
 
 

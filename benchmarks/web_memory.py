@@ -1,0 +1,137 @@
+"""Resident memory of each gunicorn web worker: at start, after serving annotator pages, and after
+a researcher's leaderboard.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/ .venv/bin/python benchmarks/web_memory.py \
+        [--workers 4] [--requests 200]
+
+Creates (drops first) the database `crowdbench_bench_web_memory` on the PostgreSQL server of
+DATABASE_URL, migrates it, loads the demo (`load_demo`: families at every stage, a preference
+study with judgements) and starts gunicorn with DEBUG off and --workers workers, as the compose
+file's `web` service does. It reads each worker's resident set size (VmRSS in /proc) when the
+workers are up, after --requests annotator and admin page loads spread over them, and after every
+worker has served the leaderboard (which loads pandas, SciPy, numba and matplotlib). The last
+column is the anchor: what every worker weighed before the scientific stack was imported on
+demand, since each one imported it at start-up.
+"""
+
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+from urllib.request import HTTPCookieProcessor, Request, build_opener
+
+ROOT = Path(__file__).resolve().parent.parent
+DATABASE_NAME = "crowdbench_bench_web_memory"
+
+
+def fresh_database(server_url):
+    import psycopg
+
+    parts = urlsplit(server_url)
+    admin_url = urlunsplit((parts.scheme, parts.netloc, "/postgres", "", ""))
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE_NAME}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+    return urlunsplit((parts.scheme, parts.netloc, f"/{DATABASE_NAME}", "", ""))
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def children_rss_mb(parent_pid):
+    sizes = {}
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        if re.search(rf"^PPid:\s+{parent_pid}$", text, re.M):
+            sizes[int(status.parent.name)] = int(re.search(r"^VmRSS:\s+(\d+)", text, re.M)[1]) / 1024
+    return sizes
+
+
+def fetch(opener, url):
+    with opener.open(Request(url, headers={"X-Forwarded-Proto": "https"}), timeout=120) as response:
+        response.read()
+        return response.status
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--requests", type=int, default=200)
+    options = parser.parse_args()
+
+    port = free_port()
+    environment = {
+        **os.environ,
+        "DATABASE_URL": fresh_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/")),
+        "DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": "benchmark-" + "x" * 50,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_SECURE_SSL_REDIRECT": "false",
+        # Plain HTTP on loopback: cookies a client without TLS sends back.
+        "DJANGO_CROSS_SITE_COOKIES": "false", "DJANGO_SESSION_COOKIE_SECURE": "false",
+        "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
+    }
+    python = sys.executable
+    for command in (["migrate", "--noinput", "-v0"], ["collectstatic", "--noinput", "-v0"], ["load_demo"]):
+        subprocess.run([python, "manage.py", *command], cwd=ROOT, env=environment, check=True,
+                       stdout=subprocess.DEVNULL)
+    gunicorn = subprocess.Popen(
+        [python, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(options.workers)], cwd=ROOT, env=environment, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                fetch(build_opener(), base + "/")
+                break
+            except OSError:
+                time.sleep(0.2)
+        while len(children_rss_mb(gunicorn.pid)) < options.workers:
+            time.sleep(0.2)
+        time.sleep(1)
+        started = children_rss_mb(gunicorn.pid)
+
+        annotator = build_opener(HTTPCookieProcessor())
+        for number in range(options.requests):
+            fetch(annotator, base + ("/work/login/" if number % 2 else "/"))
+        served = children_rss_mb(gunicorn.pid)
+
+        researcher = build_opener(HTTPCookieProcessor())
+        login = base + "/admin/login/"
+        with researcher.open(Request(login, headers={"X-Forwarded-Proto": "https"})) as page:
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.read().decode())[1]
+        body = f"csrfmiddlewaretoken={token}&username=admin&password=crowdbench&next=/dashboard/".encode()
+        researcher.open(Request(login, data=body, headers={"Referer": login, "X-Forwarded-Proto": "https"}))
+        dashboard = researcher.open(Request(base + "/dashboard/", headers={"X-Forwarded-Proto": "https"}))
+        boards = sorted(set(re.findall(r'href="(/dashboard/studies/\d+/leaderboard/)"', dashboard.read().decode())))
+        # Enough loads that every worker serves one (the kernel spreads accepts over workers).
+        for _ in range(options.workers * 6):
+            for board in boards[:1]:
+                fetch(researcher, base + board)
+        scored = children_rss_mb(gunicorn.pid)
+    finally:
+        gunicorn.send_signal(signal.SIGTERM)
+        gunicorn.wait(timeout=60)
+
+    print(f"gunicorn, {options.workers} workers, DEBUG off, PostgreSQL; resident MB per worker")
+    print(f"{'worker':>8}{'at start':>10}{'after pages':>13}{'after leaderboard':>19}")
+    for pid in sorted(started):
+        print(f"{pid:>8}{started[pid]:10.0f}{served.get(pid, 0):13.0f}{scored.get(pid, 0):19.0f}")
+    total = sum(started.values()), sum(served.values()), sum(scored.values())
+    print(f"{'all':>8}{total[0]:10.0f}{total[1]:13.0f}{total[2]:19.0f}")
+    print("anchor: the same worker with the scientific stack imported at start-up weighs what the "
+          "last column shows; Label Studio 1.23.2 (issue 13's measurement): 1,090 MB for four workers")
+
+
+if __name__ == "__main__":
+    main()
