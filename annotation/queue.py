@@ -8,7 +8,7 @@ another request has locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind
 
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -86,6 +86,7 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
         Worker.objects.select_for_update().filter(pk=worker.pk).values_list("pk").first()
         held = held_assignment(worker=worker, stage=stage, family=family, now=now)
         if held:
+            held.worker = worker  # the caller's instance, and what it was fetched with
             _bind(held, platform_assignment_id, platform_task_id)
             return held
 
@@ -106,19 +107,51 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
                 unit = remaining.select_for_update(of=("self",)).first()
             if unit is None:
                 return None
-            # Counted again in a new statement now that we hold the lock: a transaction that held
-            # it before us has committed by now, and its lease is visible only to a new snapshot.
-            if unit.assignments.holding_a_slot(now).count() >= unit.overlap:
-                passed_over.append(unit.pk)
-                continue
-            return Assignment.objects.create(
+            lease = _lease_if_room(Assignment(
                 unit=unit,
                 worker=worker,
                 leased_at=now,
                 lease_expires_at=now + timedelta(minutes=unit.lease_minutes),
                 platform_assignment_id=platform_assignment_id,
                 platform_task_id=platform_task_id,
-            )
+            ), now)
+            if lease is None:
+                passed_over.append(unit.pk)
+                continue
+            return lease
+
+
+def _lease_if_room(lease, now):
+    """Insert the lease if its unit still has room under its overlap, or return None.
+
+    The slots are counted again in a new statement now that we hold the unit's lock: a transaction
+    that held it before us has committed by now, and its lease is visible only to a new snapshot.
+    Counting and inserting are one statement (INSERT ... SELECT ... WHERE), one round trip on the
+    busiest request there is.
+    """
+    taken, taken_params = (
+        Assignment.objects.holding_a_slot(now).filter(unit_id=lease.unit_id).order_by()
+        .values("unit_id").annotate(n=Count("pk")).values("n").query.sql_with_params()
+    )
+    fields = [field for field in Assignment._meta.concrete_fields if not field.primary_key]
+    connection = connections[Assignment.objects.db]
+    quote = connection.ops.quote_name
+    values = [field.get_db_prep_save(getattr(lease, field.attname), connection) for field in fields]
+    sql = (
+        f"INSERT INTO {quote(Assignment._meta.db_table)} "
+        f"({', '.join(quote(field.column) for field in fields)}) "
+        f"SELECT {', '.join(['%s'] * len(fields))} "
+        f"WHERE COALESCE(({taken}), 0) < %s RETURNING {quote(Assignment._meta.pk.column)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, *taken_params, lease.unit.overlap])
+        inserted = cursor.fetchone()
+    if inserted is None:
+        return None
+    lease.pk = inserted[0]
+    lease._state.adding = False
+    lease._state.db = connection.alias
+    return lease
 
 
 class ClaimConflict(AnnotationError):

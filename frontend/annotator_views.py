@@ -39,7 +39,6 @@ from annotation.queue import (
     return_assignment,
     units_open_to,
 )
-from annotation.workforce import workers_with_standing
 from crowdbench.security import annotator_page, mturk_submit_origin
 from frontend import tokens
 from frontend.arrival import (
@@ -48,6 +47,7 @@ from frontend.arrival import (
     bound_to_browser,
     done_in_study,
     local_worker,
+    participants_of,
     platform_worker,
     study_arrival,
     study_participant,
@@ -152,7 +152,7 @@ def stage_page(request, stage):
             return problem_page(request, str(error), status=403)
         study = CrowdStudy.objects.select_related("family").filter(
             pk=session.study_id, stage=stage).first()
-        worker = workers_with_standing(stage).filter(pk=session.worker_id).first()
+        worker = participants_of(study).filter(pk=session.worker_id).first() if study else None
         if study is None or worker is None:
             return problem_page(request, tokens.FORGED_MESSAGE, status=403)
         if not bound_to_browser(request, worker.pk):

@@ -4,6 +4,8 @@ bound to this browser, with the platform ids their work is recorded under."""
 import re
 
 from django.core.cache import cache
+from django.db.models import Count, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from annotation.models import (
     Assignment,
@@ -49,7 +51,7 @@ def study_participant(request, *, study, participant_id, platform_session_id):
     claim, which the platform must confirm before it sees any of that participant's work or their
     completion code. Raises IdentityRefused.
     """
-    worker, created = workers_with_standing(study.stage).get_or_create(
+    worker, created = participants_of(study).get_or_create(
         platform=study.platform, external_id=participant_id)
     if not created and not bound_to_browser(request, worker.pk):
         identity.confirm_participant(study=study, participant_id=participant_id,
@@ -76,11 +78,26 @@ def valid_platform_id(value):
     return bool(_PLATFORM_ID.match(value or ""))
 
 
-def done_in_study(worker, study):
+def _submitted_in(study, worker):
     return Assignment.objects.filter(
         worker=worker, status=Assignment.Status.SUBMITTED, platform_task_id=study.external_id,
         unit__stage=study.stage,
-    ).count()
+    )
+
+
+def participants_of(study):
+    """Workers fetched with their standing in the study's stage and the count of their tasks in
+    it, so the study's next-unit request asks neither separately."""
+    done = _submitted_in(study, OuterRef("pk")).order_by().values("worker").annotate(
+        n=Count("pk")).values("n")
+    return workers_with_standing(study.stage).annotate(
+        done_in_study_id=Value(study.pk), done_count=Coalesce(Subquery(done), 0))
+
+
+def done_in_study(worker, study):
+    if getattr(worker, "done_in_study_id", None) == study.pk:
+        return worker.done_count
+    return _submitted_in(study, worker).count()
 
 
 def mturk_confirmed(worker, assignment_id):

@@ -1,6 +1,7 @@
 import csv
 import io
 import json
+import random
 
 import pandas as pd
 import pytest
@@ -98,7 +99,8 @@ def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement
     assert text.splitlines()[0] == (
         "image_url,instruction,A,B,A_model,B_model,model_selection.A,model_selection.B"
     )
-    judgements = list(HumanJudgement.objects.order_by("id").select_related(
+    # A battle's judgements together, in the order they were made.
+    judgements = list(HumanJudgement.objects.order_by("battle_id", "id").select_related(
         "battle__instance", "battle__response_a", "battle__response_b"))
     assert len(rows) - 1 == len(judgements) > 0
     for row, judgement in zip(rows[1:], judgements, strict=True):
@@ -213,3 +215,20 @@ def test_spreadsheet_variant_neutralises_while_the_exact_csv_keeps_the_text():
     assert sheet_row["instruction"] == "'=cmd|' /C calc'!A0"
     assert sheet_row["gpt4_prediction"] == "'@SUM(1)"
     assert sheet_row["instruction_category"] == exact_row["instruction_category"]
+
+
+def test_csv_writer_quotes_each_cell_as_the_csv_module_does_when_cells_repeat():
+    # Cells from an alphabet of everything that matters to CSV quoting, rows sharing cell objects
+    # the way a battle's judgements share its texts: each record must equal the csv module's.
+    alphabet = ['"', ",", "\r", "\n", "\r\n", " ", "'", "=", "\t", "\x00", "\u2028", "\x0b", "é", "a", ""]
+    chance = random.Random(7)
+    shared = ["".join(chance.choice(alphabet) for _ in range(chance.randint(0, 6))) for _ in range(5)]
+    rows = []
+    for _ in range(2000):
+        fresh = "".join(chance.choice(alphabet) for _ in range(chance.randint(0, 6)))
+        rows.append([chance.choice(shared), fresh, chance.choice(shared), chance.choice(["True", "False"])])
+    buffer = io.StringIO()
+    writer = exports.CsvWriter(buffer, line_terminator="\n")
+    for row in rows:
+        writer.writerow(row)
+    assert buffer.getvalue() == "".join(exports.csv_line(row) + "\n" for row in rows)

@@ -18,14 +18,14 @@ from tests.frontend_support import caption_unit, study
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CAPTION = "A white cup of espresso on a red saucer, a spoon resting on the saucer, seen from above."
-# The study; the worker with their standing for the stage; the browser's session; then, as one
-# transaction (BEGIN, COMMIT), the worker's lock, their held lease, the candidate unit with what
-# its page shows, its slots counted again under the lock, the new lease; then the unit's images and
-# the participant's progress in the study.
-STUDY_NEXT_UNIT = 12
+# The study; the worker with their standing for the stage and their progress in the study; the
+# browser's session; then, as one transaction (BEGIN, COMMIT), the worker's lock, their held
+# lease, the candidate unit with what its page shows, the new lease inserted only if the unit
+# still has room (one statement); then the unit's images.
+STUDY_NEXT_UNIT = 10
 # The session and its user; the worker with their standing; the lease as above; the images.
-IN_HOUSE_NEXT_UNIT = 11
-# A reload of the page of a held lease: the same, without the candidate, the count and the insert.
+IN_HOUSE_NEXT_UNIT = 10
+# A reload of the page of a held lease: the same, without the candidate and the insert.
 IN_HOUSE_RELOAD = 8
 
 

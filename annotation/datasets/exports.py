@@ -9,6 +9,7 @@ therefore follows the chunk size, never the row count.
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -56,17 +57,48 @@ def csv_line(cells):
     return buffer.getvalue()[:-2]
 
 
-class CsvWriter:
-    """Writes CSV records with a given line end, and with or without one after the last record."""
+# The csv module quotes a cell holding one of these (delimiter, quote character, line ends); a
+# cell without any is written as it is, so only those are handed to it.
+_MAY_NEED_QUOTES = re.compile('[",\r\n]')
 
-    def __init__(self, handle, *, line_terminator="\n", ends_with_newline=True):
+
+class CsvWriter:
+    """Writes CSV records with a given line end, and with or without one after the last record.
+
+    `cell_texts`, per column, turns a value into its text (default: values are text already). A
+    value that is the very object the same column held in the record before (a battle's texts,
+    shared by its judgements' rows; True and False) is neither turned into text nor quoted again:
+    its quoted form is kept per column.
+    """
+
+    def __init__(self, handle, *, line_terminator="\n", ends_with_newline=True, cell_texts=None):
         self.handle = handle
+        self.cell_texts = cell_texts
         self.line_terminator = line_terminator
         self.ends_with_newline = ends_with_newline
         self.started = False
+        self._buffer = io.StringIO()
+        self._quoter = csv.writer(self._buffer, lineterminator="\r\n")
+        self._last_cells = ()
+        self._last_quoted = []
+
+    def _quoted(self, cell):
+        if not _MAY_NEED_QUOTES.search(cell):
+            return cell
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        self._quoter.writerow((cell,))
+        return self._buffer.getvalue()[:-2]
 
     def writerow(self, cells):
-        line = csv_line(cells)
+        if len(self._last_cells) != len(cells):
+            self._last_cells, self._last_quoted = (None,) * len(cells), [""] * len(cells)
+        quoted, texts = self._last_quoted, self.cell_texts
+        for column, (cell, before) in enumerate(zip(cells, self._last_cells, strict=True)):
+            if cell is not before:
+                quoted[column] = self._quoted(texts[column](cell) if texts else cell)
+        self._last_cells = tuple(cells)
+        line = ",".join(quoted)
         if self.ends_with_newline:
             self.handle.write(line + self.line_terminator)
         else:
@@ -74,12 +106,12 @@ class CsvWriter:
         self.started = True
 
 
-def csv_writer(handle, table=None):
+def csv_writer(handle, table=None, *, cell_texts=None):
     layout = table.layout if table is not None else None
     if layout is None:
-        return CsvWriter(handle)
+        return CsvWriter(handle, cell_texts=cell_texts)
     return CsvWriter(handle, line_terminator=layout.line_terminator,
-                     ends_with_newline=layout.ends_with_newline)
+                     ends_with_newline=layout.ends_with_newline, cell_texts=cell_texts)
 
 
 def _cell_writers(table):
@@ -137,19 +169,16 @@ def write_table(table: Table, rows: Iterable[tuple], *, csv_file=None, spreadshe
     writers = []
     cell_writers = _cell_writers(table)
 
-    def texts(row):
-        return [write(value) for write, value in zip(cell_writers, row, strict=True)]
-
     if csv_file is not None:
-        writer = csv_writer(csv_file, table)
+        # The header goes through the same cell texts: a column name is text already.
+        writer = csv_writer(csv_file, table, cell_texts=cell_writers)
         writer.writerow(header)
-        writers.append(lambda row, w=writer: w.writerow(texts(row)))
+        writers.append(writer.writerow)
     if spreadsheet_file is not None:
-        sheet = csv_writer(spreadsheet_file, table)
-        sheet.writerow([neutralise_formula(name) for name in header])
-        writers.append(
-            lambda row, w=sheet: w.writerow([neutralise_formula(text) for text in texts(row)])
-        )
+        sheet = csv_writer(spreadsheet_file, table, cell_texts=[
+            lambda value, text=text: neutralise_formula(text(value)) for text in cell_writers])
+        sheet.writerow(header)
+        writers.append(sheet.writerow)
     if jsonl_file is not None:
         writers.append(
             lambda row, f=jsonl_file: f.write(

@@ -1,0 +1,175 @@
+"""Next-unit latency through a real gunicorn over HTTP, with persistent database connections (the
+default) beside one connection per request (the anchor: the old default), and the queries per
+request.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/ .venv/bin/python benchmarks/next_unit_http.py \
+        [--workers 4] [--repeat 3]
+
+It fills the database `crowdbench_bench_annotator` as benchmarks/annotator_pages.py does
+(caption units behind a Prolific study), counts the queries of one next-unit request in-process
+(what `tests/test_next_unit_queries.py` bounds), then starts gunicorn with DEBUG off and
+--workers sync workers, as the compose file's `web` service does. Each simulated participant is
+a thread with its own cookie jar that loads the next unit through the study link and submits a
+caption, waiting a random time (uniform, mean --think) before each request. Two loads: 20
+participants thinking ~1 s (10 units each), and 200 thinking ~10 s (3 units each). Every load runs
+--repeat times against each configuration, alternating, each time on fresh units; it prints p50
+and p95 of the next-unit request (client-side: HTTP, routing, queue, template) as min and median
+over the repetitions. The load generator shares the machine's CPUs with the server.
+"""
+
+import argparse
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from http.cookiejar import CookieJar
+from pathlib import Path
+from urllib.parse import urlencode
+from urllib.request import HTTPCookieProcessor, Request, build_opener
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.annotator_pages import (  # noqa: E402
+    CAPTION,
+    TOKEN,
+    fresh_database,
+    percentile,
+    seed,
+    set_up_django,
+    study_url,
+)
+
+LOADS = ((20, 1.0, 10), (200, 10.0, 3))  # participants, mean think seconds, units each
+CONFIGURATIONS = (("persistent connections (CONN_MAX_AGE=60)", 60), ("a connection per request (0)", 0))
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def queries_per_next_unit():
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    browser = Client()
+    url = study_url("caption", "BENCH-CAPTION", "QUERY-COUNT")
+    first = browser.get(url)
+    browser.post("/work/submit/", {"token": TOKEN.search(first.content.decode())[1], "caption-0": CAPTION})
+    with CaptureQueriesContext(connection) as sent:
+        browser.get(url)
+    return len(sent)
+
+
+def start_gunicorn(database_url, workers, conn_max_age):
+    port = free_port()
+    environment = {
+        **os.environ, "DATABASE_URL": database_url, "DATABASE_CONN_MAX_AGE": str(conn_max_age),
+        "DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": "benchmark-" + "x" * 50,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_SECURE_SSL_REDIRECT": "false",
+        # Plain HTTP on loopback: cookies a client without TLS sends back.
+        "DJANGO_CROSS_SITE_COOKIES": "false", "DJANGO_SESSION_COOKIE_SECURE": "false",
+        "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind",
+         f"127.0.0.1:{port}", "--workers", str(workers), "--backlog", "2048"],
+        cwd=ROOT, env=environment, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            with build_opener().open(base + "/", timeout=5):
+                break
+        except OSError:
+            time.sleep(0.2)
+    return server, base
+
+
+def participant(base, name, think, units, barrier, next_unit_times, errors):
+    opener = build_opener(HTTPCookieProcessor(CookieJar()))
+    pace = random.Random(name)
+    url = base + study_url("caption", "BENCH-CAPTION", name)
+    try:
+        barrier.wait()
+        for _ in range(units):
+            time.sleep(pace.uniform(0, 2 * think))
+            started = time.perf_counter()
+            with opener.open(url, timeout=120) as page:
+                html = page.read().decode()
+            next_unit_times.append(time.perf_counter() - started)
+            token = TOKEN.search(html)
+            if token is None:
+                raise RuntimeError(f"no task in the page of {url}")
+            time.sleep(pace.uniform(0, 2 * think))
+            body = urlencode({"token": token[1], "caption-0": CAPTION, "active_seconds": "30"}).encode()
+            with opener.open(Request(base + "/work/submit/", data=body,
+                                     headers={"Accept": "application/json"}), timeout=120) as answer:
+                answer.read()
+    except Exception as error:  # noqa: BLE001 - reported after the run
+        errors.append(error)
+
+
+def load(base, tag, participants, think, units):
+    times, errors = [], []
+    barrier = threading.Barrier(participants)
+    threads = [threading.Thread(target=participant,
+                                args=(base, f"{tag}-{i:03d}", think, units, barrier, times, errors))
+               for i in range(participants)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        sys.exit(f"{len(errors)} participants failed, first: {errors[0]!r}")
+    return percentile(times, 0.5), percentile(times, 0.95)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--server", default=os.environ.get(
+        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+        help="a PostgreSQL URL; only its server is used")
+    args = parser.parse_args()
+
+    database_url = fresh_database(args.server)
+    set_up_django(database_url, 60)
+    needed = sum(p * u for p, _, u in LOADS) * args.repeat * len(CONFIGURATIONS)
+    seed(needed + 50)
+    queries = queries_per_next_unit()
+
+    results = {}
+    for repetition in range(args.repeat):
+        for label, conn_max_age in CONFIGURATIONS:
+            server, base = start_gunicorn(database_url, args.workers, conn_max_age)
+            try:
+                for participants, think, units in LOADS:
+                    tag = f"r{repetition}-{conn_max_age}-{participants}"
+                    results.setdefault((participants, label), []).append(
+                        load(base, tag, participants, think, units))
+            finally:
+                server.send_signal(signal.SIGTERM)
+                server.wait(timeout=60)
+
+    print(f"gunicorn, {args.workers} sync workers, DEBUG off, PostgreSQL on loopback, {os.cpu_count()} CPUs; "
+          f"{args.repeat} repetitions, configurations alternating")
+    print(f"queries per next-unit request (a study participant's next unit after a submit): {queries}")
+    print(f"{'participants':<14}{'configuration':<44}{'p50 ms min/median':>20}{'p95 ms min/median':>20}")
+    for (participants, label), runs in results.items():
+        p50s, p95s = [r[0] * 1000 for r in runs], [r[1] * 1000 for r in runs]
+        print(f"{participants:<14}{label:<44}{min(p50s):>9.1f} /{statistics.median(p50s):>7.1f}"
+              f"{min(p95s):>11.1f} /{statistics.median(p95s):>7.1f}")
+    print("goal: p95 < 50 ms at 200 participants")
+
+
+if __name__ == "__main__":
+    main()
