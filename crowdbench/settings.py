@@ -74,6 +74,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "frontend.arrival.remember_participants",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "crowdbench.middleware.ContentSecurityPolicyMiddleware",
     # Last, so that it turns a lockout flagged anywhere below into the lockout page.

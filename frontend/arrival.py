@@ -3,6 +3,7 @@ bound to this browser, with the platform ids their work is recorded under."""
 
 import re
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -35,12 +36,42 @@ def platform_worker(platform, participant_id):
     return worker
 
 
-# The study participants this browser arrived as (ids of Worker rows), in its signed session.
-_BROWSER_PARTICIPANTS = "crowdbench.participants"
+# The study participants this browser arrived as (ids of Worker rows), in a cookie signed with
+# the site's secret key: as hard to forge as a session, and read without a database query on
+# every next-unit request. Capped, so a shared browser cannot grow it without bound.
+PARTICIPANTS_COOKIE = "crowdbench_participants"
+_PARTICIPANTS_SALT = "crowdbench.participants"
+_MAX_PARTICIPANTS = 20
+
+
+def _browser_participants(request):
+    if not hasattr(request, "browser_participants"):
+        signed = request.get_signed_cookie(PARTICIPANTS_COOKIE, default="", salt=_PARTICIPANTS_SALT,
+                                           max_age=settings.SESSION_COOKIE_AGE)
+        request.browser_participants = [int(pk) for pk in signed.split(",") if pk.isdigit()]
+    return request.browser_participants
 
 
 def bound_to_browser(request, worker_id):
-    return worker_id in request.session.get(_BROWSER_PARTICIPANTS, [])
+    return worker_id in _browser_participants(request)
+
+
+def remember_participants(get_response):
+    """Middleware: writes the participants cookie when a request bound a new one to the browser,
+    with the session cookie's attributes (Secure, SameSite for MTurk's and the platforms' pages)."""
+
+    def middleware(request):
+        response = get_response(request)
+        if getattr(request, "browser_participants_changed", False):
+            response.set_signed_cookie(
+                PARTICIPANTS_COOKIE, ",".join(map(str, request.browser_participants)),
+                salt=_PARTICIPANTS_SALT, max_age=settings.SESSION_COOKIE_AGE,
+                domain=settings.SESSION_COOKIE_DOMAIN, secure=settings.SESSION_COOKIE_SECURE,
+                httponly=True, samesite=settings.SESSION_COOKIE_SAMESITE,
+            )
+        return response
+
+    return middleware
 
 
 def study_participant(request, *, study, participant_id, platform_session_id):
@@ -56,10 +87,11 @@ def study_participant(request, *, study, participant_id, platform_session_id):
     if not created and not bound_to_browser(request, worker.pk):
         identity.confirm_participant(study=study, participant_id=participant_id,
                                      platform_session_id=platform_session_id)
-    bound = request.session.get(_BROWSER_PARTICIPANTS, [])
+    bound = _browser_participants(request)
     if bound[-1:] != [worker.pk]:
-        # Written only when it changes: an unchanged session costs no database write.
-        request.session[_BROWSER_PARTICIPANTS] = [*[pk for pk in bound if pk != worker.pk], worker.pk]
+        request.browser_participants = [*[pk for pk in bound if pk != worker.pk],
+                                        worker.pk][-_MAX_PARTICIPANTS:]
+        request.browser_participants_changed = True
     return worker
 
 

@@ -18,11 +18,12 @@ from tests.frontend_support import caption_unit, study
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CAPTION = "A white cup of espresso on a red saucer, a spoon resting on the saucer, seen from above."
-# The study; the worker with their standing for the stage and their progress in the study; the
-# browser's session; then, as one transaction (BEGIN, COMMIT), the worker's lock, their held
-# lease, the candidate unit with what its page shows, the new lease inserted only if the unit
-# still has room (one statement); then the unit's images.
-STUDY_NEXT_UNIT = 10
+# The study; the worker with their standing for the stage and their progress in the study (the
+# browser's binding to the participant is a signed cookie, no query); then, as one transaction
+# (BEGIN, COMMIT), the worker's lock, their held lease, the candidate unit with what its page
+# shows, the new lease inserted only if the unit still has room (one statement); then the unit's
+# images.
+STUDY_NEXT_UNIT = 9
 # The session and its user; the worker with their standing; the lease as above; the images.
 IN_HOUSE_NEXT_UNIT = 10
 # A reload of the page of a held lease: the same, without the candidate and the insert.
