@@ -52,8 +52,13 @@ def _browser_participants(request):
     return request.browser_participants
 
 
+# Where the binding was kept before the cookie: browsers mid-study when a site upgrades keep theirs.
+_SESSION_PARTICIPANTS = "crowdbench.participants"
+
+
 def bound_to_browser(request, worker_id):
-    return worker_id in _browser_participants(request)
+    return (worker_id in _browser_participants(request)
+            or worker_id in request.session.get(_SESSION_PARTICIPANTS, []))
 
 
 def remember_participants(get_response):

@@ -13,7 +13,8 @@ import pytest
 from django.test import Client
 
 from annotation.models import Assignment, Stage, Verification, Worker
-from tests.frontend_support import study, verification_unit
+from frontend import tokens
+from tests.frontend_support import caption_unit, study, verification_unit
 from tests.mturk_wire import FakeConnect, FakeProlific
 
 pytestmark = pytest.mark.django_db
@@ -141,3 +142,16 @@ def test_the_qualification_test_does_not_open_for_someone_elses_pid(prolific_stu
     response = Client().get(f"/work/qualify/{STAGE}/?" + urlencode(
         {"PROLIFIC_PID": "VICTIM", "STUDY_ID": "STUDY123", "SESSION_ID": "X"}))
     assert response.status_code == 403
+
+
+def test_a_participant_bound_in_the_session_before_the_cookie_keeps_their_study():
+    caption_unit()
+    found = study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION)
+    worker = Worker.objects.create(platform=Worker.Platform.PROLIFIC, external_id="P-EARLIER")
+    browser = Client()
+    session = browser.session
+    session["crowdbench.participants"] = [worker.pk]
+    session.save()
+    resumed = browser.get(f"/work/{Stage.CAPTION}/?continue=" + tokens.sign_session(
+        tokens.StudySession(worker_id=worker.pk, study_id=found.pk, platform_session_id="S")))
+    assert resumed.status_code == 200 and resumed.context["assignment"].worker == worker
