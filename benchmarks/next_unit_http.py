@@ -142,6 +142,8 @@ def main():
     args = parser.parse_args()
 
     database_url = fresh_database(args.server)
+    # Plain HTTP on loopback, in-process and under gunicorn alike.
+    os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "false"
     set_up_django(database_url, 60)
     needed = sum(p * u for p, _, u in LOADS) * args.repeat * len(CONFIGURATIONS)
     seed(needed + 50)
