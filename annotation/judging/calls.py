@@ -12,24 +12,27 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
 
 from annotation import llm
 from annotation.exceptions import AnnotationError
-from annotation.judging.progress import concurrency
+from annotation.judging.progress import concurrency, refresh_counters
 from annotation.judging.prompts import request_sha256
-from annotation.models import JudgeCall, JudgeRun
+from annotation.models import JudgeCall
 
 logger = logging.getLogger(__name__)
 
 
-def _store_calls(run, answered, *, via_batch=False):
-    """Cache answers as paid for by this run: {sha: JudgeCall} for [(sha, request, response)].
+# How often, at most, a run's counters are recounted from its calls while its answers arrive.
+COUNTERS_EVERY_SECONDS = 1.0
 
-    The run's counters move in the same transaction, so a kill between the two can neither lose
-    the tokens nor count them twice. Storing every answer that has arrived in one transaction
-    (three statements) keeps storing ahead of the answers; one transaction each fell behind."""
+
+def _store_calls(run, answered, *, via_batch=False):
+    """Cache answers [(sha, request, response)] as paid for by this run, in one INSERT statement,
+    atomic on its own: one round trip for all that has arrived, where a transaction per answer
+    (and a recount of the run in each) fell behind the answers.
+
+    The run's tokens and cost are not moved here: `refresh_counters` derives them from the stored
+    calls, so a kill at any moment can neither lose them nor count them twice."""
     fresh = []
     for sha, request, response in answered:
         usage = response.get("usage") or {}
@@ -43,23 +46,8 @@ def _store_calls(run, answered, *, via_batch=False):
             or Decimal(0),
             via_batch=via_batch, run=run,
         ))
-    if not fresh:
-        return {}
-    with transaction.atomic():
-        # A request another run asked at the same moment keeps that run's answer, as good as ours.
-        JudgeCall.objects.bulk_create(fresh, ignore_conflicts=True)
-        stored = {call.request_sha256: call for call in
-                  JudgeCall.objects.filter(request_sha256__in=[call.request_sha256 for call in fresh])}
-        # Only this run's rows are its to pay for; the chunk's end recounts from the calls
-        # (refresh_counters), so the figures stay derived from what was paid for.
-        paid = [call for call in stored.values() if call.run_id == run.pk]
-        JudgeRun.objects.filter(pk=run.pk).update(
-            done_calls=F("done_calls") + len(paid),
-            prompt_tokens=F("prompt_tokens") + sum(call.prompt_tokens for call in paid),
-            completion_tokens=F("completion_tokens") + sum(call.completion_tokens for call in paid),
-            cost_usd=F("cost_usd") + sum((call.cost_usd for call in paid), Decimal(0)),
-        )
-    return stored
+    # A request another run asked at the same moment keeps that run's answer, as good as ours.
+    JudgeCall.objects.bulk_create(fresh, ignore_conflicts=True)
 
 
 def answer_all(run, client, requests):
@@ -71,10 +59,14 @@ def answer_all(run, client, requests):
         call.request_sha256: call for call in JudgeCall.objects.filter(request_sha256__in=by_sha)
     }
     missing = {sha: request for sha, request in by_sha.items() if sha not in calls}
-    if missing and run.use_batch_api:
-        calls.update(_answer_by_batch(run, client, missing))
-    elif missing:
-        calls.update(_answer_concurrently(run, client, missing))
+    if missing:
+        if run.use_batch_api:
+            _answer_by_batch(run, client, missing)
+        else:
+            _answer_concurrently(run, client, missing)
+        calls.update({call.request_sha256: call
+                      for call in JudgeCall.objects.filter(request_sha256__in=missing)})
+        refresh_counters(run)
     return calls
 
 
@@ -82,11 +74,13 @@ def _answer_concurrently(run, client, missing):
     """Threads only wait on the network; the database is written from this thread alone.
 
     Each answer is stored as it arrives, together with any that arrived while the last were being
-    stored, so a worker killed half-way has paid only for answers it kept. When storing fails (the
-    database is gone) the requests not yet sent are cancelled rather than paid for and thrown
-    away; the job's retry asks for them later.
+    stored, so a worker killed half-way has paid only for answers it kept; the run's counters are
+    recounted at most every COUNTERS_EVERY_SECONDS meanwhile. When storing fails (the database is
+    gone) the requests not yet sent are cancelled rather than paid for and thrown away; the job's
+    retry asks for them later.
     """
-    calls, failures = {}, []
+    failures = []
+    counted_at = time.monotonic()
     with ThreadPoolExecutor(max_workers=concurrency(run), thread_name_prefix="judge") as pool:
         futures = {
             pool.submit(
@@ -105,7 +99,10 @@ def _answer_concurrently(run, client, missing):
                 except Exception as error:  # noqa: BLE001 - the others still get stored and cached
                     failures.append(error)
             try:
-                calls.update(_store_calls(run, answered))
+                _store_calls(run, answered)
+                if time.monotonic() - counted_at >= COUNTERS_EVERY_SECONDS:
+                    refresh_counters(run)
+                    counted_at = time.monotonic()
             except Exception:
                 for waiting in pending:
                     waiting.cancel()
@@ -113,7 +110,6 @@ def _answer_concurrently(run, client, missing):
     if failures:
         logger.warning("Judge run %s: %s of %s calls failed.", run.pk, len(failures), len(missing))
         raise failures[0]
-    return calls
 
 
 def _answer_by_batch(run, client, missing):
@@ -149,10 +145,9 @@ def _answer_by_batch(run, client, missing):
             sha = row.get("custom_id")
             if sha in missing and response.get("status_code") == 200:
                 answered.append((sha, missing[sha], response["body"]))
-    calls = _store_calls(run, answered, via_batch=True)
-    if len(calls) < len(missing):
+    _store_calls(run, answered, via_batch=True)
+    if len(answered) < len(missing):
         raise AnnotationError(
-            f"Batch {batch.id} ended {batch.status} with {len(missing) - len(calls)} of "
+            f"Batch {batch.id} ended {batch.status} with {len(missing) - len(answered)} of "
             f"{len(missing)} requests unanswered; run the judge again to retry only those."
         )
-    return calls
