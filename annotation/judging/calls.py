@@ -55,18 +55,16 @@ def answer_all(run, client, requests):
     by_sha = {}
     for request in requests:
         by_sha.setdefault(request_sha256(request), request)
-    calls = {
-        call.request_sha256: call for call in JudgeCall.objects.filter(request_sha256__in=by_sha)
-    }
+    # The requests themselves (the prompts) are not read back: the caller has them.
+    cached = JudgeCall.objects.defer("request")
+    calls = {call.request_sha256: call for call in cached.filter(request_sha256__in=by_sha)}
     missing = {sha: request for sha, request in by_sha.items() if sha not in calls}
     if missing:
         if run.use_batch_api:
             _answer_by_batch(run, client, missing)
         else:
             _answer_concurrently(run, client, missing)
-        calls.update({call.request_sha256: call
-                      for call in JudgeCall.objects.filter(request_sha256__in=missing)})
-        refresh_counters(run)
+        calls.update({call.request_sha256: call for call in cached.filter(request_sha256__in=missing)})
     return calls
 
 
