@@ -15,8 +15,8 @@ CRITERIA = {**{name: "left" for name in CHIRP_CRITERIA[1:]}, "detail": "right"}
 RAW_WORKER_IDS = ("A1RAWWORKERID", "A2RAWWORKERID")
 
 
-@pytest.fixture(name="judged_study")
-def judged_study_fixture(judge_server):
+@pytest.fixture(name="judged_study_with_criteria")
+def judged_study_with_criteria_fixture(judge_server):
     """Two single-image instances and a multi-image one, two workers per battle, one judge."""
     art = FamilyFactory(name="Art knowledge", source="reformatted", source_dataset="WikiArt",
                         citation="@article{wikiart, title={WikiArt}}")

@@ -9,7 +9,7 @@ import pytest
 from annotation.datasets import exports, formats, layouts, streams
 from annotation.datasets.imports import import_visit_bench
 from annotation.models import CHIRP_CRITERIA, Instance
-from tests.export_fixtures import CRITERIA, judged_study_fixture  # noqa: F401
+from tests.export_fixtures import CRITERIA, judged_study_with_criteria_fixture  # noqa: F401
 from tests.published_data import DATA
 from tests.scoring_factories import verified_instance
 
@@ -89,8 +89,8 @@ def _table(table, rows):
     return handle.getvalue()
 
 
-def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement(judged_study):
-    study, _ = judged_study
+def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement(judged_study_with_criteria):
+    study, _ = judged_study_with_criteria
     from annotation.models import HumanJudgement
 
     text = _table(formats.HUMAN_PREFERENCES, streams.human_preference_rows(studies=[study]))
@@ -119,8 +119,8 @@ def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement
         ]
 
 
-def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_study):
-    study, _ = judged_study
+def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_study_with_criteria):
+    study, _ = judged_study_with_criteria
     text = _table(formats.HUMAN_PREFERENCES_WIDE,
                   streams.human_preference_rows(studies=[study], wide=True))
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
@@ -135,8 +135,8 @@ def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_study
         assert row["side_chosen"] == ("right" if row["criterion"] == "detail" else "left")
 
 
-def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_study):
-    study, run = judged_study
+def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_study_with_criteria):
+    study, run = judged_study_with_criteria
     handle = io.StringIO(newline="")
     exports.write_table(formats.BATTLES, streams.battle_rows(studies=[study]), jsonl_file=handle)
     records = [json.loads(line) for line in handle.getvalue().splitlines()]
@@ -157,8 +157,8 @@ def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_stud
         assert all("Overall, Response A is better." in cot for cot in record["auto_evaluation_cot"])
 
 
-def test_parquet_holds_the_same_rows_as_the_csv(judged_study, tmp_path):
-    study, _ = judged_study
+def test_parquet_holds_the_same_rows_as_the_csv(judged_study_with_criteria, tmp_path):
+    study, _ = judged_study_with_criteria
     for table in (formats.HUMAN_PREFERENCES, formats.HUMAN_PREFERENCES_WIDE):
         csv_path, parquet_path = tmp_path / f"{table.name}.csv", tmp_path / f"{table.name}.parquet"
         with open(csv_path, "w", newline="", encoding="utf-8") as handle:

@@ -26,7 +26,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
-def judged_study(judge_server):
+def judged_study_three_workers(judge_server):
     """Two single-image and one multi-image instance, three workers on every battle, one judge."""
     for family in (FamilyFactory(name="Contextual knowledge"), FamilyFactory(name="Art knowledge")):
         with_responses(verified_instance(family=family), "llava", "otter")
@@ -55,8 +55,8 @@ def staff_client(client):
     return client
 
 
-def test_leaderboard_page_shows_a_table_per_evaluator(judged_study, staff_client):
-    study, run = judged_study
+def test_leaderboard_page_shows_a_table_per_evaluator(judged_study_three_workers, staff_client):
+    study, run = judged_study_three_workers
     response = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
     assert response.status_code == 200
     page = response.content.decode()
@@ -68,8 +68,8 @@ def test_leaderboard_page_shows_a_table_per_evaluator(judged_study, staff_client
     assert "Cohen" in page
 
 
-def test_leaderboard_counts_battles_and_judgements_apart(judged_study, staff_client):
-    study, run = judged_study
+def test_leaderboard_counts_battles_and_judgements_apart(judged_study_three_workers, staff_client):
+    study, run = judged_study_three_workers
     page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
     # 3 instances x 3 pairs (llava, otter, the reference) = 9 battles; 3 workers each; the judge
     # asked both orderings of each battle.
@@ -77,29 +77,29 @@ def test_leaderboard_counts_battles_and_judgements_apart(judged_study, staff_cli
     assert "9 battles, 18 judgements (2 per battle)." in page
 
 
-def test_leaderboard_warns_about_models_with_few_matches(judged_study, staff_client):
-    study, _ = judged_study
+def test_leaderboard_warns_about_models_with_few_matches(judged_study_three_workers, staff_client):
+    study, _ = judged_study_three_workers
     page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
     assert f"Fewer than {MIN_MATCHES} matches" in page
     assert page.count('class="warn" title="fewer than') > 0
 
 
-def test_judge_agreement_with_the_crowd_is_on_the_judge_board(judged_study, staff_client):
-    study, run = judged_study
+def test_judge_agreement_with_the_crowd_is_on_the_judge_board(judged_study_three_workers, staff_client):
+    study, run = judged_study_three_workers
     page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
     board = page[page.index(f'id="board-run-{run.pk}"'):]
     assert "Agreement with the crowd majority:" in board[: board.index("</section>")]
 
 
-def test_staff_without_the_study_permission_see_neither_dashboard_nor_api(judged_study, client):
-    study, _ = judged_study
+def test_staff_without_the_study_permission_see_neither_dashboard_nor_api(judged_study_three_workers, client):
+    study, _ = judged_study_three_workers
     client.force_login(get_user_model().objects.create_user("guest", password="pw", is_staff=True))
     assert client.get(reverse("dashboard:leaderboard", args=[study.pk])).status_code == 403
     assert client.get(f"/api/studies/{study.pk}/leaderboard/").status_code == 403
 
 
-def test_dashboard_and_api_show_one_stored_computation(judged_study, staff_client):
-    study, run = judged_study
+def test_dashboard_and_api_show_one_stored_computation(judged_study_three_workers, staff_client):
+    study, run = judged_study_three_workers
     staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
     stored = LeaderboardResult.objects.get(study=study)
 
@@ -117,8 +117,8 @@ def test_dashboard_and_api_show_one_stored_computation(judged_study, staff_clien
     assert next(board for board in api if board["key"] == f"run-{run.pk}")["agreement"]["shared"] == 9
 
 
-def test_figures_read_the_stored_result_without_recomputing(judged_study, staff_client):
-    study, run = judged_study
+def test_figures_read_the_stored_result_without_recomputing(judged_study_three_workers, staff_client):
+    study, run = judged_study_three_workers
     page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
     key = LeaderboardResult.objects.get(study=study).data_key
     assert f"v={key}" in page
@@ -136,8 +136,8 @@ def test_figures_read_the_stored_result_without_recomputing(judged_study, staff_
         assert not any(table in q["sql"] for q in queries.captured_queries for table in tables), url
 
 
-def test_a_new_judgement_replaces_the_stored_result(judged_study, staff_client):
-    study, _ = judged_study
+def test_a_new_judgement_replaces_the_stored_result(judged_study_three_workers, staff_client):
+    study, _ = judged_study_three_workers
     staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
     before = LeaderboardResult.objects.get(study=study)
     judgement = HumanJudgement.objects.filter(battle__study=study).first()
@@ -163,8 +163,8 @@ def test_a_model_name_with_dollar_signs_draws(judge_server, staff_client):
         assert response.status_code == 200 and response.content.startswith(PNG)
 
 
-def test_leaderboard_plots_are_pngs(judged_study, staff_client):
-    study, run = judged_study
+def test_leaderboard_plots_are_pngs(judged_study_three_workers, staff_client):
+    study, run = judged_study_three_workers
     for url in (
         reverse("dashboard:elo_plot", args=[study.pk, "human"]),
         reverse("dashboard:elo_plot", args=[study.pk, f"run-{run.pk}"]),
@@ -181,20 +181,20 @@ def test_leaderboard_plots_are_pngs(judged_study, staff_client):
     )
 
 
-def test_dashboard_is_for_staff_only(judged_study, client):
-    study, _ = judged_study
+def test_dashboard_is_for_staff_only(judged_study_three_workers, client):
+    study, _ = judged_study_three_workers
     response = client.get(reverse("dashboard:leaderboard", args=[study.pk]))
     assert response.status_code == 302 and "login" in response["Location"]
 
 
-def test_dashboard_index_lists_studies_and_judge_runs(judged_study, staff_client):
-    study, run = judged_study
+def test_dashboard_index_lists_studies_and_judge_runs(judged_study_three_workers, staff_client):
+    study, run = judged_study_three_workers
     page = staff_client.get(reverse("dashboard:index")).content.decode()
     assert study.name in page and run.progress in page
 
 
-def test_leaderboard_command_prints_the_tables(judged_study):
-    study, _ = judged_study
+def test_leaderboard_command_prints_the_tables(judged_study_three_workers):
+    study, _ = judged_study_three_workers
     out = StringIO()
     call_command("leaderboard", study.name, "--rounds", "50", stdout=out)
     text = out.getvalue()

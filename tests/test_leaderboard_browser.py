@@ -32,7 +32,7 @@ CHROMIUM = "/usr/bin/chromium"
 STRENGTH = {"human-verified reference": 0.8, "llava-1.5": 0.6, "instructblip": 0.45, "otter": 0.3}
 
 
-def judged_study(judge_server):
+def pilot_study(judge_server):
     families = [FamilyFactory(name="Contextual knowledge of events"), FamilyFactory(name="Art knowledge"),
                 FamilyFactory(name="Spot the difference", is_multi_image=True)]
     for family, count in zip(families, (3, 2, 2), strict=True):
@@ -74,7 +74,7 @@ def browser():
 def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warnings(
     browser, live_server, judge_server
 ):
-    study = judged_study(judge_server)
+    study = pilot_study(judge_server)
     get_user_model().objects.create_superuser("lead", password="a long password")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors = []

@@ -16,7 +16,7 @@ from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
 from annotation.models import Instance, Snapshot
 from tasks.exports import build_snapshot_job
-from tests.export_fixtures import RAW_WORKER_IDS, judged_study_fixture  # noqa: F401
+from tests.export_fixtures import RAW_WORKER_IDS, judged_study_with_criteria_fixture  # noqa: F401
 from tests.published_data import DATA
 from tests.scoring_factories import verified_instance
 
@@ -76,8 +76,8 @@ def test_a_snapshot_holds_the_published_sheets_and_its_manifest():
     assert f"{snapshot.files[0]['sha256']}  {snapshot.files[0]['name']}" in sums
 
 
-def test_manifest_names_models_judges_licences_and_citations(judged_study):
-    study, run = judged_study
+def test_manifest_names_models_judges_licences_and_citations(judged_study_with_criteria):
+    study, run = judged_study_with_criteria
 
     snapshot = _snapshot(studies=[study])
 
@@ -93,8 +93,8 @@ def test_manifest_names_models_judges_licences_and_citations(judged_study):
     assert len(preferences) == manifest["studies"][0]["human_judgements"]
 
 
-def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_study, snapshot_folder):
-    study, _ = judged_study
+def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_study_with_criteria, snapshot_folder):
+    study, _ = judged_study_with_criteria
 
     snapshot = _snapshot(studies=[study])
 
@@ -109,8 +109,8 @@ def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_study, snapshot_
     assert RAW_WORKER_IDS[0] not in json.dumps(snapshot.manifest)
 
 
-def test_the_same_data_gives_the_same_content_hash(judged_study):
-    study, _ = judged_study
+def test_the_same_data_gives_the_same_content_hash(judged_study_with_criteria):
+    study, _ = judged_study_with_criteria
 
     first, second = _snapshot(studies=[study]), _snapshot(studies=[study])
 
@@ -129,8 +129,8 @@ def test_a_change_changes_the_content_hash():
     assert _snapshot().content_sha256 != first.content_sha256
 
 
-def test_a_done_snapshot_is_immutable(judged_study):
-    study, _ = judged_study
+def test_a_done_snapshot_is_immutable(judged_study_with_criteria):
+    study, _ = judged_study_with_criteria
     snapshot = _snapshot()
 
     snapshot.note = "rewritten"
@@ -190,9 +190,9 @@ def test_the_background_job_builds_a_requested_snapshot_and_is_idempotent():
     assert Snapshot.objects.get(pk=snapshot.pk).finished_at == first.finished_at
 
 
-def test_admin_requests_a_snapshot_and_shows_it_read_only(client, judged_study,
+def test_admin_requests_a_snapshot_and_shows_it_read_only(client, judged_study_with_criteria,
                                                          django_capture_on_commit_callbacks):
-    study, _ = judged_study
+    study, _ = judged_study_with_criteria
     user = get_user_model().objects.create_superuser("lead", password="pw")
     client.force_login(user)
 
