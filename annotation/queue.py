@@ -136,7 +136,8 @@ def _lease_if_room(lease, now):
     fields = [field for field in Assignment._meta.concrete_fields if not field.primary_key]
     connection = connections[Assignment.objects.db]
     quote = connection.ops.quote_name
-    values = [field.get_db_prep_save(getattr(lease, field.attname), connection) for field in fields]
+    # pre_save as Django's own insert does, so a field filled on save (auto_now_add) is filled here too.
+    values = [field.get_db_prep_save(field.pre_save(lease, True), connection) for field in fields]
     sql = (
         f"INSERT INTO {quote(Assignment._meta.db_table)} "
         f"({', '.join(quote(field.column) for field in fields)}) "
