@@ -77,18 +77,8 @@ class CsvWriter:
         self.line_terminator = line_terminator
         self.ends_with_newline = ends_with_newline
         self.started = False
-        self._buffer = io.StringIO()
-        self._quoter = csv.writer(self._buffer, lineterminator="\r\n")
         self._last_cells = ()
         self._last_quoted = []
-
-    def _quoted(self, cell):
-        if not _MAY_NEED_QUOTES.search(cell):
-            return cell
-        self._buffer.seek(0)
-        self._buffer.truncate()
-        self._quoter.writerow((cell,))
-        return self._buffer.getvalue()[:-2]
 
     def writerow(self, cells):
         if len(self._last_cells) != len(cells):
@@ -96,7 +86,8 @@ class CsvWriter:
         quoted, texts = self._last_quoted, self.cell_texts
         for column, (cell, before) in enumerate(zip(cells, self._last_cells, strict=True)):
             if cell is not before:
-                quoted[column] = self._quoted(texts[column](cell) if texts else cell)
+                text = texts[column](cell) if texts else cell
+                quoted[column] = csv_line((text,)) if _MAY_NEED_QUOTES.search(text) else text
         self._last_cells = tuple(cells)
         line = ",".join(quoted)
         if self.ends_with_newline:
