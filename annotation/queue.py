@@ -69,7 +69,7 @@ def held_assignment(*, worker, stage, family=None, now=None):
             lease_expires_at__gt=now or timezone.now(),
         )
         .filter(Q(unit__family=family) if family is not None else Q())
-        .select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS), "unit")
+        .select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS))
         .first()
     )
 
