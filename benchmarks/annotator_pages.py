@@ -27,25 +27,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.support import fresh_database  # noqa: E402
+
 DATABASE_NAME = "crowdbench_bench_annotator"
 CAPTION = ("A white cup of espresso on a red saucer, a spoon resting on the saucer, on a wooden "
            "table, seen from above at an angle.")
-
-
-def fresh_database(server_url):
-    import psycopg
-
-    parts = urlsplit(server_url)
-    admin_url = urlunsplit((parts.scheme, parts.netloc, "/postgres", "", ""))
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE_NAME}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
-    return urlunsplit((parts.scheme, parts.netloc, f"/{DATABASE_NAME}", "", ""))
 
 
 def set_up_django(database_url, conn_max_age):
@@ -54,6 +45,8 @@ def set_up_django(database_url, conn_max_age):
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdbench.settings")
     os.environ["DJANGO_DEBUG"] = "false"
     os.environ["DJANGO_CROSS_SITE_COOKIES"] = "false"
+    # Plain HTTP: the test client asks without TLS, and DEBUG off would redirect it to https.
+    os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "false"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django
 
@@ -190,7 +183,8 @@ def page_weights():
     for stage, study_id in (("instruction_generation", "BENCH-GENERATION"),
                             ("caption", "BENCH-CAPTION"),
                             ("verification", "BENCH-VERIFICATION")):
-        html = Client().get(study_url(stage, study_id, "WEIGHT")).content
+        # A participant per page: one id from a second browser would be refused, rightly.
+        html = Client().get(study_url(stage, study_id, f"WEIGHT-{stage}")).content
         rows.append((stage, len(html), len(assets), len(html) + len(assets),
                      len(gzip.compress(html)) + len(gzip.compress(assets))))
     return rows
@@ -214,7 +208,7 @@ def main():
         help="a PostgreSQL URL; only its server is used")
     args = parser.parse_args()
 
-    set_up_django(fresh_database(args.server), args.conn_max_age)
+    set_up_django(fresh_database(args.server, DATABASE_NAME), args.conn_max_age)
     total = seed(2 * args.annotators * args.units + 10)
 
     from django.test import Client

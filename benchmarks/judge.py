@@ -26,24 +26,14 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.support import fresh_database  # noqa: E402
+
 DATABASE_NAME = "crowdbench_bench_judge"
 VERDICT = "Response 1 names the saucer and the spoon; Response 2 misses both. Overall, Response 1 is better."
-
-
-def fresh_database(server_url):
-    import psycopg
-
-    parts = urlsplit(server_url)
-    admin_url = urlunsplit((parts.scheme, parts.netloc, "/postgres", "", ""))
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE_NAME}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
-    return urlunsplit((parts.scheme, parts.netloc, f"/{DATABASE_NAME}", "", ""))
 
 
 def set_up_django(database_url, server, concurrency):
@@ -116,7 +106,8 @@ def main():
 
     server = FakeOpenAI(default=completion(VERDICT)).start()
     server.latency = options.latency
-    database_url = fresh_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/"))
+    database_url = fresh_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/"),
+                                  DATABASE_NAME)
     set_up_django(database_url, server, options.concurrency)
     study = seed(options.battles)
     calls = options.battles * 2

@@ -21,9 +21,7 @@ import argparse
 import os
 import random
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -37,22 +35,17 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.annotator_pages import (  # noqa: E402
     CAPTION,
+    DATABASE_NAME,
     TOKEN,
-    fresh_database,
     percentile,
     seed,
     set_up_django,
     study_url,
 )
+from benchmarks.support import fresh_database, server_environment, start_gunicorn  # noqa: E402
 
 LOADS = ((20, 1.0, 10), (200, 10.0, 3))  # participants, mean think seconds, units each
 CONFIGURATIONS = (("persistent connections (CONN_MAX_AGE=60)", 60), ("a connection per request (0)", 0))
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def queries_per_next_unit():
@@ -67,30 +60,6 @@ def queries_per_next_unit():
     with CaptureQueriesContext(connection) as sent:
         browser.get(url)
     return len(sent)
-
-
-def start_gunicorn(database_url, workers, conn_max_age):
-    port = free_port()
-    environment = {
-        **os.environ, "DATABASE_URL": database_url, "DATABASE_CONN_MAX_AGE": str(conn_max_age),
-        "DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": "benchmark-" + "x" * 50,
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_SECURE_SSL_REDIRECT": "false",
-        # Plain HTTP on loopback: cookies a client without TLS sends back.
-        "DJANGO_CROSS_SITE_COOKIES": "false", "DJANGO_SESSION_COOKIE_SECURE": "false",
-        "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
-    }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind",
-         f"127.0.0.1:{port}", "--workers", str(workers), "--backlog", "2048"],
-        cwd=ROOT, env=environment, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            with build_opener().open(base + "/", timeout=5):
-                break
-        except OSError:
-            time.sleep(0.2)
-    return server, base
 
 
 def participant(base, name, think, units, barrier, next_unit_times, errors):
@@ -141,9 +110,7 @@ def main():
         help="a PostgreSQL URL; only its server is used")
     args = parser.parse_args()
 
-    database_url = fresh_database(args.server)
-    # Plain HTTP on loopback, in-process and under gunicorn alike.
-    os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "false"
+    database_url = fresh_database(args.server, DATABASE_NAME)
     set_up_django(database_url, 60)
     needed = sum(p * u for p, _, u in LOADS) * args.repeat * len(CONFIGURATIONS)
     seed(needed + 50)
@@ -152,7 +119,8 @@ def main():
     results = {}
     for repetition in range(args.repeat):
         for label, conn_max_age in CONFIGURATIONS:
-            server, base = start_gunicorn(database_url, args.workers, conn_max_age)
+            server, base = start_gunicorn(server_environment(
+                database_url, DATABASE_CONN_MAX_AGE=str(conn_max_age)), args.workers)
             try:
                 for participants, think, units in LOADS:
                     tag = f"r{repetition}-{conn_max_age}-{participants}"

@@ -18,15 +18,17 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 from urllib.request import HTTPCookieProcessor, Request, build_opener
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.support import fresh_database, server_environment, start_gunicorn  # noqa: E402
+
 DATABASE_NAME = "crowdbench_bench_web_memory"
 # The demo has no preference study; the leaderboard needs one (its battles are enough).
 A_PREFERENCE_STUDY = """
@@ -36,23 +38,6 @@ for number in range(5):
     with_responses(verified_instance(caption=[f"A photo, number {number}."]), "llava-1.5", "otter")
 create_study(name="memory benchmark", include_reference=True)
 """
-
-
-def fresh_database(server_url):
-    import psycopg
-
-    parts = urlsplit(server_url)
-    admin_url = urlunsplit((parts.scheme, parts.netloc, "/postgres", "", ""))
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE_NAME}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
-    return urlunsplit((parts.scheme, parts.netloc, f"/{DATABASE_NAME}", "", ""))
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def children_rss_mb(parent_pid):
@@ -79,32 +64,15 @@ def main():
     parser.add_argument("--requests", type=int, default=200)
     options = parser.parse_args()
 
-    port = free_port()
-    environment = {
-        **os.environ,
-        "DATABASE_URL": fresh_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/")),
-        "DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": "benchmark-" + "x" * 50,
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_SECURE_SSL_REDIRECT": "false",
-        # Plain HTTP on loopback: cookies a client without TLS sends back.
-        "DJANGO_CROSS_SITE_COOKIES": "false", "DJANGO_SESSION_COOKIE_SECURE": "false",
-        "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
-    }
+    environment = server_environment(fresh_database(
+        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/"), DATABASE_NAME))
     python = sys.executable
     for command in (["migrate", "--noinput", "-v0"], ["collectstatic", "--noinput", "-v0"], ["load_demo"],
                     ["shell", "-c", A_PREFERENCE_STUDY]):
         subprocess.run([python, "manage.py", *command], cwd=ROOT, env=environment, check=True,
                        stdout=subprocess.DEVNULL)
-    gunicorn = subprocess.Popen(
-        [python, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(options.workers)], cwd=ROOT, env=environment, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+    gunicorn, base = start_gunicorn(environment, options.workers)
     try:
-        for _ in range(300):
-            try:
-                fetch(build_opener(), base + "/")
-                break
-            except OSError:
-                time.sleep(0.2)
         while len(children_rss_mb(gunicorn.pid)) < options.workers:
             time.sleep(0.2)
         time.sleep(1)

@@ -1,0 +1,59 @@
+"""What the benchmarks share: a database of their own, and the web server run as in production."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+from urllib.request import build_opener
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fresh_database(server_url, name):
+    """Drop and create database `name` on the PostgreSQL server of `server_url`; its URL."""
+    import psycopg
+
+    parts = urlsplit(server_url)
+    admin_url = urlunsplit((parts.scheme, parts.netloc, "/postgres", "", ""))
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
+
+
+def server_environment(database_url, **variables):
+    """The environment of a production-like server (DEBUG off) on `database_url`, plus `variables`."""
+    return {
+        **os.environ, "DATABASE_URL": database_url,
+        "DJANGO_DEBUG": "false", "DJANGO_SECRET_KEY": "benchmark-" + "x" * 50,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_SECURE_SSL_REDIRECT": "false",
+        # Plain HTTP on loopback: cookies a client without TLS sends back.
+        "DJANGO_CROSS_SITE_COOKIES": "false", "DJANGO_SESSION_COOKIE_SECURE": "false",
+        "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), **variables,
+    }
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_gunicorn(environment, workers):
+    """gunicorn as the compose file's `web` service runs it, once it answers: (process, base URL)."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind",
+         f"127.0.0.1:{port}", "--workers", str(workers), "--backlog", "2048"],
+        cwd=ROOT, env=environment, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            with build_opener().open(base + "/", timeout=5):
+                break
+        except OSError:
+            time.sleep(0.2)
+    return server, base
