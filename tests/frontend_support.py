@@ -3,7 +3,9 @@
 from decimal import Decimal
 from urllib.parse import urlencode
 
+from django.contrib.auth import get_user_model
 from django.core.files import File
+from django.test import Client
 
 from annotation.collection.references import store_reference
 from annotation.collection.stages import create_work_units
@@ -106,6 +108,19 @@ def study(*, platform, stage, external_id="STUDY123", code="C0DE42", family=None
     return CrowdStudy.objects.create(platform=platform, stage=stage, family=family,
                                      name=f"{platform} {stage}", external_id=external_id,
                                      completion_code=code)
+
+
+def prolific_link(stage, *, participant="P1", study_id="STUDY123", session="S1"):
+    """The study link a Prolific participant arrives by (the study made by `study`)."""
+    return f"/work/{stage}/?" + urlencode(
+        {"PROLIFIC_PID": participant, "STUDY_ID": study_id, "SESSION_ID": session})
+
+
+def logged_in(name="ann"):
+    """A browser signed in as a new in-house annotator."""
+    client = Client()
+    client.force_login(get_user_model().objects.create_user(name, password="annotate-me-42"))
+    return client
 
 
 def mturk_query(*, assignment_id="ASG1", worker_id="AWORKER1", hit_id="HIT1",

@@ -1,26 +1,25 @@
 """Issue 9.9: an annotator can give a task back (its slot is free at once) and move on, sees that a
 submit was saved, and an in-house annotator can log out. Swagger UI is served from our own files."""
 
-from urllib.parse import urlencode
-
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
 from annotation.models import Assignment, Stage, Worker
 from annotation.queue import next_assignment
-from tests.frontend_support import caption_unit, study, unit_url, verification_unit
+from tests.frontend_support import (
+    caption_unit,
+    logged_in,
+    prolific_link,
+    study,
+    unit_url,
+    verification_unit,
+)
 
 pytestmark = pytest.mark.django_db
 
 CAPTION = "A white cup of coffee with latte art in the shape of a heart, steam rising, on a saucer."
 JSON = {"Accept": "application/json"}
-
-
-def logged_in(name="ann"):
-    client = Client()
-    client.force_login(get_user_model().objects.create_user(name, password="annotate-me-42"))
-    return client
 
 
 def test_an_in_house_annotator_gives_a_task_back_and_its_slot_is_free_at_once():
@@ -45,8 +44,7 @@ def test_a_study_participant_gives_a_task_back_and_stays_in_the_study():
         verification_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION)
     browser = Client()
-    page = browser.get(f"/work/{Stage.VERIFICATION}/?" + urlencode(
-        {"PROLIFIC_PID": "P1", "STUDY_ID": "STUDY123", "SESSION_ID": "S1"}))
+    page = browser.get(prolific_link(Stage.VERIFICATION))
     result = browser.post("/work/give-back/", {"token": page.context["token"]}, headers=JSON).json()
     assert result["ok"] and "continue=" in result["next"]
     following = browser.get(result["next"])

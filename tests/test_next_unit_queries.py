@@ -4,16 +4,14 @@ Run without the test's own transaction (`transactional_db`), so what is counted 
 production request sends, BEGIN and COMMIT of the lease included.
 """
 
-from urllib.parse import urlencode
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Stage, Worker
-from tests.frontend_support import caption_unit, study
+from tests.frontend_support import caption_unit, logged_in, prolific_link, study
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,8 +40,7 @@ def test_a_study_participants_next_unit_after_a_submit():
         caption_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION)
     browser = Client()
-    first = browser.get(f"/work/{Stage.CAPTION}/?" + urlencode(
-        {"PROLIFIC_PID": "P1", "STUDY_ID": "STUDY123", "SESSION_ID": "S1"}))
+    first = browser.get(prolific_link(Stage.CAPTION))
     saved = browser.post("/work/submit/", {"token": first.context["token"], "caption-0": CAPTION})
     following, sent, log = _round_trips(lambda: browser.get(saved["Location"]))
     assert following.context["assignment"].unit != first.context["assignment"].unit
@@ -53,8 +50,7 @@ def test_a_study_participants_next_unit_after_a_submit():
 def test_an_in_house_annotators_next_unit_and_a_reload():
     for _ in range(3):
         caption_unit()
-    annotator = Client()
-    annotator.force_login(get_user_model().objects.create_user("ann", password="annotate-me-42"))
+    annotator = logged_in()
     first = annotator.get(f"/work/{Stage.CAPTION}/")
     saved = annotator.post("/work/submit/", {"token": first.context["token"], "caption-0": CAPTION})
     following, sent, log = _round_trips(lambda: annotator.get(saved["Location"]))
