@@ -329,6 +329,17 @@ def return_assignment(*, assignment):
     return bool(updated)
 
 
+def return_held(*, worker, stage=None, platform_task_id=None):
+    """Every lease the worker holds, in this stage or under this platform task (a study they stop,
+    a stage they are paused in), goes back to the pool at once; how many did."""
+    held = Assignment.objects.filter(worker=worker, status=Assignment.Status.LEASED)
+    if stage is not None:
+        held = held.filter(unit__stage=stage)
+    if platform_task_id is not None:
+        held = held.filter(platform_task_id=platform_task_id)
+    return held.update(status=Assignment.Status.RETURNED)
+
+
 def expire_leases(*, now=None):
     """Mark expired leases, so progress counts say 'waiting' rather than 'leased'."""
     now = now or timezone.now()

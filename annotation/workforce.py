@@ -35,6 +35,22 @@ def may_work(worker, stage):
     return checks is not None and _allowed(worker.platform, **checks)
 
 
+def local_worker(user, *, stage=None):
+    """The in-house annotator's Worker, made at their first task; with its standing in `stage`."""
+    workers = workers_with_standing(stage) if stage else Worker.objects
+    worker, _ = workers.get_or_create(
+        platform=Worker.Platform.LOCAL, external_id=f"user-{user.pk}", defaults={"user": user}
+    )
+    return worker
+
+
+def platform_worker(platform, external_id):
+    """The Worker a platform knows as `external_id`, made at first sight. Call it only once the
+    platform has confirmed the id (mturk/identity.py): a Worker row is no proof of anything."""
+    worker, _ = Worker.objects.get_or_create(platform=platform, external_id=external_id)
+    return worker
+
+
 def forget_standing(worker):
     """After a change to this worker's block, qualification or pause, so that a Worker fetched
     with its standing (`workers_with_standing`) is asked again."""

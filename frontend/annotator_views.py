@@ -16,7 +16,6 @@ current and is never stored as work.
 """
 
 
-from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -32,31 +31,25 @@ from annotation.models import (
 )
 from annotation.queue import (
     ClaimConflict,
-    binding_conflict,
     held_assignment,
     lease_unit,
     next_assignment,
     return_assignment,
     units_open_to,
 )
-from crowdbench.security import annotator_page, mturk_submit_origin
+from annotation.workforce import local_worker
+from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.arrival import (
     MAX_ACTIVE_SECONDS,
-    MTURK_PREVIEW_ASSIGNMENT,
     bound_to_browser,
-    done_in_study,
-    local_worker,
-    participants_of,
-    platform_worker,
-    study_arrival,
     study_participant,
-    valid_platform_id,
 )
 from frontend.qualification_views import may_offer_gold, offer_gold, qualification_gate, submit_gold
 from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_task, with_notice
-from mturk import identity
+from mturk import identity, links
 from mturk.models import CrowdStudy
+from mturk.participants import done_in_study, participants_of, stop_participating
 
 # --- ways in -----------------------------------------------------------------------------------
 
@@ -84,38 +77,21 @@ def unit_page(request, unit_id):
 
 
 def _mturk_unit(request, page, unit, params):
-    platform_assignment_id = params.get("assignmentId", "")
-    worker_id = params.get("workerId", "").strip()
-    hit_id = params.get("hitId", "")
-    hit = identity.mturk_hit_of_unit(unit, hit_id) if valid_platform_id(hit_id) else None
-    if hit is None:
-        # Only units we published as MTurk HITs are shown to MTurk's visitors, previews included:
-        # Prolific, Connect and in-house work is never opened by a unit id and a made-up HIT id.
-        return problem_page(request, "This task is not published on MTurk. Please open it from your "
-                        "platform.", status=404)
-    if platform_assignment_id == MTURK_PREVIEW_ASSIGNMENT or not worker_id:
+    try:
+        arrival = identity.hit_arrival(unit, params)
+    except identity.NotOnMTurk as refused:
+        return problem_page(request, str(refused), status=404)
+    except identity.IncompleteHitLink as refused:
+        return problem_page(request, str(refused), status=400)
+    if arrival.preview:
         # MTurk's preview: show the task read-only; nothing is leased until the HIT is accepted.
         if unit.status != WorkUnit.Status.OPEN:
             return problem_page(request, "This task already has all the answers it needs.")
         return render_task(request, page, unit, preview=True)
-    submit_origin = mturk_submit_origin(params.get("turkSubmitTo", ""))
-    if not (submit_origin and valid_platform_id(worker_id)
-            and valid_platform_id(platform_assignment_id)):
-        return problem_page(request, "This task link is incomplete. Please open it again from MTurk.",
-                        status=400)
-    worker = Worker.objects.filter(platform=Worker.Platform.MTURK, external_id=worker_id).first()
-    # The (assignmentId, workerId) pair is fixed at first load; any other claim is checked with
-    # MTurk before the claimant gets a token, a lease or a look at anybody's work.
-    rebind = bool(binding_conflict(platform=Worker.Platform.MTURK, worker=worker, unit=unit,
-                                   platform_assignment_id=platform_assignment_id,
-                                   platform_task_id=hit_id))
-    if rebind:
-        try:
-            identity.confirm_mturk_assignment(assignment_id=platform_assignment_id,
-                                              worker_id=worker_id, hit_id=hit_id)
-        except identity.IdentityRefused as refused:
-            return problem_page(request, str(refused), status=403)
-    worker = worker or platform_worker(Worker.Platform.MTURK, worker_id)
+    try:
+        worker, rebind = identity.admit_mturk_worker(unit=unit, arrival=arrival)
+    except identity.IdentityRefused as refused:
+        return problem_page(request, str(refused), status=403)
     held_before = Assignment.objects.filter(unit=unit, worker=worker).exists()
     gate = qualification_gate(request, worker, unit.stage, next_url=request.get_full_path())
     if gate is not None:
@@ -127,16 +103,16 @@ def _mturk_unit(request, page, unit, params):
         if gold is not None:
             return gold
     try:
-        assignment = lease_unit(worker=worker, unit=unit, platform_assignment_id=platform_assignment_id,
-                                platform_task_id=hit_id, rebind=rebind)
+        assignment = lease_unit(worker=worker, unit=unit, platform_assignment_id=arrival.assignment_id,
+                                platform_task_id=arrival.hit_id, rebind=rebind)
     except ClaimConflict:
         # Another load of this HIT bound a different pair a moment ago.
         return problem_page(request, identity.MTURK_NOT_CONFIRMED, status=403)
     except AnnotationError as error:
         return problem_page(request, str(error))
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk,
-                                   turk_submit_to=submit_origin,
-                                   mturk_assignment_id=platform_assignment_id)
+                                   turk_submit_to=arrival.submit_origin,
+                                   mturk_assignment_id=arrival.assignment_id)
     return render_task(request, page, unit, assignment=assignment, grant=grant)
 
 
@@ -158,26 +134,22 @@ def stage_page(request, stage):
         if not bound_to_browser(request, worker.pk):
             return problem_page(request, identity.STUDY_NOT_CONFIRMED, status=403)
         return _study_task(request, page, study, worker, session)
-    arrival = study_arrival(request.GET)
+    try:
+        arrival = links.study_arrival(request.GET)
+    except links.IncompleteLink as error:
+        return problem_page(request, str(error), status=400)
     if arrival is not None:
-        platform, participant_id, study_id, platform_session_id = arrival
-        if not (valid_platform_id(participant_id) and valid_platform_id(study_id)):
-            return problem_page(request, "This study link is incomplete. Please open it again from "
-                            "your platform.", status=400)
         study = CrowdStudy.objects.select_related("family").filter(
-            platform=platform, external_id=study_id).first()
+            platform=arrival.platform, external_id=arrival.study_id).first()
         if study is None or study.stage != stage:
             return problem_page(request, "This study is not known here. Please tell the researchers.",
                             status=404)
-        if platform_session_id and not valid_platform_id(platform_session_id):
-            platform_session_id = ""
         try:
-            worker = study_participant(request, study=study, participant_id=participant_id,
-                                  platform_session_id=platform_session_id)
+            worker = study_participant(request, arrival=arrival, study=study)
         except identity.IdentityRefused as refused:
             return problem_page(request, str(refused), status=403)
         session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
-                                      platform_session_id=platform_session_id)
+                                      platform_session_id=arrival.session_id)
         return _study_task(request, page, study, worker, session)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
@@ -223,16 +195,8 @@ def _study_task(request, page, study, worker, session):
 
 
 def _completion(request, study):
-    code = study.completion_code
-    template = {
-        Worker.Platform.CLOUDRESEARCH: settings.CLOUDRESEARCH_COMPLETE_URL,
-        Worker.Platform.PROLIFIC: settings.PROLIFIC_COMPLETE_URL,
-    }.get(study.platform, "")
-    return render(request, "annotator/completion.html", {
-        "study": study, "code": code,
-        "return_url": template.format(code=code) if template and code else "",
-        "platform": study.get_platform_display(),
-    })
+    return render(request, "annotator/completion.html",
+                  {"study": study, "completion": links.completion(study)})
 
 
 # --- submitting --------------------------------------------------------------------------------
@@ -362,8 +326,5 @@ def finish(request):
     if not done_in_study(worker, study):
         return problem_page(request, "Finish a task first: the code is given once your first answer "
                         "is saved.", heading="No code yet")
-    held = Assignment.objects.filter(worker=worker, status=Assignment.Status.LEASED,
-                                     platform_task_id=study.external_id)
-    for assignment in held:
-        return_assignment(assignment=assignment)
+    stop_participating(worker=worker, study=study)
     return _completion(request, study)

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.db import transaction
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -16,35 +15,25 @@ from django.views.decorators.csrf import csrf_exempt
 
 from annotation.exceptions import AnnotationError
 from annotation.models import (
-    Assignment,
-    GoldAnswer,
     GoldItem,
     QualificationAttempt,
     Worker,
     WorkerBlock,
     WorkerQualification,
 )
-from annotation.queue import (
-    return_assignment,
-)
+from annotation.queue import return_held
 from annotation.typed_text import ANSWER_MAX_CHARS, clean_typed_text
-from annotation.workforce import may_work
+from annotation.workforce import local_worker, may_work
 from crowdbench.security import annotator_page
 from frontend import tokens
-from frontend.arrival import (
-    IDLE_SECONDS,
-    done_in_study,
-    local_worker,
-    study_arrival,
-    study_participant,
-    valid_platform_id,
-)
+from frontend.arrival import IDLE_SECONDS, study_participant
 from frontend.page_parts import gold_material
 from frontend.rendering import NOTICES, problem_page, refusal
 from frontend.task_pages import PAGES
-from mturk import identity, qualifications
+from mturk import identity, links, qualifications
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy
+from mturk.participants import done_in_study
 
 
 def qualify_url(worker, stage, *, next_url=""):
@@ -72,9 +61,7 @@ def qualification_gate(request, worker, stage, *, next_url, study=None, session=
     if granted is None:
         return redirect(qualify_url(worker, stage, next_url=next_url))
     # Paused for low accuracy on gold items: a lease still held goes back to the pool at once.
-    for held in Assignment.objects.filter(worker=worker, unit__stage=stage,
-                                          status=Assignment.Status.LEASED):
-        return_assignment(assignment=held)
+    return_held(worker=worker, stage=stage)
     bar = granted.qualification.live_accuracy_bar
     accuracy = granted.live_accuracy
     message = (
@@ -155,12 +142,7 @@ def submit_gold(request, grant, *, wants_json):
             return JsonResponse({"ok": False, "error": str(error)}, status=400)
         return _render_gold(request, page, shown, grant, worker=worker, posted=request.POST,
                             error=str(error), status=400)
-    with transaction.atomic():
-        # One answer per item, whatever a double click or a resent form does.
-        Worker.objects.select_for_update().filter(pk=worker.pk).first()
-        if not GoldAnswer.objects.filter(item=item, worker=worker,
-                                         source=GoldAnswer.Source.LIVE).exists():
-            qualifications.record_live_gold_answer(worker, item.pk, answer)
+    qualifications.record_live_gold_answer(worker, item.pk, answer)
     next_url = grant.next_url or reverse("frontend:worker") + "?w=" + tokens.sign_worker(worker.pk)
     if wants_json:
         return JsonResponse({"ok": True, "next": next_url})
@@ -190,21 +172,21 @@ def _test_taker(request, stage):
         if worker.platform == Worker.Platform.LOCAL and worker.user_id != request.user.pk:
             raise tokens.TokenRefused("Please log in again to take the test.")
         return worker, grant
-    arrival = study_arrival(params)
+    try:
+        arrival = links.study_arrival(params)
+    except links.IncompleteLink as error:
+        raise Http404(str(error)) from None
     if arrival is not None:
-        platform, participant_id, study_id, platform_session_id = arrival
-        study = CrowdStudy.objects.filter(platform=platform, external_id=study_id,
+        study = CrowdStudy.objects.filter(platform=arrival.platform, external_id=arrival.study_id,
                                           stage=stage).first()
-        if study is None or not valid_platform_id(participant_id):
+        if study is None:
             raise Http404("This study is not known here. Please tell the researchers.")
-        platform_session_id = platform_session_id if valid_platform_id(platform_session_id) else ""
         try:
-            worker = study_participant(request, study=study, participant_id=participant_id,
-                                  platform_session_id=platform_session_id)
+            worker = study_participant(request, arrival=arrival, study=study)
         except identity.IdentityRefused as refused:
             raise tokens.TokenRefused(str(refused)) from None
         session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
-                                      platform_session_id=platform_session_id)
+                                      platform_session_id=arrival.session_id)
         next_url = reverse("frontend:stage", args=[stage]) + "?continue=" + tokens.sign_session(session)
         return worker, tokens.QualificationPass(worker_id=worker.pk, stage=stage, next_url=next_url)
     if params.get("workerId"):

@@ -7,8 +7,9 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import render
 
 from frontend import tokens
-from frontend.arrival import IDLE_SECONDS, done_in_study
+from frontend.arrival import IDLE_SECONDS
 from frontend.task_pages import PAGES
+from mturk.participants import done_in_study
 
 
 def page_or_404(stage):

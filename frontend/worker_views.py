@@ -13,14 +13,14 @@ from annotation.models import (
 from annotation.queue import (
     units_open_to,
 )
+from annotation.workforce import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
-from frontend.arrival import local_worker, mturk_confirmed
 from frontend.qualification_views import qualify_url, tasks_url
 from frontend.rendering import problem_page
 from frontend.task_pages import PAGES
 from frontend.worker_summary import recent_work, stage_tallies
-from mturk import qualifications
+from mturk import identity, qualifications
 
 
 @annotator_page(frameable=False)
@@ -53,7 +53,7 @@ def worker_page(request):
     else:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     only = None
-    if worker.platform == Worker.Platform.MTURK and not mturk_confirmed(worker, via):
+    if worker.platform == Worker.Platform.MTURK and not identity.mturk_assignment_confirmed(worker, via):
         # Whoever opened a HIT first with this worker id got this link, and MTurk cannot confirm
         # an assignment still being worked on: until it does, the link shows that task only.
         only = [via] if via is not None else []

@@ -6,12 +6,19 @@ Every refusal is an IdentityRefused whose message is for the claimant; nothing i
 """
 
 import re
+from dataclasses import dataclass
+
+from django.core.cache import cache
 
 from annotation.exceptions import AnnotationError
-from annotation.models import Worker
+from annotation.models import Assignment, Worker
+from annotation.queue import binding_conflict
+from annotation.workforce import platform_worker
+from crowdbench.security import mturk_submit_origin
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
-from mturk.models import Hit
+from mturk.links import valid_platform_id
+from mturk.models import Hit, Submission
 
 
 class IdentityRefused(AnnotationError):
@@ -24,15 +31,70 @@ MTURK_NOT_CONFIRMED = (
 )
 
 
-def mturk_hit_of_unit(unit, hit_id):
-    """The HIT `hit_id` if it is one we published for this unit, else None."""
-    if not hit_id:
-        return None
-    return Hit.objects.filter(unit=unit, hit_id=hit_id, study__platform=Worker.Platform.MTURK).first()
+MTURK_PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
 
-def unit_published_on_mturk(unit):
-    return Hit.objects.filter(unit=unit, study__platform=Worker.Platform.MTURK).exclude(hit_id="").exists()
+class NotOnMTurk(IdentityRefused):
+    """A HIT link for a unit we never published as that HIT: nothing of it is shown."""
+
+    def __init__(self):
+        super().__init__("This task is not published on MTurk. Please open it from your platform.")
+
+
+class IncompleteHitLink(IdentityRefused):
+    def __init__(self):
+        super().__init__("This task link is incomplete. Please open it again from MTurk.")
+
+
+@dataclass(frozen=True)
+class HitArrival:
+    """What MTurk's ExternalQuestion link says: a preview, or an accepted assignment of a worker."""
+
+    hit_id: str
+    assignment_id: str = ""
+    worker_id: str = ""
+    #: The MTurk origin the finished work is posted back to (sandbox or production).
+    submit_origin: str = ""
+
+    @property
+    def preview(self):
+        return not self.worker_id
+
+
+def hit_arrival(unit, params):
+    """The HitArrival of a request's query for `unit`. Only units we published as MTurk HITs are
+    opened this way, previews included: Prolific, Connect and in-house work is never opened by a
+    unit id and a made-up HIT id. Raises NotOnMTurk or IncompleteHitLink."""
+    hit_id = params.get("hitId", "")
+    if not (valid_platform_id(hit_id) and Hit.objects.filter(
+            unit=unit, hit_id=hit_id, study__platform=Worker.Platform.MTURK).exists()):
+        raise NotOnMTurk()
+    assignment_id = params.get("assignmentId", "")
+    worker_id = params.get("workerId", "").strip()
+    if assignment_id == MTURK_PREVIEW_ASSIGNMENT or not worker_id:
+        return HitArrival(hit_id=hit_id)
+    submit_origin = mturk_submit_origin(params.get("turkSubmitTo", ""))
+    if not (submit_origin and valid_platform_id(worker_id) and valid_platform_id(assignment_id)):
+        raise IncompleteHitLink()
+    return HitArrival(hit_id=hit_id, assignment_id=assignment_id, worker_id=worker_id,
+                      submit_origin=submit_origin)
+
+
+def admit_mturk_worker(*, unit, arrival):
+    """(worker, rebind) for an accepted HitArrival on `unit`.
+
+    The (assignmentId, workerId) pair is fixed at first load; any other claim is checked with MTurk
+    (GetAssignment) before the claimant gets a Worker row, a lease or a look at anybody's work, and
+    ``rebind`` says the queue may move the lease to the confirmed pair. Raises IdentityRefused.
+    """
+    worker = Worker.objects.filter(platform=Worker.Platform.MTURK, external_id=arrival.worker_id).first()
+    rebind = bool(binding_conflict(platform=Worker.Platform.MTURK, worker=worker, unit=unit,
+                                   platform_assignment_id=arrival.assignment_id,
+                                   platform_task_id=arrival.hit_id))
+    if rebind:
+        confirm_mturk_assignment(assignment_id=arrival.assignment_id, worker_id=arrival.worker_id,
+                                 hit_id=arrival.hit_id)
+    return worker or platform_worker(Worker.Platform.MTURK, arrival.worker_id), rebind
 
 
 def confirm_mturk_assignment(*, assignment_id, worker_id, hit_id):
@@ -89,3 +151,26 @@ def confirm_participant(*, study, participant_id, platform_session_id):
         raise IdentityRefused(STUDY_NOT_CONFIRMED) from error
     if not confirmed:
         raise IdentityRefused(STUDY_NOT_CONFIRMED)
+
+
+def mturk_assignment_confirmed(worker, assignment_id):
+    """Whether MTurk confirms that our assignment `assignment_id` (from a worker-page link) is this
+    worker's: from a synced submission, from an earlier answer kept in the cache, or by asking
+    GetAssignment."""
+    assignment = Assignment.objects.filter(pk=assignment_id, worker=worker).exclude(
+        platform_assignment_id="").first() if assignment_id is not None else None
+    if assignment is None:
+        return False
+    if Submission.objects.filter(worker=worker, study__platform=Worker.Platform.MTURK,
+                                 platform_assignment_id=assignment.platform_assignment_id).exists():
+        return True
+    key = f"crowdbench:mturk-confirmed:{worker.pk}:{assignment.platform_assignment_id}"
+    if cache.get(key):
+        return True
+    try:
+        confirm_mturk_assignment(assignment_id=assignment.platform_assignment_id,
+                                 worker_id=worker.external_id, hit_id=assignment.platform_task_id)
+    except IdentityRefused:
+        return False
+    cache.set(key, True, 24 * 3600)
+    return True

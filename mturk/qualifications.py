@@ -275,9 +275,18 @@ def live_gold_item(worker, stage):
 
 
 def record_live_gold_answer(worker, item_id, answer):
-    """Store a live gold answer and keep the worker's accuracy current; pauses them below the bar."""
+    """Store a live gold answer and keep the worker's accuracy current; pauses them below the bar.
+
+    One answer per item and worker counts, whatever a double click or a resent form does: a second
+    one is not stored, and the first is returned.
+    """
     item = GoldItem.objects.select_related("qualification").get(pk=item_id)
     with transaction.atomic():
+        # The worker's row is the lock two submits of the same item queue on.
+        Worker.objects.select_for_update().filter(pk=worker.pk).first()
+        first = GoldAnswer.objects.filter(item=item, worker=worker, source=GoldAnswer.Source.LIVE).first()
+        if first is not None:
+            return first
         gold = GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE,
                                          answer=answer, correct=_is_correct(item, answer))
         _update_live_accuracy(worker, item.qualification)

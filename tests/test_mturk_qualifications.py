@@ -125,6 +125,19 @@ def test_passing_on_mturk_grants_the_mturk_qualification(worker, mturk):
     mturk.done()
 
 
+def test_a_second_live_answer_to_the_same_item_is_not_stored_and_moves_no_accuracy(worker):
+    qualification = verification_test()
+    WorkerQualification.objects.create(qualification=qualification, worker=worker,
+                                       test_score="1.000")
+    item = GoldItem.objects.filter(answer="correct").first()
+    first = qualifications.record_live_gold_answer(worker, item.pk, "correct")
+    again = qualifications.record_live_gold_answer(worker, item.pk, "incorrect")
+    assert again.pk == first.pk and again.correct
+    assert GoldAnswer.objects.filter(worker=worker, source=GoldAnswer.Source.LIVE).count() == 1
+    granted = WorkerQualification.objects.get(worker=worker)
+    assert (granted.live_answers, granted.live_accuracy) == (1, 1)
+
+
 def test_live_gold_below_the_bar_pauses_the_worker_and_the_queue_stops(
         worker, mailoutbox, settings, django_capture_on_commit_callbacks):
     settings.ADMINS = [("Researcher", "researcher@example.org")]
@@ -135,9 +148,8 @@ def test_live_gold_below_the_bar_pauses_the_worker_and_the_queue_stops(
     launch(family, Stage.VERIFICATION)
     WorkUnit.objects.create(stage=Stage.VERIFICATION, key="v1", family=family)
     assert queue.units_open_to(worker=worker, stage=Stage.VERIFICATION).count() == 1
-    item = GoldItem.objects.filter(answer="correct").first()
     with django_capture_on_commit_callbacks(execute=True):
-        for _ in range(3):
+        for item in GoldItem.objects.filter(answer="correct"):
             qualifications.record_live_gold_answer(worker, item.pk, "incorrect")
     granted = WorkerQualification.objects.get(worker=worker)
     assert granted.status == WorkerQualification.Status.PAUSED and "0%" in granted.note

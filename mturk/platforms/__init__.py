@@ -3,20 +3,24 @@
 from annotation.models import Worker
 
 
-def get_backend(platform):
+def backend_classes():
     from mturk.platforms.cloudresearch import CloudResearchBackend
     from mturk.platforms.local import LocalBackend
     from mturk.platforms.mturk import MTurkBackend
     from mturk.platforms.prolific import ProlificBackend
 
-    backends = {
+    return {
         Worker.Platform.MTURK: MTurkBackend,
         Worker.Platform.CLOUDRESEARCH: CloudResearchBackend,
         Worker.Platform.PROLIFIC: ProlificBackend,
         Worker.Platform.LOCAL: LocalBackend,
     }
-    if platform not in backends:
+
+
+def get_backend(platform):
+    backend = backend_classes().get(platform)
+    if backend is None:
         from mturk.exceptions import PlatformError
 
         raise PlatformError(f"Work cannot be published on {platform}.")
-    return backends[platform]()
+    return backend()

@@ -30,6 +30,40 @@ class PlatformRecord:
     raw: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LinkParameter:
+    """One id in a study link: its name in the query and the placeholder the platform fills in."""
+
+    name: str
+    placeholder: str
+
+
+@dataclass(frozen=True)
+class StudyLinkParameters:
+    """How a study platform names its ids in the link it sends participants along.
+
+    ``session`` is one participant's attempt at the study (Connect's assignment, Prolific's
+    session); our assignments and the platform's submissions are matched on it.
+    """
+
+    participant: LinkParameter
+    study: LinkParameter
+    session: LinkParameter
+    #: The order the platform's own documentation writes them in, kept in the links we print.
+    order: tuple = ("participant", "study", "session")
+
+    def query(self):
+        return "&".join(f"{p.name}={p.placeholder}" for p in (getattr(self, role) for role in self.order))
+
+    def read(self, params):
+        """(participant id, study id, session id) from a request's query, or None when the
+        query carries none of this platform's ids."""
+        if not (params.get(self.participant.name) or params.get(self.study.name)):
+            return None
+        return (params.get(self.participant.name, ""), params.get(self.study.name, ""),
+                params.get(self.session.name, ""))
+
+
 @dataclass
 class CallResult:
     ok: bool
@@ -43,6 +77,10 @@ class Backend:
     #: Whether work is published as one platform task per unit (MTurk HITs) or as places in a
     #: study whose participants draw units from our queue.
     publishes_per_unit = False
+    #: StudyLinkParameters for platforms whose participants arrive by a study link, else None.
+    link_parameters = None
+    #: The setting holding the URL a participant is sent back to with the completion code.
+    completion_url_setting = ""
 
     def publish(self, study, *, units, reward):
         raise PlatformError(f"{self.platform} studies are published on its own site.")

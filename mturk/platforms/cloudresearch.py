@@ -11,12 +11,23 @@ from annotation.datasets.exports import neutralise_formula
 from annotation.models import Worker
 from mturk.exceptions import PlatformError
 from mturk.models import short_hash
-from mturk.platforms.base import Backend, CallResult, PlatformRecord, State
+from mturk.platforms.base import (
+    Backend,
+    CallResult,
+    LinkParameter,
+    PlatformRecord,
+    State,
+    StudyLinkParameters,
+)
 from mturk.platforms.http import JsonApi
 
 STATES = {"Pending": State.SUBMITTED, "Approved": State.APPROVED, "Rejected": State.REJECTED}
-LINK_PARAMETERS = {"participantId": "{%PARTICIPANT_ID%}", "assignmentId": "{%ASSIGNMENT_ID%}",
-                   "projectId": "{%PROJECT_ID%}"}
+LINK_PARAMETERS = StudyLinkParameters(
+    participant=LinkParameter("participantId", "{%PARTICIPANT_ID%}"),
+    study=LinkParameter("projectId", "{%PROJECT_ID%}"),
+    session=LinkParameter("assignmentId", "{%ASSIGNMENT_ID%}"),
+    order=("participant", "session", "study"),
+)
 
 
 class ConnectApi(JsonApi):
@@ -35,6 +46,7 @@ class ConnectApi(JsonApi):
 class CloudResearchBackend(Backend):
     platform = Worker.Platform.CLOUDRESEARCH
     link_parameters = LINK_PARAMETERS
+    completion_url_setting = "CLOUDRESEARCH_COMPLETE_URL"
 
     def _project(self, study):
         if not study.external_id:

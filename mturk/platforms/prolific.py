@@ -9,15 +9,25 @@ from django.utils.dateparse import parse_datetime
 
 from annotation.models import Worker
 from mturk.exceptions import PlatformError
-from mturk.platforms.base import Backend, CallResult, PlatformRecord, State
+from mturk.platforms.base import (
+    Backend,
+    CallResult,
+    LinkParameter,
+    PlatformRecord,
+    State,
+    StudyLinkParameters,
+)
 from mturk.platforms.http import JsonApi
 
 STATES = {
     "ACTIVE": State.IN_PROGRESS, "AWAITING REVIEW": State.SUBMITTED, "APPROVED": State.APPROVED,
     "REJECTED": State.REJECTED, "RETURNED": State.RETURNED, "TIMED-OUT": State.RETURNED,
 }
-LINK_PARAMETERS = {"PROLIFIC_PID": "{{%PROLIFIC_PID%}}", "STUDY_ID": "{{%STUDY_ID%}}",
-                   "SESSION_ID": "{{%SESSION_ID%}}"}
+LINK_PARAMETERS = StudyLinkParameters(
+    participant=LinkParameter("PROLIFIC_PID", "{{%PROLIFIC_PID%}}"),
+    study=LinkParameter("STUDY_ID", "{{%STUDY_ID%}}"),
+    session=LinkParameter("SESSION_ID", "{{%SESSION_ID%}}"),
+)
 REJECTION_CATEGORIES = [
     "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
     "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
@@ -38,6 +48,7 @@ class ProlificApi(JsonApi):
 class ProlificBackend(Backend):
     platform = Worker.Platform.PROLIFIC
     link_parameters = LINK_PARAMETERS
+    completion_url_setting = "PROLIFIC_COMPLETE_URL"
 
     def _study_id(self, study):
         if not study.external_id:
