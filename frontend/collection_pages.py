@@ -4,14 +4,13 @@ instruction-conditioned caption (Fig. 12) and verification (Figs. 13-14), each w
 import re
 
 from django.conf import settings
-from django.db import transaction
 
 from annotation.collection import captions, instructions, verification
-from annotation.collection.uploads import store_uploaded_image
+from annotation.collection.instructions import LICENCES, MAX_IMAGES_PER_INSTRUCTION
 from annotation.exceptions import AnnotationError
-from annotation.models import Assignment, ImageAsset, InstanceImage
+from annotation.models import ImageAsset
 from annotation.typed_text import CAPTION_MAX_CHARS, COMMENT_MAX_CHARS, INSTRUCTION_MAX_CHARS, field_limit
-from frontend.page_parts import LICENCES, MAX_IMAGES_PER_INSTRUCTION, gallery, gold_material
+from frontend.page_parts import gallery, gold_material
 
 # --- instruction generation (paper Fig. 11) -----------------------------------------------------
 
@@ -60,58 +59,19 @@ def _posted_slot_indexes(posted, files=None):
     return sorted(index for index in indexes if index < MAX_IMAGES_PER_INSTRUCTION)
 
 
-def _posted_images(request):
-    """The image slots the worker filled: (upload or None, url, licence, author, source)."""
-    filled = []
-    for index in _posted_slot_indexes(request.POST, request.FILES):
-        upload = request.FILES.get(f"image-{index}-file")
-        which = f"image {len(filled) + 1}"
-        url, licence, author, source = instructions.check_image_details(
-            url=request.POST.get(f"image-{index}-url", ""),
-            licence=request.POST.get(f"image-{index}-licence", ""),
-            author=request.POST.get(f"image-{index}-author", ""),
-            source_url=request.POST.get(f"image-{index}-source", ""), which=which)
-        if not upload and not url:
-            continue
-        if upload and url:
-            raise AnnotationError(f"For {which}, upload a file or give a link, not both.")
-        if url and not re.match(r"^https?://[^\s/]+\.[^\s/]+", url):
-            raise AnnotationError(f"The link of {which} is not a web address (https://...).")
-        if source and not re.match(r"^https?://[^\s/]+\.[^\s/]+", source):
-            raise AnnotationError(f"The source page of {which} is not a web address (https://...).")
-        if licence not in LICENCES:
-            raise AnnotationError(f"Please choose the licence of {which}.")
-        if not author:
-            raise AnnotationError(f"Please name the author of {which} (write “me” for your own photo).")
-        filled.append((upload, url, licence, author, source))
-    return filled
+def _image_slots(request):
+    return [{"upload": request.FILES.get(f"image-{index}-file"),
+             "url": request.POST.get(f"image-{index}-url", ""),
+             "licence": request.POST.get(f"image-{index}-licence", ""),
+             "author": request.POST.get(f"image-{index}-author", ""),
+             "source_url": request.POST.get(f"image-{index}-source", "")}
+            for index in _posted_slot_indexes(request.POST, request.FILES)]
 
 
 def post_instruction(*, request, assignment_id, worker, active_seconds):
-    mine = Assignment.objects.filter(pk=assignment_id, worker=worker).first()
-    if mine is not None and hasattr(mine, "instruction_submission"):
-        # A second click of Submit: the answer is stored already, so store no images again.
-        return f"instance-{mine.instruction_submission.instance_id}"
-    # Every typed field is checked before an upload is stored.
-    instructions.clean_instruction(request.POST.get("instruction", ""))
-    posted = _posted_images(request)
-    with transaction.atomic():
-        images = []
-        for upload, url, licence, author, source in posted:
-            details = {"licence": licence, "licence_url": LICENCES[licence], "author": author,
-                       "source_url": source, "uploaded_by": worker}
-            if upload:
-                images.append(store_uploaded_image(upload=upload, **details))
-            else:
-                images.append(instructions.image_from_url(url=url, **details))
-        instance = instructions.submit_instruction(
-            assignment_id=assignment_id, worker=worker,
-            instruction=request.POST.get("instruction", ""), images=images,
-            active_seconds=active_seconds,
-        )
-        if images and not InstanceImage.objects.filter(instance=instance, image=images[0]).exists():
-            # A concurrent duplicate submission won: keep its instance, drop the images made here.
-            transaction.set_rollback(True)
+    instance = instructions.submit_instruction_with_images(
+        assignment_id=assignment_id, worker=worker, instruction=request.POST.get("instruction", ""),
+        slots=_image_slots(request), active_seconds=active_seconds)
     return f"instance-{instance.pk}"
 
 

@@ -7,18 +7,6 @@ from dataclasses import dataclass, field
 from annotation.image_urls import image_url_allowed
 from annotation.models import Instance
 
-MAX_IMAGES_PER_INSTRUCTION = 8
-
-# Permissive licences only (paper §2.1: the images are released under their own open licences).
-LICENCES = {
-    "CC0 1.0": "https://creativecommons.org/publicdomain/zero/1.0/",
-    "Public Domain Mark 1.0": "https://creativecommons.org/publicdomain/mark/1.0/",
-    "CC BY 4.0": "https://creativecommons.org/licenses/by/4.0/",
-    "CC BY 2.0": "https://creativecommons.org/licenses/by/2.0/",
-    "CC BY-SA 4.0": "https://creativecommons.org/licenses/by-sa/4.0/",
-    "CC BY-SA 2.0": "https://creativecommons.org/licenses/by-sa/2.0/",
-}
-
 
 @dataclass(frozen=True)
 class GalleryImage:

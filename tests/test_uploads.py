@@ -8,6 +8,7 @@ from django.core.files.uploadedfile import InMemoryUploadedFile, SimpleUploadedF
 from django.db import DataError
 from PIL import Image
 
+from annotation.collection import instructions
 from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
 from annotation.models import ImageAsset
@@ -207,3 +208,46 @@ def test_failed_write_keeps_a_file_another_image_already_uses(media_root):
 
     assert stored_files(media_root) == [media_root / kept.file.name]
     assert list(ImageAsset.objects.all()) == [kept]
+
+
+def instruction_lease(*, multi=False):
+    from annotation.queue import lease_unit
+    from tests.frontend_support import instruction_unit
+
+    worker = WorkerFactory()
+    return worker, lease_unit(worker=worker, unit=instruction_unit(multi=multi))
+
+
+def slot(data=None, **details):
+    return {"upload": upload(data) if data else None, "url": "", "licence": "CC0 1.0",
+            "author": "me", "source_url": "", **details}
+
+
+def test_an_instruction_sent_twice_stores_its_uploaded_image_once(media_root):
+    worker, lease = instruction_lease()
+    seeds, seed_files = ImageAsset.objects.count(), len(stored_files(media_root))
+    sent = {"assignment_id": lease.pk, "worker": worker,
+            "instruction": "What is written on the sign above the door, and in which language?"}
+    first = instructions.submit_instruction_with_images(**sent, slots=[slot(image_bytes("PNG"))])
+    again = instructions.submit_instruction_with_images(**sent, slots=[slot(image_bytes("PNG"))])
+    assert again.pk == first.pk
+    assert ImageAsset.objects.count() == seeds + 1
+    assert len(stored_files(media_root)) == seed_files + 1
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    ({"url": "https://example.org/a.png", "licence": "All rights reserved"}, "licence of image 2"),
+    ({"url": "https://example.org/a.png", "author": ""}, "author of image 2"),
+    ({"url": "javascript:alert(1)"}, "link of image 2 is not a web address"),
+    ({"url": "https://example.org/a.png", "with_file": True}, "For image 2, upload a file or give a link"),
+])
+def test_a_bad_slot_is_named_and_no_image_of_the_form_is_stored(media_root, second, message):
+    worker, lease = instruction_lease(multi=True)
+    seeds, seed_files = ImageAsset.objects.count(), stored_files(media_root)
+    with_file = second.pop("with_file", False)
+    with pytest.raises(AnnotationError, match=message):
+        instructions.submit_instruction_with_images(
+            assignment_id=lease.pk, worker=worker,
+            instruction="What is written on the sign above the door, and in which language?",
+            slots=[slot(image_bytes("PNG")), slot(image_bytes("JPEG") if with_file else None, **second)])
+    assert ImageAsset.objects.count() == seeds and stored_files(media_root) == seed_files
