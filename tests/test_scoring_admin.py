@@ -40,3 +40,18 @@ def test_predictions_import_view_reports_errors_by_row(admin_client_):
     page = response.content.decode()
     assert "row 2, column" in page and "row 3: no instance" in page
     assert not ModelResponse.objects.exists()
+
+
+def test_an_action_over_several_studies_reports_the_one_it_cannot_do_and_does_the_rest(admin_client_):
+    from annotation.models import PreferenceStudy, WorkUnit
+
+    with_responses(verified_instance(), "llava", "otter")
+    ready = create_study(name="Ready to launch")
+    empty = create_study(name="Nothing sampled", sample=False)
+    response = admin_client_.post(reverse("admin:annotation_preferencestudy_changelist"), {
+        "action": "launch", "_selected_action": [empty.pk, ready.pk]}, follow=True)
+    said = [str(message) for message in response.context["messages"]]
+    assert any(text.startswith("Nothing sampled: ") and "sample them first" in text for text in said)
+    assert "Ready to launch: launched." in said
+    assert WorkUnit.objects.filter(battle__study=ready).count() == ready.battles.count() > 0
+    assert not PreferenceStudy.objects.get(pk=empty.pk).battles.exists()

@@ -9,6 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from annotation.admin.actions import each_selected
 from annotation.admin.families import family_sheets
 from annotation.admin.study_workflow import study_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
@@ -107,17 +108,12 @@ class RubricInline(admin.TabularInline):
 
 def _judge_action(mode):
     def action(modeladmin, request, queryset):
-        queued = False
-        for study in queryset:
-            try:
-                run = create_judge_run(study=study, mode=mode)
-            except AnnotationError as error:
-                modeladmin.message_user(request, str(error), messages.ERROR)
-                continue
+        runs = each_selected(modeladmin, request, queryset,
+                             lambda study: create_judge_run(study=study, mode=mode))
+        for study, run in runs:
             enqueue("tasks.run_judge", run.pk)
             modeladmin.message_user(request, f"{study}: judge run #{run.pk} ({run.engine}) queued.")
-            queued = True
-        if queued:
+        if runs:
             say_if_jobs_will_wait(modeladmin, request)
 
     action.__name__ = f"run_judge_{mode}"
@@ -203,23 +199,15 @@ class PreferenceStudyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Sample battles (with the study's seed)")
     def sample(self, request, queryset):
-        for study in queryset:
-            try:
-                count = studies.sample_battles(study=study)
-            except AnnotationError as error:
-                self.message_user(request, str(error), messages.ERROR)
-            else:
-                self.message_user(request, f"{study}: {count} battles sampled.")
+        for study, count in each_selected(self, request, queryset,
+                                          lambda study: studies.sample_battles(study=study)):
+            self.message_user(request, f"{study}: {count} battles sampled.")
 
     @admin.action(description="Launch: put the battles in the crowd work queue")
     def launch(self, request, queryset):
-        for study in queryset:
-            try:
-                studies.launch_study(study=study)
-            except AnnotationError as error:
-                self.message_user(request, str(error), messages.ERROR)
-            else:
-                self.message_user(request, f"{study}: launched.")
+        for study, _ in each_selected(self, request, queryset,
+                                      lambda study: studies.launch_study(study=study)):
+            self.message_user(request, f"{study}: launched.")
 
 
 @admin.register(Battle)
@@ -305,14 +293,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Run again (cached answers cost nothing)")
     def rerun(self, request, queryset):
-        queued = 0
-        for run in queryset:
-            try:
-                run_again(run=run)
-            except AnnotationError as error:
-                self.message_user(request, str(error), messages.ERROR)
-                continue
-            queued += 1
+        queued = len(each_selected(self, request, queryset, lambda run: run_again(run=run)))
         if queued:
             self.message_user(request, f"{queued} judge run(s) queued.")
             say_if_jobs_will_wait(self, request)

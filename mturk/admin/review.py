@@ -3,6 +3,7 @@
 from django import forms
 from django.contrib import admin, messages
 
+from annotation.admin.actions import each_selected
 from annotation.models import WorkerBlock
 from mturk.admin.common import PayPermissionMixin, form_step, report
 from mturk.exceptions import PlatformError
@@ -92,15 +93,16 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
                                     title="Pay a bonus", submit_label="Pay", action="bonus")
         if response:
             return response
-        for submission in queryset:
-            try:
-                bonus = reviewing.create_bonus(submission=submission, actor=request.user,
-                                              amount=form.cleaned_data["amount"],
-                                              reason=form.cleaned_data["reason"])
-                reviewing.pay_bonus(bonus=bonus, actor=request.user)
-            except PlatformError as error:
-                self.message_user(request, f"{submission.worker}: {error}", messages.ERROR)
-                continue
+        amount, reason = form.cleaned_data["amount"], form.cleaned_data["reason"]
+
+        def pay(submission):
+            bonus = reviewing.create_bonus(submission=submission, actor=request.user, amount=amount,
+                                           reason=reason)
+            reviewing.pay_bonus(bonus=bonus, actor=request.user)
+            return bonus
+
+        for submission, bonus in each_selected(self, request, queryset, pay,
+                                               label=lambda submission: submission.worker):
             self.message_user(request, f"Paid ${bonus.amount_usd} to {submission.worker}.")
         return None
 
@@ -110,12 +112,10 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
                                     title="Block workers", submit_label="Block", action="block")
         if response:
             return response
-        for submission in queryset:
-            try:
-                reviewing.block_worker(worker=submission.worker, study=submission.study,
-                                      reason=form.cleaned_data["reason"], actor=request.user)
-            except PlatformError as error:
-                self.message_user(request, f"{submission.worker}: {error}", messages.ERROR)
+        reason = form.cleaned_data["reason"]
+        each_selected(self, request, queryset, lambda submission: reviewing.block_worker(
+            worker=submission.worker, study=submission.study, reason=reason, actor=request.user),
+            label=lambda submission: submission.worker)
         return None
 
     @admin.action(description="Message these workers", permissions=["pay"])
@@ -127,13 +127,10 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
         by_study = {}
         for submission in queryset.select_related("study", "worker"):
             by_study.setdefault(submission.study, set()).add(submission.worker)
-        for study, workers in by_study.items():
-            try:
-                reviewing.notify_workers(study=study, workers=workers, actor=request.user,
-                                        subject=form.cleaned_data["subject"],
-                                        message=form.cleaned_data["message"])
-            except PlatformError as error:
-                self.message_user(request, f"{study}: {error}", messages.ERROR)
+        subject, message = form.cleaned_data["subject"], form.cleaned_data["message"]
+        each_selected(self, request, by_study, lambda study: reviewing.notify_workers(
+            study=study, workers=by_study[study], actor=request.user, subject=subject,
+            message=message))
         return None
 
 
@@ -151,11 +148,9 @@ class BonusAdmin(PayPermissionMixin, admin.ModelAdmin):
 
     @admin.action(description="Pay selected bonuses (never twice)", permissions=["pay"])
     def pay_selected(self, request, queryset):
-        for bonus in queryset:
-            try:
-                reviewing.pay_bonus(bonus=bonus, actor=request.user)
-            except PlatformError as error:
-                self.message_user(request, f"Bonus {bonus.pk}: {error}", messages.ERROR)
+        each_selected(self, request, queryset,
+                      lambda bonus: reviewing.pay_bonus(bonus=bonus, actor=request.user),
+                      label=lambda bonus: f"Bonus {bonus.pk}")
 
 
 @admin.register(WorkerBlock)

@@ -9,6 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
+from annotation.admin.actions import each_selected
 from annotation.models import Worker, WorkerQualification
 from annotation.public_urls import placeholder_warning
 from mturk import client as mturk_client
@@ -157,47 +158,34 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
             if warning := placeholder_warning("the HITs and study links of this batch"):
                 self.message_user(request, warning, messages.WARNING)
             return response
-        for study in queryset:
-            try:
-                published = publishing.publish_batch(study=study, tasks=form.cleaned_data["tasks"],
-                                                   actor=request.user)
-            except PlatformError as error:
-                self.message_user(request, f"{study}: {error}", messages.ERROR)
-                continue
+        tasks = form.cleaned_data["tasks"]
+        batches = each_selected(self, request, queryset, lambda study: publishing.publish_batch(
+            study=study, tasks=tasks, actor=request.user))
+        for study, published in batches:
             what = f"{len(published)} HIT(s)" if published else f"{form.cleaned_data['tasks']} place(s)"
             self.message_user(request, f"{study}: published {what}.", messages.SUCCESS)
         return None
 
     @admin.action(description="Sync submitted work now")
     def sync(self, request, queryset):
-        for study in queryset:
-            try:
-                counts = syncing.sync_study(study=study)
-            except PlatformError as error:
-                self.message_user(request, f"{study}: {error}", messages.ERROR)
-                continue
+        for study, counts in each_selected(self, request, queryset,
+                                           lambda study: syncing.sync_study(study=study)):
             summary = ", ".join(f"{n} {review}" for review, n in sorted(counts.items())) or "nothing new"
             self.message_user(request, f"{study}: synced ({summary}).", messages.SUCCESS)
 
     @admin.action(description="Plan pay and set the reward from the target wage", permissions=["pay"])
     def plan_pay(self, request, queryset):
-        for study in queryset:
-            try:
-                plan = publishing.set_reward_from_plan(study=study, actor=request.user)
-            except PlatformError as error:
-                self.message_user(request, f"{study}: {error}", messages.ERROR)
-                continue
+        plans = each_selected(self, request, queryset, lambda study: publishing.set_reward_from_plan(
+            study=study, actor=request.user))
+        for study, plan in plans:
             self.message_user(request, f"{study}: reward set to ${plan.reward} "
                                        f"({plan.seconds_per_task:.0f} s, {plan.time_source}).")
 
     @admin.action(description="Expire open HITs", permissions=["pay"])
     def expire_hits(self, request, queryset):
-        for study in queryset:
-            try:
-                hits = reviewing.expire_hits(study=study, actor=request.user)
-            except PlatformError as error:
-                self.message_user(request, f"{study}: {error}", messages.ERROR)
-                continue
+        expired = each_selected(self, request, queryset,
+                                lambda study: reviewing.expire_hits(study=study, actor=request.user))
+        for study, hits in expired:
             self.message_user(request, f"{study}: expired {len(hits)} HIT(s).")
 
 
@@ -245,8 +233,6 @@ class HitAdmin(PayPermissionMixin, admin.ModelAdmin):
             intro="A HIT made with fewer than 10 assignments cannot grow to 10 or more.")
         if response:
             return response
-        for hit in queryset:
-            try:
-                reviewing.extend_hit(hit=hit, more=form.cleaned_data["more"], actor=request.user)
-            except PlatformError as error:
-                self.message_user(request, f"{hit}: {error}", messages.ERROR)
+        more = form.cleaned_data["more"]
+        each_selected(self, request, queryset,
+                      lambda hit: reviewing.extend_hit(hit=hit, more=more, actor=request.user))
