@@ -32,6 +32,7 @@ from crowdbench.celery import app
 from fixtures.demo import IMAGES
 from fixtures.loader import skimage_data_dir
 from tests.openai_fake import FakeOpenAI, completion
+from tests.paths import SCREENSHOTS
 from tests.test_celery_worker import CeleryWorker
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
@@ -39,8 +40,6 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 # Background jobs and the bootstrap behind the leaderboard on a busy two-core machine.
 JOB_TIMEOUT_MS = 90_000

@@ -15,6 +15,7 @@ from annotation.models import InstructionFamily, JudgeRun, SeedImage, Stage, Sta
 from annotation.preferences.studies import create_study, launch_study
 from fixtures.demo import IMAGES
 from fixtures.loader import skimage_data_dir
+from tests.paths import DOCS_SCREENSHOTS
 from tests.scoring_factories import verified_instance, with_responses
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
@@ -22,8 +23,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+SCREENSHOTS = DOCS_SCREENSHOTS
 CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "a-long-test-password"
 

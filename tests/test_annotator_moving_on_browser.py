@@ -2,18 +2,17 @@
 """Issue 9.9 in headless Chromium: give a task back, see "saved", log out, "Your work" at 390 px,
 and Swagger UI with no network beyond this site."""
 
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.models import Assignment
 from tests.frontend_support import caption_unit, confirmed_by_sync, unit_url, verification_unit
+from tests.paths import DOCS_SCREENSHOTS
 from tests.test_frontend_browser import browser, external_submit, page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-DOCS_SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 CAPTION = "A white cup of coffee with latte art in the shape of a heart, on a white saucer, steam rising."
 
 

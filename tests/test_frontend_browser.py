@@ -43,15 +43,14 @@ from tests.frontend_support import (
     unit_url,
     verification_unit,
 )
+from tests.paths import ARTIFACTS, SCREENSHOTS
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
-AXE_DIR = ROOT / "test-artifacts" / "axe"
+AXE_DIR = ARTIFACTS / "axe"
 CHROMIUM = "/usr/bin/chromium"
 CAPTION = "A white cup of coffee with latte art in the shape of a heart, on a white saucer, steam rising."
 

@@ -2,7 +2,6 @@
 
 import re
 from html import unescape
-from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -16,6 +15,7 @@ from tests.frontend_support import (
     preview_url,
     unit_url,
 )
+from tests.paths import SEEDS
 
 pytestmark = pytest.mark.django_db
 
@@ -104,10 +104,8 @@ def test_criteria_and_rubric_scores_are_asked_and_stored_per_shown_side():
 
 def chirp_survey_questions():
     """The five criteria as CHIRP's survey showed them (Appendix C.2.1, Fig. 19), from the paper."""
-    # The papers sit beside the project, as the published sheets do (tests/published_data.py).
-    candidates = [parent / "shared/seeds/004_eb2ff90e44e08a9d.txt" for parent in Path(__file__).resolve().parents]
-    text = next((path for path in candidates if path.exists()), None)
-    assert text is not None, "CHIRP's paper (shared/seeds/004_eb2ff90e44e08a9d.txt) is not beside the project"
+    text = SEEDS / "004_eb2ff90e44e08a9d.txt"
+    assert text.exists(), f"CHIRP's paper ({text}) is not beside the project"
     pattern = re.compile(r"^(Overall Preference|Relevance and Completeness Evaluation|Understanding and "
                          r"Reasoning|Hallucination Evaluation|Detail Evaluation): (Which .*\?)$", re.M)
     found = dict(pattern.findall(text.read_text()))

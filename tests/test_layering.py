@@ -18,11 +18,12 @@ A module may import its own layer or a lower one. Circles are forbidden in any l
 
 import ast
 from collections import defaultdict
-from pathlib import Path
 
 import networkx as nx
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import PROJECT
+
+ROOT = PROJECT
 PACKAGES = ("crowdbench", "annotation", "mturk", "tasks", "frontend")
 EDGE_PARTS = ("admin", "api", "management", "templatetags")
 

@@ -19,14 +19,14 @@ from annotation.queue import next_assignment
 from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
+from tests.paths import DOCS_SCREENSHOTS
 from tests.scoring_factories import verified_instance, with_responses
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOT = ROOT / "docs" / "screenshots" / "leaderboard.png"
+SCREENSHOT = DOCS_SCREENSHOTS / "leaderboard.png"
 CHROMIUM = "/usr/bin/chromium"
 # How often a worker prefers each model in a battle, so the ranking has a shape to read.
 STRENGTH = {"human-verified reference": 0.8, "llava-1.5": 0.6, "instructblip": 0.45, "otter": 0.3}

@@ -4,9 +4,10 @@ leaderboard, a plot, a snapshot), so the workers that serve annotators stay smal
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import PROJECT
+
+ROOT = PROJECT
 SCIENTIFIC_STACK = ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "numba", "matplotlib",
                     "pyarrow", "datasets", "crowdkit")
 
@@ -18,6 +19,7 @@ from crowdbench.wsgi import application
 from django.urls import get_resolver
 get_resolver().url_patterns
 from django.contrib import admin
+from tests.paths import PROJECT
 admin.site.get_urls()
 print(json.dumps(sorted(name for name in {stack!r} if name in sys.modules)))
 """

@@ -118,18 +118,18 @@ def _settle_instance(*, instance, reference, config):
     instance.save(update_fields=["status", "reference_output", "updated_at"])
 
 
-def record_imported_verdict(*, reference, gpt4_correct, problem_in_caption, problem_in_gpt4):
+def record_imported_verdict(*, reference, reference_correct, problem_in_caption, problem_in_response):
     """The outcome a published sheet gives for a reference (human_ratings_* columns)."""
-    reference.verdict = Reference.Verdict.CORRECT if gpt4_correct else Reference.Verdict.INCORRECT
+    reference.verdict = Reference.Verdict.CORRECT if reference_correct else Reference.Verdict.INCORRECT
     reference.problem_in_caption = problem_in_caption
-    reference.problem_in_response = problem_in_gpt4
+    reference.problem_in_response = problem_in_response
     reference.decided_at = timezone.now()
     reference.save()
     instance = reference.instance
     # A published sheet keeps a row whose candidate was wrong when it gives a human-written
     # reference_output (most of visit_bench_multi_images.csv does), so only a row without one
     # is discarded.
-    kept = gpt4_correct or bool(instance.reference_output.strip())
+    kept = reference_correct or bool(instance.reference_output.strip())
     instance.status = Instance.Status.VERIFIED if kept else Instance.Status.DISCARDED
     instance.save(update_fields=["status", "updated_at"])
     return reference

@@ -317,7 +317,7 @@ def _write_instance(row, *, family, images, imported_from, layout):
         model="" if fully_annotated else IMPORTED_REFERENCE_MODEL,
         text=content.human_output if fully_annotated else content.prediction,
     )
-    record_imported_verdict(reference=reference, gpt4_correct=content.correct,
+    record_imported_verdict(reference=reference, reference_correct=content.correct,
                             problem_in_caption=content.problem_in_caption,
-                            problem_in_gpt4=content.problem_in_gpt4)
+                            problem_in_response=content.problem_in_response)
     return instance

@@ -134,7 +134,7 @@ class Content:
     metadata: dict
     correct: bool
     problem_in_caption: bool
-    problem_in_gpt4: bool
+    problem_in_response: bool
 
     @property
     def key(self):
@@ -146,7 +146,7 @@ class Content:
             CATEGORY: self.category, IMAGES: self.image_urls, INSTRUCTION: self.instruction,
             PREDICTION: self.prediction, CAPTIONS: self.captions, BLIP2: self.blip2_captions,
             REFERENCE_OUTPUT: self.reference_output, CORRECT: self.correct,
-            PROBLEM_IN_CAPTION: self.problem_in_caption, PROBLEM_IN_GPT4: self.problem_in_gpt4,
+            PROBLEM_IN_CAPTION: self.problem_in_caption, PROBLEM_IN_GPT4: self.problem_in_response,
             METADATA: self.metadata, IS_MULTI: len(self.image_urls) > 1,
             HUMAN_OUTPUT: self.human_output,
         }[concept]
@@ -358,7 +358,7 @@ def parse_row(layout, cells, *, on_error):
             captions=captions, blip2_captions=blip2, prediction="", reference_output=output,
             human_output=output, metadata=values.get(METADATA, {}),
             # The example's outputs were written and checked by people: correct by definition.
-            correct=True, problem_in_caption=False, problem_in_gpt4=False,
+            correct=True, problem_in_caption=False, problem_in_response=False,
         )
     reference_output = values.get(REFERENCE_OUTPUT, "")
     return Content(
@@ -367,7 +367,7 @@ def parse_row(layout, cells, *, on_error):
         reference_output=reference_output,
         human_output=reference_output or values[PREDICTION], metadata=values.get(METADATA, {}),
         correct=values[CORRECT], problem_in_caption=values[PROBLEM_IN_CAPTION],
-        problem_in_gpt4=values[PROBLEM_IN_GPT4],
+        problem_in_response=values[PROBLEM_IN_GPT4],
     )
 
 

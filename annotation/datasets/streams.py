@@ -105,7 +105,7 @@ def _content(instance):
         metadata=instance.public_images_metadata,
         correct=bool(reference) and reference.verdict == Reference.Verdict.CORRECT,
         problem_in_caption=bool(reference) and reference.problem_in_caption,
-        problem_in_gpt4=bool(reference) and reference.problem_in_response,
+        problem_in_response=bool(reference) and reference.problem_in_response,
     )
 
 

@@ -4,9 +4,10 @@ import os
 import secrets
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import PROJECT
+
+ROOT = PROJECT
 
 
 def _production_env(**extra):
