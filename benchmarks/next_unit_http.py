@@ -7,7 +7,7 @@ request.
 
 It fills the database `crowdbench_bench_annotator` as benchmarks/annotator_pages.py does
 (caption units behind a Prolific study), counts the queries of one next-unit request in-process
-(what `tests/test_next_unit_queries.py` bounds), then starts gunicorn with DEBUG off and
+(what `tests/annotation/test_next_unit_queries.py` bounds), then starts gunicorn with DEBUG off and
 --workers sync workers, as the compose file's `web` service does. Each simulated participant is
 a thread with its own cookie jar that loads the next unit through the study link and submits a
 caption, waiting a random time (uniform, mean --think) before each request. Two loads: 20

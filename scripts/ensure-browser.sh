@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's Chromium for the browser tests (tests/test_frontend_browser.py) when it is
+# Install Debian's Chromium for the browser tests (tests/frontend/test_frontend_browser.py) when it is
 # missing; `playwright install` downloads from a CDN, which this kind of machine cannot reach.
 set -euo pipefail
 

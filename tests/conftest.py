@@ -1,6 +1,14 @@
-import pytest
+from pathlib import Path
 
+import pytest
+from django.conf import settings as django_settings
+from django.db import connection, connections
+
+from crowdbench.celery import app
+from tests.celery_support import CeleryWorker
 from tests.factories import WorkerFactory
+
+CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture
@@ -39,3 +47,48 @@ def mturk(settings, monkeypatch):
 
     with MTurkWire(settings, monkeypatch) as wire:
         yield wire
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium through Playwright, one per test module."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: run scripts/ensure-browser.sh")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        # While Playwright's loop runs in this thread, asgiref keeps Django's connections per
+        # context rather than per thread; the ones opened meanwhile are closed here, in that
+        # context, or the test database could not be dropped at the end of the session.
+        connections.close_all()
+        browser.close()
+
+
+@pytest.fixture
+def start_worker(openai_server, tmp_path):
+    """Start a worker (with extra environment if asked) once the queue holds nothing stale."""
+    # The worker is another process: it can share neither an in-memory SQLite test database nor
+    # the file broker of the embedded default without reaching a developer's own worker.
+    if connection.vendor != "postgresql" or not django_settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("needs DATABASE_URL for PostgreSQL and CELERY_BROKER_URL for Redis (make test)")
+    app.conf.broker_url = django_settings.CELERY_BROKER_URL
+    app.control.purge()
+    workers = []
+
+    def start(extra_args=(), **environment):
+        worker = CeleryWorker(log_path=tmp_path / f"worker-{len(workers)}.log",
+                              openai_base_url=openai_server.base_url, extra_args=extra_args,
+                              **environment)
+        workers.append(worker)
+        worker.wait_for_log(" ready.")
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+    app.control.purge()

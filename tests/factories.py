@@ -88,3 +88,11 @@ def launch(family, stage, *, overlap=1, lease_minutes=30, **options):
 
 
 __all__ = ["Stage", "launch"]
+
+
+def awaiting_reference(**instance_fields):
+    """An instance whose caption is in, waiting for its reference to be generated."""
+    instance = InstanceFactory(status=Instance.Status.AWAITING_REFERENCE, **instance_fields)
+    instance.current_caption = CaptionFactory(instance=instance)
+    instance.save()
+    return instance

@@ -1,4 +1,4 @@
-"""Rows behind the annotator pages, made through the real services (tests/test_frontend*.py)."""
+"""Rows behind the annotator pages, made through the real services (tests/frontend/)."""
 
 from decimal import Decimal
 from urllib.parse import urlencode

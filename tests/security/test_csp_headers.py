@@ -47,37 +47,31 @@ def test_the_admin_may_not_be_framed_by_anyone(admin_client):
 
 @pytest.mark.browser
 def test_chromium_loads_no_off_list_image_on_admin_pages_and_reports_no_other_violation(
-        live_server, admin_client, settings):
+        browser, live_server, admin_client, settings):
     """The policy holds in a real browser, and the admin and Swagger UI still work under it."""
-    from playwright.sync_api import sync_playwright
-
     session = admin_client.cookies[settings.SESSION_COOKIE_NAME].value
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        context = browser.new_context()
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session,
-                              "url": live_server.url}])
-        page = context.new_page()
-        fetched, violations = [], []
-        page.on("requestfinished", lambda request: fetched.append(request.url))
-        page.on("console", lambda message: violations.append(message.text)
-                if "Content Security Policy" in message.text else None)
+    context = browser.new_context()
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session,
+                          "url": live_server.url}])
+    page = context.new_page()
+    fetched, violations = [], []
+    page.on("requestfinished", lambda request: fetched.append(request.url))
+    page.on("console", lambda message: violations.append(message.text)
+            if "Content Security Policy" in message.text else None)
 
-        page.goto(f"{live_server.url}/admin/annotation/imageasset/")
-        assert page.locator("#changelist").is_visible()
-        page.goto(f"{live_server.url}/api/docs/")
-        page.locator(".swagger-ui .info .title").wait_for()
-        assert not violations, violations
+    page.goto(f"{live_server.url}/admin/annotation/imageasset/")
+    assert page.locator("#changelist").is_visible()
+    page.goto(f"{live_server.url}/api/docs/")
+    page.locator(".swagger-ui .info .title").wait_for()
+    assert not violations, violations
 
-        # An image a worker's link would inject is blocked by the policy, not fetched.
-        page.goto(f"{live_server.url}/admin/")
-        blocked = page.evaluate("""url => new Promise(resolve => {
-            document.addEventListener('securitypolicyviolation', e => resolve(e.blockedURI));
-            const img = document.createElement('img'); img.src = url; document.body.append(img);
-        })""", METADATA_IMAGE)
-        browser.close()
+    # An image a worker's link would inject is blocked by the policy, not fetched.
+    page.goto(f"{live_server.url}/admin/")
+    blocked = page.evaluate("""url => new Promise(resolve => {
+        document.addEventListener('securitypolicyviolation', e => resolve(e.blockedURI));
+        const img = document.createElement('img'); img.src = url; document.body.append(img);
+    })""", METADATA_IMAGE)
+    context.close()
 
     assert re.match(r"https://169\.254\.169\.254", blocked)
     assert not any("169.254.169.254" in url for url in fetched)

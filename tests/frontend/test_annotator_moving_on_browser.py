@@ -9,7 +9,6 @@ from django.contrib.auth import get_user_model
 from annotation.models import Assignment
 from tests.frontend_support import caption_unit, confirmed_by_sync, unit_url, verification_unit
 from tests.paths import DOCS_SCREENSHOTS
-from tests.test_frontend_browser import browser, external_submit, page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,6 @@ The screenshot lands in docs/screenshots/leaderboard.png (the README shows it).
 
 import os
 import random
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -27,7 +26,6 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SCREENSHOT = DOCS_SCREENSHOTS / "leaderboard.png"
-CHROMIUM = "/usr/bin/chromium"
 # How often a worker prefers each model in a battle, so the ranking has a shape to read.
 STRENGTH = {"human-verified reference": 0.8, "llava-1.5": 0.6, "instructblip": 0.45, "otter": 0.3}
 
@@ -56,19 +54,6 @@ def pilot_study(judge_server):
     return study
 
 
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is missing: run scripts/ensure-browser.sh")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
 
 
 def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warnings(

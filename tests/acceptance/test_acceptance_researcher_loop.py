@@ -18,29 +18,27 @@ import io
 import os
 import re
 import time
-from pathlib import Path
 from urllib.parse import urljoin
 
 import pandas as pd
 import pytest
 from django.core.management import call_command
-from django.db import connection, connections
+from django.db import connection
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from crowdbench.celery import app
 from fixtures.demo import IMAGES
 from fixtures.loader import skimage_data_dir
+from tests.celery_support import CeleryWorker
 from tests.openai_fake import FakeOpenAI, completion
 from tests.paths import SCREENSHOTS
-from tests.test_celery_worker import CeleryWorker
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
 # Background jobs and the bootstrap behind the leaderboard on a busy two-core machine.
 JOB_TIMEOUT_MS = 90_000
 ANNOTATOR_PASSWORD = "annotate-in-house-42"
@@ -325,23 +323,6 @@ def read_with_pandas(path):
 # --- fixtures --------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is missing: run scripts/ensure-browser.sh")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        # While Playwright's loop runs in this thread, asgiref keeps Django's connections per
-        # context rather than per thread; the ones opened meanwhile are closed here, in that
-        # context, or the test database could not be dropped at the end of the session.
-        connections.close_all()
-        browser.close()
 
 
 @pytest.fixture

@@ -8,10 +8,7 @@ Screenshots land in test-artifacts/screenshots/.
 import os
 import shutil
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -51,60 +48,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 AXE_DIR = ARTIFACTS / "axe"
-CHROMIUM = "/usr/bin/chromium"
 CAPTION = "A white cup of coffee with latte art in the shape of a heart, on a white saucer, steam rising."
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is missing: run scripts/ensure-browser.sh")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser, live_server):
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("dialog", lambda dialog: page.errors.append(f"dialog: {dialog.message}") or dialog.dismiss())
-    yield page
-    context.close()
-
-
-@pytest.fixture
-def external_submit(settings):
-    """MTurk's externalSubmit endpoint on loopback, recording what the worker's browser posts."""
-    received = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-            received.append((self.path, {k: v[0] for k, v in parse_qs(body).items()}))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(b"<!doctype html><title>MTurk</title><p>HIT submitted")
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    origin = f"http://127.0.0.1:{server.server_address[1]}"
-    settings.MTURK_SUBMIT_ORIGINS = [origin]
-    yield origin, received
-    server.shutdown()
-    server.server_close()
 
 
 def shoot(page, name):

@@ -6,7 +6,6 @@ from django.urls import reverse
 
 from annotation.admin.worker_check import workers_answering
 from tests.factories import FamilyFactory
-from tests.test_celery_worker import start_worker  # noqa: F401 (a fixture: a real worker process)
 
 NO_WORKER = "No Celery worker is answering"
 

@@ -5,7 +5,6 @@ Screenshots of the pages land in docs/screenshots/ (the README shows them).
 """
 
 import os
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -24,23 +23,9 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SCREENSHOTS = DOCS_SCREENSHOTS
-CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "a-long-test-password"
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is missing: run scripts/ensure-browser.sh")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

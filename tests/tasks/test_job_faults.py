@@ -19,15 +19,14 @@ from annotation.judging.runner import create_judge_run
 from annotation.models import Caption, Instance, JudgeCall, JudgeRun, Reference
 from annotation.preferences.studies import create_study
 from crowdbench.celery import app
-from tests import test_celery_worker
+from tests.celery_support import wait_for
+from tests.factories import awaiting_reference
 from tests.frontend_support import caption_unit, mturk_query, published_hit
 from tests.openai_fake import completion
 from tests.scoring_factories import verified_instance, with_responses
-from tests.test_celery_worker import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-start_worker = test_celery_worker.start_worker  # the fixture, shared with the worker's own tests
 
 VERDICT = "Overall, Response A is better."
 CONCURRENCY = 2
@@ -132,7 +131,7 @@ def test_database_connections_cut_mid_run_lose_nothing(start_worker, openai_serv
 def test_database_connections_cut_mid_reference_generation_lose_nothing(start_worker, openai_server):
     openai_server.default = completion("It is hot: steam rises from the cup.")
     openai_server.latency = 0.3
-    instances = [test_celery_worker.awaiting_reference() for _ in range(8)]
+    instances = [awaiting_reference() for _ in range(8)]
     worker = start_worker(MODEL_JOB_RETRY_BACKOFF_SECONDS="1", MODEL_JOB_RETRY_JITTER="false")
     for instance in instances:
         app.send_task("tasks.generate_reference", args=[instance.pk])
