@@ -21,7 +21,7 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.preferences.studies import create_study, launch_study
-from fixtures.demo import IMAGES
+from fixtures.images import IMAGES
 from fixtures.loader import skimage_data_dir
 from mturk.models import CrowdStudy, Hit
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, launch

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from annotation.collection.verification import record_imported_verdict
-from annotation.datasets import layouts
-from annotation.datasets.sheets import CellError, Problems, cell_label, read_sheet
+from annotation.datasets import cells, layouts
+from annotation.datasets.sheets import CellError, Problems, cell_label, parse_boolean, read_sheet
 from annotation.datasets.streams import instance_contents
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -98,7 +98,7 @@ def import_visit_bench(*, path_or_file, source_name=DEFAULT_SOURCE_NAME):
     layout = _as_written(layout, sheet)
     rows = []
     for sheet_row in sheet.rows:
-        content = layouts.parse_row(
+        content = cells.parse_row(
             layout, sheet_row.cells,
             on_error=lambda column, message, row=sheet_row: problems.add(
                 f"{cell_label(row.label, column)}: {message}"),
@@ -121,7 +121,7 @@ def import_visit_bench(*, path_or_file, source_name=DEFAULT_SOURCE_NAME):
             if instance is None:
                 new_rows.append(row)
                 continue
-            differing = layouts.differing_columns(layout, row.content, instance.content)
+            differing = cells.differing_columns(layout, row.content, instance.content)
             if differing:
                 names = ", ".join(f"“{column}”" for column in differing)
                 problems.add(f"{row.label}: instance #{instance.pk} already has this "
@@ -153,7 +153,7 @@ def _as_written(layout, sheet):
         for row in sheet.rows:
             cell = row.cells[position].strip()
             try:
-                seen.setdefault(layouts.parse_boolean(cell), cell)
+                seen.setdefault(parse_boolean(cell), cell)
             except CellError:
                 continue
         default_true, default_false = layout.boolean_words[position]
@@ -180,7 +180,7 @@ def _without_repeats(rows, layout, problems):
         if earlier is row:
             kept.append(row)
             continue
-        differing = layouts.differing_columns(layout, row.content, earlier.content)
+        differing = cells.differing_columns(layout, row.content, earlier.content)
         if differing:
             names = ", ".join(f"“{column}”" for column in differing)
             problems.add(f"{row.label}: same {_key_columns(layout)} as row {earlier.number}, but a "

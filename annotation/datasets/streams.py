@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q
 
-from annotation.datasets import layouts
+from annotation.datasets import cells, layouts
 from annotation.datasets.formats import SHEETS, sheet_table
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -180,7 +180,7 @@ def _source_layout_rows(layout, sheets, instances, chunk_size):
     for imported in rows.iterator(chunk_size=chunk_size):
         content = _content(imported.instance)
         yield imported.instance_id, tuple(
-            layouts.kept_or_written(layout, position, imported.cells[position], content)
+            cells.kept_or_written(layout, position, imported.cells[position], content)
             for position in range(len(layout.columns))
         )
 
@@ -190,12 +190,12 @@ def _published_layout_rows(kind, instances, chunk_size):
     layout = table.layout
     for instance, content in instance_contents(instances.order_by("id"), chunk_size=chunk_size):
         raw = _raw_cells_by_concept(instance, kind)
-        cells = tuple(
-            layouts.kept_or_written(layout, position, raw.get(concept), content)
+        row = tuple(
+            cells.kept_or_written(layout, position, raw.get(concept), content)
             if concept is not None else ""
             for position, concept in enumerate(layout.concepts)
         )
-        yield instance.pk, (*cells, instance.pk)
+        yield instance.pk, (*row, instance.pk)
 
 
 def _raw_cells_by_concept(instance, kind):

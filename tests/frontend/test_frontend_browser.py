@@ -275,7 +275,7 @@ def test_in_house_annotator_writes_an_instruction_that_stays_inert_for_the_next_
     page.locator("#instruction").wait_for()
     shoot(page, "instruction-generation")
     assert_accessible(page)
-    from fixtures.demo import IMAGES
+    from fixtures.images import IMAGES
     from fixtures.loader import skimage_data_dir
 
     page.set_input_files("#image-0-file", str(skimage_data_dir() / IMAGES["coffee"].filename))

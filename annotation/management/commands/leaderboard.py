@@ -2,10 +2,55 @@
 
 import re
 
+import pandas as pd
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import CHIRP_CRITERIA, PreferenceStudy
-from annotation.scoring.leaderboard import DEFAULT_ROUNDS, render_text, study_leaderboard
+from annotation.scoring import DEFAULT_ROUNDS, MIN_MATCHES
+from annotation.scoring.leaderboard import study_leaderboard
+
+
+def _columns(header, body):
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *body)
+    ]
+
+
+def render_text(leaderboard):
+    lines = []
+    for board in leaderboard.boards:
+        lines.append(f"== {board.title}: {board.battles} battles, {board.judgements} judgements ==")
+        if not board.rows:
+            lines += ["No battles judged yet.", ""]
+            continue
+        header = ("Category", "Model", "Elo", "95% interval", "Bradley-Terry", "95% interval", "Matches",
+                  "Win-rate vs. reference")
+        body = [
+            (r["split"], r["model"], r["elo"], r["elo_interval"], r["bt"], r["bt_interval"],
+             str(r["matches"]) + (" (!)" if r["few_matches"] else ""), r["win_rate"])
+            for r in board.display_rows
+        ]
+        lines += _columns(header, body)
+        if board.few_matches:
+            lines.append(f"(!) fewer than {MIN_MATCHES} matches: the interval means little.")
+        lines.append("")
+    lines.append("== Agreement of the judges with the crowd ==")
+    if not leaderboard.agreements:
+        lines += ["No finished judge run shares battles with the crowd yet.", ""]
+        return "\n".join(lines)
+    for row in leaderboard.agreement_rows:
+        lines.append(
+            f"{row['judge']}: {row['shared']} shared battles, agreement with the majority "
+            f"{row['agreement']}, Cohen's kappa {row['kappa']}, Spearman of rankings "
+            f"{row['spearman']}, contradiction cycles (judge / humans) {row['cycles']}"
+        )
+    for found in leaderboard.agreements:
+        lines.append(f"-- {found['judge']}: by majority strength --")
+        lines.append(pd.DataFrame(found["majority"]).to_string(index=False))
+    lines.append("")
+    return "\n".join(lines)
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from annotation.judging.runner import create_judge_run
 from annotation.models import InstructionFamily, JudgeRun, SeedImage, Stage, StageConfig
 from annotation.preferences.studies import create_study, launch_study
-from fixtures.demo import IMAGES
+from fixtures.images import IMAGES
 from fixtures.loader import skimage_data_dir
 from tests.paths import DOCS_SCREENSHOTS
 from tests.scoring_factories import verified_instance, with_responses
