@@ -31,7 +31,7 @@ from frontend.page_parts import gold_material
 from frontend.rendering import NOTICES, problem_page, refusal
 from frontend.task_pages import PAGES
 from mturk import identity, links, qualifications
-from mturk.exceptions import PlatformError
+from mturk.exceptions import WorkerFacingError
 from mturk.models import CrowdStudy
 from mturk.participants import done_in_study
 
@@ -275,7 +275,7 @@ def qualify(request, stage):
             return _test_result(request, stage, worker, grant, last)
     try:
         attempt = qualifications.start_qualification_test(worker, stage)
-    except PlatformError as error:
+    except WorkerFacingError as error:
         return problem_page(request, str(error), heading="Qualification test")
     return _render_test(request, stage, worker, grant, attempt)
 

@@ -5,6 +5,11 @@ class PlatformError(AnnotationError):
     """A platform call or action that cannot go ahead; the message is for the researcher."""
 
 
+class WorkerFacingError(AnnotationError):
+    """What a worker or participant in front of one of our pages cannot do now, and why; the
+    message is for them, so it names nothing of another worker, a setting or the platform's API."""
+
+
 class PlatformRequestError(PlatformError):
     """The platform refused our request (MTurk RequestError, HTTP 4xx): retrying will not help."""
 

@@ -10,18 +10,17 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
-from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Worker
 from annotation.queue import binding_conflict
 from annotation.workforce import platform_worker
 from crowdbench.security import mturk_submit_origin
 from mturk import client as mturk_client
-from mturk.exceptions import PlatformError
+from mturk.exceptions import PlatformError, WorkerFacingError
 from mturk.links import valid_platform_id
 from mturk.models import Hit, Submission
 
 
-class IdentityRefused(AnnotationError):
+class IdentityRefused(WorkerFacingError):
     """A claim the platform does not confirm (or that cannot be checked): the claimant gets nothing."""
 
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
 from annotation.public_urls import public_url
-from mturk.exceptions import PlatformError
+from mturk.exceptions import PlatformError, WorkerFacingError
 from mturk.platforms import backend_classes
 
 # What a platform id may look like (MTurk's, Connect's and Prolific's are all far narrower); anything
@@ -50,7 +50,7 @@ def study_link(study, *, request=None):
     return f"{_stage_page(study, request)}?{parameters.query()}"
 
 
-class IncompleteLink(PlatformError):
+class IncompleteLink(WorkerFacingError):
     """A study link whose participant or study id is missing or malformed."""
 
     def __init__(self):

@@ -29,7 +29,7 @@ from annotation.models import (
 from annotation.workforce import forget_standing
 from crowdbench.jobs import enqueue
 from mturk import client as mturk_client
-from mturk.exceptions import PlatformError
+from mturk.exceptions import PlatformError, WorkerFacingError
 from mturk.models import AuditLog
 from mturk.platforms.mturk import ensure_mturk_qualification_type
 from mturk.services.audit import log
@@ -73,23 +73,23 @@ def start_qualification_test(worker, stage):
     already qualified or must wait before a retake."""
     qualification = stage_qualification(stage)
     if qualification is None:
-        raise PlatformError("This task has no qualification test: you can start right away.")
+        raise WorkerFacingError("This task has no qualification test: you can start right away.")
     if WorkerQualification.objects.filter(qualification=qualification, worker=worker).exists():
-        raise PlatformError("You have already qualified for this task.")
+        raise WorkerFacingError("You have already qualified for this task.")
     open_attempt = QualificationAttempt.objects.filter(
         qualification=qualification, worker=worker, status=QualificationAttempt.Status.STARTED).first()
     if open_attempt:
         return open_attempt
     last = QualificationAttempt.objects.filter(qualification=qualification, worker=worker).first()
     if last and last.status == QualificationAttempt.Status.PENDING_REVIEW:
-        raise PlatformError("Your answers are waiting for a researcher's review.")
+        raise WorkerFacingError("Your answers are waiting for a researcher's review.")
     if last and last.status == QualificationAttempt.Status.FAILED:
         retake_at = last.submitted_at + timedelta(hours=qualification.retake_after_hours)
         if timezone.now() < retake_at:
-            raise PlatformError(f"You can take the test again after {retake_at:%Y-%m-%d %H:%M} UTC.")
+            raise WorkerFacingError(f"You can take the test again after {retake_at:%Y-%m-%d %H:%M} UTC.")
     items = list(qualification.gold_items.filter(active=True, in_test=True).values_list("pk", flat=True))
     if len(items) < qualification.test_size:
-        raise PlatformError("This qualification test is not ready yet; please come back later.")
+        raise WorkerFacingError("This qualification test is not ready yet; please come back later.")
     chosen = random.sample(items, qualification.test_size)
     try:
         with transaction.atomic():
@@ -116,19 +116,19 @@ def submit_qualification_answers(worker, stage, answers):
     returns the stored result."""
     qualification = stage_qualification(stage)
     if qualification is None:
-        raise PlatformError("This task has no qualification test.")
+        raise WorkerFacingError("This task has no qualification test.")
     answers = {int(k): v for k, v in (answers or {}).items()}
     forget_standing(worker)
     with transaction.atomic():
         attempt = (QualificationAttempt.objects.select_for_update()
                    .filter(qualification=qualification, worker=worker).first())
         if attempt is None:
-            raise PlatformError("Please start the test first.")
+            raise WorkerFacingError("Please start the test first.")
         if attempt.status != QualificationAttempt.Status.STARTED:
             return _result(attempt)
         missing = [pk for pk in attempt.item_ids if answers.get(pk) in (None, "", [])]
         if missing:
-            raise PlatformError(f"Please answer every question ({len(missing)} left).")
+            raise WorkerFacingError(f"Please answer every question ({len(missing)} left).")
         items = GoldItem.objects.in_bulk(attempt.item_ids)
         for pk in attempt.item_ids:
             item = items[pk]

@@ -17,7 +17,7 @@ from annotation.models import (
 )
 from annotation.workforce import may_work
 from mturk import qualifications
-from mturk.exceptions import PlatformError
+from mturk.exceptions import WorkerFacingError
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import make_researcher
 
@@ -90,7 +90,7 @@ def test_a_worker_who_fails_waits_before_a_retake_and_gets_no_units(worker):
     qualifications.submit_qualification_answers(worker, Stage.VERIFICATION,
                                                 right_answers(attempt, wrong=2))
     assert list(queue.units_open_to(worker=worker, stage=Stage.VERIFICATION)) == []
-    with pytest.raises(PlatformError, match="try again|again after"):
+    with pytest.raises(WorkerFacingError, match="try again|again after"):
         qualifications.start_qualification_test(worker, Stage.VERIFICATION)
     QualificationAttempt.objects.update(submitted_at=timezone.now() - timedelta(days=2))
     assert qualifications.start_qualification_test(worker, Stage.VERIFICATION).pk != attempt.pk
