@@ -54,9 +54,8 @@ def set_up_django(database_url, server, concurrency):
 
 
 def seed(battles):
-    from annotation.preferences.studies import create_study
     from tests.factories import FamilyFactory
-    from tests.scoring_factories import verified_instance, with_responses
+    from tests.scoring_factories import create_study, verified_instance, with_responses
 
     family = FamilyFactory()
     for number in range(battles):

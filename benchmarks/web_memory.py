@@ -32,7 +32,7 @@ from benchmarks.support import fresh_database, server_environment, start_gunicor
 DATABASE_NAME = "crowdbench_bench_web_memory"
 # The demo has no preference study; the leaderboard needs one (its battles are enough).
 A_PREFERENCE_STUDY = """
-from annotation.preferences.studies import create_study
+from tests.scoring_factories import create_study
 from tests.scoring_factories import verified_instance, with_responses
 for number in range(5):
     with_responses(verified_instance(caption=[f"A photo, number {number}."]), "llava-1.5", "otter")

@@ -5,11 +5,11 @@ import pytest
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import CHIRP_CRITERIA, JudgeRun, Stage
 from annotation.preferences.judgements import submit_pairwise_judgement
-from annotation.preferences.studies import create_study, launch_study
+from annotation.preferences.studies import launch_study
 from annotation.queue import next_assignment
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 CRITERIA = {**{name: "left" for name in CHIRP_CRITERIA[1:]}, "detail": "right"}
 RAW_WORKER_IDS = ("A1RAWWORKERID", "A2RAWWORKERID")

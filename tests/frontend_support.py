@@ -20,11 +20,12 @@ from annotation.models import (
     StageQualification,
     WorkUnit,
 )
-from annotation.preferences.studies import create_study, launch_study
+from annotation.preferences.studies import launch_study
 from fixtures.images import IMAGES
 from fixtures.loader import skimage_data_dir
 from mturk.models import CrowdStudy, Hit
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, launch
+from tests.scoring_factories import create_study
 
 XSS_INSTRUCTION = 'Count the birds <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>'
 XSS_RESPONSE = ('The cat watches a bird. <img src=x onerror="window.__xss=3">'

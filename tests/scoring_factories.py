@@ -1,8 +1,10 @@
 """Rows for the scoring tests: verified instances with model responses, studies and battles."""
 
 import factory
+from django.db import transaction
 
-from annotation.models import Instance, ModelResponse
+from annotation.models import Instance, ModelResponse, PreferenceStudy
+from annotation.preferences.studies import sample_battles
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory
 
 REFERENCE_TEXT = "The bicycle is red and leans against a blue door."
@@ -38,3 +40,15 @@ class ModelResponseFactory(factory.django.DjangoModelFactory):
 
 def with_responses(instance, *model_names):
     return [ModelResponseFactory(instance=instance, model_name=name) for name in model_names]
+
+
+def create_study(*, name, families=(), sample=True, **options):
+    """A preference study as a researcher saves it in the admin, with its battles sampled (unless
+    sample=False), in one transaction."""
+    with transaction.atomic():
+        study = PreferenceStudy.objects.create(name=name, **options)
+        if families:
+            study.families.set(families)
+        if sample:
+            sample_battles(study=study)
+    return study

@@ -21,19 +21,6 @@ from annotation.models import (
 )
 
 
-def create_study(*, name, families=(), sample=True, **options):
-    """A preference study and (unless sample=False) its battles, in one transaction."""
-    if PreferenceStudy.objects.filter(name=name).exists():
-        raise AnnotationError(f"A preference study named “{name}” already exists.")
-    with transaction.atomic():
-        study = PreferenceStudy.objects.create(name=name, **options)
-        if families:
-            study.families.set(families)
-        if sample:
-            sample_battles(study=study)
-    return study
-
-
 def _eligible_instances(study):
     instances = Instance.objects.filter(status=Instance.Status.VERIFIED).select_related("family")
     family_ids = list(study.families.values_list("pk", flat=True))

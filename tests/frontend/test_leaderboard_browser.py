@@ -13,13 +13,13 @@ from django.contrib.auth import get_user_model
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import HumanJudgement, JudgeRun, Stage
 from annotation.preferences.judgements import battle_of, shown_left_for, submit_pairwise_judgement
-from annotation.preferences.studies import create_study, launch_study
+from annotation.preferences.studies import launch_study
 from annotation.queue import next_assignment
 from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.paths import DOCS_SCREENSHOTS
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 

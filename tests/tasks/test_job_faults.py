@@ -17,13 +17,12 @@ from django.test import Client
 from annotation.judging.prompts import request_sha256
 from annotation.judging.runner import create_judge_run
 from annotation.models import Caption, Instance, JudgeCall, JudgeRun, Reference
-from annotation.preferences.studies import create_study
 from crowdbench.celery import app
 from tests.celery_support import wait_for
 from tests.factories import awaiting_reference
 from tests.frontend_support import caption_unit, mturk_query, published_hit
 from tests.openai_fake import completion
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

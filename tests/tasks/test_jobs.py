@@ -13,7 +13,6 @@ from annotation.exceptions import AnnotationError
 from annotation.judging import progress, runner
 from annotation.llm import REFERENCE_KEY_MISSING
 from annotation.models import Instance, JudgeRun
-from annotation.preferences.studies import create_study
 from tasks import outbox
 from tasks.jobs import _lock_ids, job_key
 from tasks.judging import run_judge_job
@@ -21,7 +20,7 @@ from tasks.models import Job
 from tasks.pipeline import generate_reference_job
 from tests.factories import CaptionFactory, InstanceFactory
 from tests.openai_fake import completion
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,11 +11,11 @@ from django.contrib.auth import get_user_model
 
 from annotation.judging.runner import create_judge_run
 from annotation.models import InstructionFamily, JudgeRun, SeedImage, Stage, StageConfig
-from annotation.preferences.studies import create_study, launch_study
+from annotation.preferences.studies import launch_study
 from fixtures.images import IMAGES
 from fixtures.loader import skimage_data_dir
 from tests.paths import DOCS_SCREENSHOTS
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -26,7 +26,6 @@ from annotation.models import (
     Stage,
     StageConfig,
 )
-from annotation.preferences.studies import create_study
 from tasks.models import Job as JobRecord
 from tests.factories import (
     CaptionFactory,
@@ -36,7 +35,7 @@ from tests.factories import (
     WorkerFactory,
     launch,
 )
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,8 @@ from django.urls import reverse
 
 from annotation.judging.runner import create_judge_run
 from annotation.models import JudgeRun, ModelResponse
-from annotation.preferences.studies import create_study
 from tests.annotation.preferences.test_preferences import predictions_csv, row_for
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 

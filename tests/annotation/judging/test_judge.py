@@ -12,11 +12,10 @@ from annotation.judging.prompts import (
 )
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import JudgeCall, JudgeRun
-from annotation.preferences.studies import create_study
 from annotation.scoring.battles import judge_battles, judge_rubric_scores
 from tests.factories import FamilyFactory
 from tests.openai_fake import ScriptedResponse, completion, rate_limited
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 

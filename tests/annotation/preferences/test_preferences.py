@@ -16,11 +16,11 @@ from annotation.models import (
 )
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.predictions import import_predictions
-from annotation.preferences.studies import create_study, launch_study
+from annotation.preferences.studies import launch_study
 from annotation.queue import next_assignment
 from annotation.scoring.battles import human_battles
 from tests.factories import FamilyFactory, WorkerFactory
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 

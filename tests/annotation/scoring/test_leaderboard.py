@@ -13,12 +13,12 @@ from django.urls import reverse
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, LeaderboardResult, Stage
 from annotation.preferences.judgements import submit_pairwise_judgement
-from annotation.preferences.studies import create_study, launch_study
+from annotation.preferences.studies import launch_study
 from annotation.queue import next_assignment
 from annotation.scoring.leaderboard import MIN_MATCHES, rubric_correlation
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
-from tests.scoring_factories import verified_instance, with_responses
+from tests.scoring_factories import create_study, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 
