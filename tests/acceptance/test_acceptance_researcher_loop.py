@@ -28,7 +28,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from crowdbench.celery import app
-from fixtures.demo import IMAGES
+from fixtures.images import IMAGES
 from fixtures.loader import skimage_data_dir
 from tests.celery_support import CeleryWorker
 from tests.openai_fake import FakeOpenAI, completion

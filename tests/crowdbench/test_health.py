@@ -6,6 +6,7 @@ from django.conf import settings
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.integration
 def test_health_names_each_service_and_is_unavailable_without_a_worker(client):
     if not settings.CELERY_BROKER_URL.startswith("redis"):
         pytest.skip("needs CELERY_BROKER_URL for Redis (make test)")

@@ -5,7 +5,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.paths import PROJECT
+
+pytestmark = pytest.mark.integration
 
 ROOT = PROJECT
 SCIENTIFIC_STACK = ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "numba", "matplotlib",
@@ -19,7 +23,6 @@ from crowdbench.wsgi import application
 from django.urls import get_resolver
 get_resolver().url_patterns
 from django.contrib import admin
-from tests.paths import PROJECT
 admin.site.get_urls()
 print(json.dumps(sorted(name for name in {stack!r} if name in sys.modules)))
 """

@@ -5,7 +5,11 @@ import secrets
 import subprocess
 import sys
 
+import pytest
+
 from tests.paths import PROJECT
+
+pytestmark = pytest.mark.integration
 
 ROOT = PROJECT
 

@@ -17,7 +17,7 @@ from annotation.exceptions import AnnotationError
 from annotation.models import ImportedRow, Instance, InstructionFamily, Reference
 from tests.published_data import ANNOTATED, MULTI, SHEETS, SINGLE
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 SNAPSHOT_FILE = {MULTI: "visit_bench_multi_images.csv", SINGLE: "visit_bench_single_image.csv",
                  ANNOTATED: "visit_fully_annotated.csv"}

@@ -137,6 +137,7 @@ def test_identical_repeated_prediction_is_skipped_and_reported():
 # --- the real predictions file -----------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_real_predictions_file_reports_its_duplicated_question_and_imports_the_good_rows():
     import_visit_bench(path_or_file=SINGLE)
     instance = ImportedRow.objects.get(number=154).instance
@@ -157,6 +158,7 @@ def test_real_predictions_file_reports_its_duplicated_question_and_imports_the_g
         "LlamaAdapter-v2 prediction"].strip()
 
 
+@pytest.mark.integration
 def test_manage_py_imports_the_real_predictions_file_with_only_good_rows():
     import_visit_bench(path_or_file=SINGLE)
     with pytest.raises(CommandError, match="Run again with --only-good-rows"):
@@ -167,6 +169,7 @@ def test_manage_py_imports_the_real_predictions_file_with_only_good_rows():
     assert "left out: row 390" in out.getvalue()
 
 
+@pytest.mark.integration
 def test_admin_shows_the_report_and_imports_the_good_rows_on_request(admin_client):
     import_visit_bench(path_or_file=SINGLE)
     url = reverse("admin:annotation_modelresponse_import")
