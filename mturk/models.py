@@ -52,7 +52,7 @@ class CrowdStudy(models.Model):
         default=3, validators=[MaxValueValidator(30)],
         help_text="MTurk approves submitted work by itself after this; review before it.")
     frame_height = models.PositiveIntegerField(default=0, help_text="0: the full window.")
-    worker_countries = models.CharField(max_length=200, default="US",
+    worker_countries = models.CharField(max_length=200, default="US", blank=True,
                                         help_text="ISO country codes, comma-separated; empty: any.")
     min_approval_rate = models.PositiveSmallIntegerField(
         default=98, validators=[MaxValueValidator(100)])

@@ -2,6 +2,7 @@
 
 import re
 from decimal import Decimal
+from html.parser import HTMLParser
 
 import pytest
 from django.urls import reverse
@@ -68,3 +69,56 @@ def test_in_house_work_has_no_platform_fee(settings):
     settings.PLATFORM_FEE_RATES = {}
     plan, text = plan_text("local")
     assert plan.fee_per_assignment == Decimal("0.00") and "no platform fee" in text
+
+
+class _Form(HTMLParser):
+    """The values a browser would send for the admin's change form, as the page shows them."""
+
+    def __init__(self):
+        super().__init__()
+        self.values, self._select, self._textarea = {}, None, None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        name = attrs.get("name")
+        if tag == "input" and name and attrs.get("type") not in ("submit", "button", "file"):
+            if attrs.get("type") == "checkbox":
+                if "checked" in attrs:
+                    self.values[name] = attrs.get("value", "on")
+            else:
+                self.values[name] = attrs.get("value", "")
+        elif tag == "select" and name:
+            self._select = name
+            self.values.setdefault(name, "")
+        elif tag == "option" and self._select and "selected" in attrs:
+            self.values[self._select] = attrs.get("value", "")
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.values[name] = ""
+
+    def handle_data(self, data):
+        if self._textarea:
+            self.values[self._textarea] += data
+
+    def handle_endtag(self, tag):
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+
+@pytest.mark.parametrize("platform", ["mturk", "prolific", "cloudresearch", "local"])
+def test_a_new_study_saves_with_its_platforms_defaults_as_the_form_shows_them(admin_client, platform):
+    from annotation.models import Stage
+    from mturk.models import CrowdStudy
+
+    add = reverse("admin:mturk_crowdstudy_add") + f"?platform={platform}"
+    form = _Form()
+    form.feed(admin_client.get(add).content.decode())
+    sent = {**form.values, "stage": Stage.CAPTION, "name": f"Captions on {platform}",
+            "external_id": "60f6acb180a7b59ac0621f9e", "completion_code": "C1ABCD23"}
+    response = admin_client.post(add, sent)
+    assert response.status_code == 302, re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>',
+                                                    response.content.decode(), re.S)
+    saved = CrowdStudy.objects.get(name=f"Captions on {platform}")
+    assert saved.worker_countries == ("US" if platform == "mturk" else "")
