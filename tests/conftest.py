@@ -49,6 +49,32 @@ def mturk(settings, monkeypatch):
         yield wire
 
 
+@pytest.fixture
+def prolific(settings):
+    """Prolific's API on loopback (tests/mturk_wire.FakeProlific), and settings pointing at it."""
+    from tests.mturk_wire import FakeProlific
+
+    server = FakeProlific()
+    settings.PROLIFIC_API_URL = server.url
+    settings.PROLIFIC_API_TOKEN = server.token
+    settings.PLATFORM_HTTP_RETRY_BASE_SECONDS = 0.001
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def connect(settings):
+    """CloudResearch Connect's API on loopback (tests/mturk_wire.FakeConnect)."""
+    from tests.mturk_wire import FakeConnect
+
+    server = FakeConnect()
+    settings.CLOUDRESEARCH_API_URL = server.url
+    settings.CLOUDRESEARCH_API_KEY = server.key
+    settings.PLATFORM_HTTP_RETRY_BASE_SECONDS = 0.001
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's headless Chromium through Playwright, one per test module."""

@@ -11,7 +11,6 @@ from mturk import identity, links, participants
 from mturk.models import CrowdStudy
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.frontend_support import caption_unit, published_hit
-from tests.mturk_wire import FakeProlific
 from tests.mturk_wire import assignment as mturk_assignment
 
 pytestmark = pytest.mark.django_db
@@ -76,16 +75,6 @@ def test_completion_sends_the_participant_back_with_the_code_or_says_what_is_mis
         "C1ABCD23", "https://app.prolific.com/submissions/complete?cc=C1ABCD23", "Prolific")
     uncoded = links.completion(study_on("cloudresearch", external_id="P2", completion_code=""))
     assert (uncoded.code, uncoded.return_url) == ("", "")
-
-
-@pytest.fixture
-def prolific(settings):
-    server = FakeProlific()
-    settings.PROLIFIC_API_URL = server.url
-    settings.PROLIFIC_API_TOKEN = server.token
-    settings.PLATFORM_HTTP_RETRY_BASE_SECONDS = 0.001
-    yield server
-    server.stop()
 
 
 def arrival_of(study, participant_id, session_id=""):

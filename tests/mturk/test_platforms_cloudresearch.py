@@ -13,20 +13,15 @@ from mturk.models import CrowdStudy, Submission
 from mturk.platforms.cloudresearch import payments_csv
 from mturk.services import reviewing, syncing
 from tests.factories import FamilyFactory, WorkerFactory, launch
-from tests.mturk_wire import FakeConnect, make_researcher
+from tests.mturk_wire import make_researcher
 
 pytestmark = pytest.mark.django_db
 PROJECT = "ee2a7726-0745-4952-8646-00ba758d57a9"
 
 
-@pytest.fixture
-def connect(settings):
-    server = FakeConnect()
-    settings.CLOUDRESEARCH_API_URL = server.url
-    settings.CLOUDRESEARCH_API_KEY = server.key
+@pytest.fixture(autouse=True)
+def public_base_url(settings):
     settings.PUBLIC_BASE_URL = "https://crowdbench.example.org"
-    yield server
-    server.stop()
 
 
 def make_study():

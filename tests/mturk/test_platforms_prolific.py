@@ -10,7 +10,7 @@ from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Submission
 from mturk.services import reviewing, syncing
 from tests.factories import FamilyFactory, WorkerFactory, launch
-from tests.mturk_wire import FakeProlific, make_researcher
+from tests.mturk_wire import make_researcher
 
 pytestmark = pytest.mark.django_db
 STUDY_ID = "60f6acb180a7b59ac0621f9e"
@@ -18,15 +18,9 @@ LONG_MESSAGE = ("Your captions did not describe the image: each of the three cap
                 "instruction instead of saying what the picture shows.")
 
 
-@pytest.fixture
-def prolific(settings):
-    server = FakeProlific()
-    settings.PROLIFIC_API_URL = server.url
-    settings.PROLIFIC_API_TOKEN = server.token
-    settings.PLATFORM_HTTP_RETRY_BASE_SECONDS = 0.001
+@pytest.fixture(autouse=True)
+def public_base_url(settings):
     settings.PUBLIC_BASE_URL = "https://crowdbench.example.org"
-    yield server
-    server.stop()
 
 
 def make_study():

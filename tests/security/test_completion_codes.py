@@ -15,33 +15,12 @@ from django.test import Client
 from annotation.models import Assignment, Stage, Verification, Worker
 from frontend import tokens
 from tests.frontend_support import caption_unit, study, verification_unit
-from tests.mturk_wire import FakeConnect, FakeProlific
 
 pytestmark = pytest.mark.django_db
 
 CODE = "C0DE42"
 STAGE = Stage.VERIFICATION
 JSON = {"Accept": "application/json"}
-
-
-@pytest.fixture
-def prolific(settings):
-    server = FakeProlific()
-    settings.PROLIFIC_API_URL = server.url
-    settings.PROLIFIC_API_TOKEN = server.token
-    settings.PLATFORM_HTTP_RETRY_BASE_SECONDS = 0.001
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def connect(settings):
-    server = FakeConnect()
-    settings.CLOUDRESEARCH_API_URL = server.url
-    settings.CLOUDRESEARCH_API_KEY = server.key
-    settings.PLATFORM_HTTP_RETRY_BASE_SECONDS = 0.001
-    yield server
-    server.stop()
 
 
 def prolific_link(pid, session_id="SESSION1"):
