@@ -109,8 +109,9 @@ def completion(study):
 def completion_redirect(study):
     """Where a participant goes when they are done, for the researcher to check in the admin;
     raises PlatformError when the study cannot send anybody back."""
-    if not _return_page(study):
+    page = _return_page(study)
+    if not page:
         raise PlatformError(f"{study.get_platform_display()} studies have no completion redirect.")
     if not study.completion_code:
         raise PlatformError(f"Study “{study.name}” has no completion code; set it in the admin.")
-    return completion(study).return_url
+    return page.format(code=study.completion_code)
