@@ -78,7 +78,7 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
     """Lease the next unit of `stage` to `worker`, or return None when there is nothing for them.
 
     A worker holding an unexpired lease in the stage gets that lease back, so a reload resumes.
-    Platform ids (a study's id and the participant's platform session) are stored with the lease.
+    Platform ids (a crowd study's id and the participant's platform session) are stored with the lease.
     """
     now = timezone.now()
     with transaction.atomic():

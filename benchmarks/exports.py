@@ -63,13 +63,13 @@ def load(n_judgements):
         InstanceImage,
         InstructionFamily,
         ModelResponse,
-        PreferenceStudy,
+        Tournament,
         Worker,
         WorkUnit,
     )
 
     family = InstructionFamily.objects.create(name="Contextual knowledge of events")
-    study = PreferenceStudy.objects.create(name="Benchmark study", judgements_per_pair=5)
+    tournament = Tournament.objects.create(name="Benchmark tournament", judgements_per_pair=5)
     n_battles = INSTANCES * len(PAIRS)
     n_workers = -(-n_judgements // n_battles)
     instruction = "Why is he waving? What happened in this event? Explain briefly, with the clues. "
@@ -97,8 +97,8 @@ def load(n_judgements):
               ((i * len(MODELS) + m + 1, i + 1, name, f"{name}: {answer}", "", NOW)
                for i in range(INSTANCES) for m, name in enumerate(MODELS)))
         _copy(cursor, Battle._meta.db_table,
-              ["id", "study_id", "instance_id", "response_a_id", "response_b_id", "created_at"],
-              ((i * len(PAIRS) + p + 1, study.pk, i + 1, i * len(MODELS) + a + 1,
+              ["id", "tournament_id", "instance_id", "response_a_id", "response_b_id", "created_at"],
+              ((i * len(PAIRS) + p + 1, tournament.pk, i + 1, i * len(MODELS) + a + 1,
                 i * len(MODELS) + b + 1, NOW)
                for i in range(INSTANCES) for p, (a, b) in enumerate(PAIRS)))
         _copy(cursor, WorkUnit._meta.db_table,
@@ -118,14 +118,14 @@ def load(n_judgements):
                 ("left", "right")[(j // 3) % 2], "{}", "{}", 20.0 + j % 40, NOW)
                for j in range(n_judgements)))
         cursor.execute("ANALYZE")
-    return study
+    return tournament
 
 
-def time_export(study, path, *, parquet=False):
+def time_export(tournament, path, *, parquet=False):
     from annotation.datasets import exports, formats, streams
 
     start = time.perf_counter()
-    rows = streams.human_preference_rows(studies=[study])
+    rows = streams.human_preference_rows(tournaments=[tournament])
     if parquet:
         count = exports.write_table(formats.HUMAN_PREFERENCES, rows, parquet_file=path)
     else:
@@ -145,19 +145,19 @@ COPY (
   JOIN annotation_modelresponse rb ON rb.id = b.response_b_id
   JOIN annotation_instanceimage ii ON ii.instance_id = inst.id AND ii.position = 0
   JOIN annotation_imageasset img ON img.id = ii.image_id
-  WHERE b.study_id = %s
+  WHERE b.tournament_id = %s
   ORDER BY hj.battle_id, hj.id
 ) TO STDOUT WITH (FORMAT csv, HEADER true)
 """
 
 
-def time_copy(study, path):
+def time_copy(tournament, path):
     from django.db import connection
 
     start = time.perf_counter()
     size = 0
     with connection.cursor() as django_cursor, open(path, "wb") as handle:
-        with django_cursor.cursor.copy(COPY_SQL.replace("%s", str(int(study.pk)))) as copy:
+        with django_cursor.cursor.copy(COPY_SQL.replace("%s", str(int(tournament.pk)))) as copy:
             for block in copy:
                 size += handle.write(block)
     return time.perf_counter() - start, size
@@ -183,7 +183,7 @@ def main():
     report = io.StringIO()
     try:
         start = time.perf_counter()
-        study = load(args.judgements)
+        tournament = load(args.judgements)
         print(f"Loaded {args.judgements:,} judgements into {name} with COPY in "
               f"{time.perf_counter() - start:.1f} s.", file=report)
         with tempfile.TemporaryDirectory() as folder:
@@ -191,15 +191,15 @@ def main():
             rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             ours, copies = [], []
             for _ in range(args.repeat):  # interleaved, so both see the same machine
-                count, seconds = time_export(study, folder / "ours.csv")
+                count, seconds = time_export(tournament, folder / "ours.csv")
                 ours.append(seconds)
-                copy_seconds, copy_bytes = time_copy(study, folder / "copy.csv")
+                copy_seconds, copy_bytes = time_copy(tournament, folder / "copy.csv")
                 copies.append(copy_seconds)
             rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             ours_bytes = (folder / "ours.csv").stat().st_size
-            pq_count, pq_seconds = time_export(study, folder / "ours.parquet", parquet=True)
+            pq_count, pq_seconds = time_export(tournament, folder / "ours.parquet", parquet=True)
             tracemalloc.start()
-            time_export(study, folder / "traced.csv")
+            time_export(tournament, folder / "traced.csv")
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
             pq_bytes = (folder / "ours.parquet").stat().st_size

@@ -4,11 +4,11 @@
         [--battles 200] [--latency 0.2] [--concurrency 16] [--repeat 3]
 
 Creates (drops first) the database `crowdbench_bench_judge` on the PostgreSQL server of
-DATABASE_URL, migrates it and fills it with one preference study of --battles battles between two
+DATABASE_URL, migrates it and fills it with one tournament of --battles battles between two
 models. A loopback OpenAI-compatible server (tests/openai_fake.py) answers every call after
 --latency seconds. Then, interleaved, --repeat times each:
 
-- crowdbench: a reference-free judge run of the study (two calls per battle, both orderings),
+- crowdbench: a reference-free judge run of the tournament (two calls per battle, both orderings),
   `run_judge` as the `judge` command and the tests run it: chunk by chunk, each answer cached
   and counted as it arrives, the judgements stored per chunk. The answer cache is emptied first,
   so every call goes to the server.
@@ -55,23 +55,23 @@ def set_up_django(database_url, server, concurrency):
 
 def seed(battles):
     from tests.factories import FamilyFactory
-    from tests.scoring_factories import create_study, verified_instance, with_responses
+    from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
     family = FamilyFactory()
     for number in range(battles):
         instance = verified_instance(family=family, caption=[f"A cup of espresso, photo {number}."])
         with_responses(instance, "llava-1.5", "otter")
-    return create_study(name="judge benchmark", include_reference=False)
+    return create_tournament(name="judge benchmark", include_reference=False)
 
 
-def crowdbench_run(study, concurrency):
+def crowdbench_run(tournament, concurrency):
     from annotation.judging.runner import create_judge_run, run_judge
     from annotation.models import JudgeCall, Judgement, JudgeRun
 
     Judgement.objects.all().delete()
     JudgeRun.objects.all().delete()
     JudgeCall.objects.all().delete()
-    run = create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE, concurrency=concurrency)
+    run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE, concurrency=concurrency)
     started = time.perf_counter()
     run = run_judge(run=run)
     elapsed = time.perf_counter() - started
@@ -108,13 +108,13 @@ def main():
     database_url = fresh_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/"),
                                   DATABASE_NAME)
     set_up_django(database_url, server, options.concurrency)
-    study = seed(options.battles)
+    tournament = seed(options.battles)
     calls = options.battles * 2
     ideal = calls * options.latency / options.concurrency
 
     ours, anchor = [], []
     for _ in range(options.repeat):
-        elapsed, paid, stored, bodies = crowdbench_run(study, options.concurrency)
+        elapsed, paid, stored, bodies = crowdbench_run(tournament, options.concurrency)
         assert paid == calls and stored == calls, (paid, stored)
         ours.append(elapsed)
         # The very requests the judge sent, prompts and all, so the server's work is the same.

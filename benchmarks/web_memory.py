@@ -6,7 +6,7 @@ a researcher's leaderboard.
 
 Creates (drops first) the database `crowdbench_bench_web_memory` on the PostgreSQL server of
 DATABASE_URL, migrates it, loads the demo (`load_demo`: families at every stage) and a preference
-study, and starts gunicorn with DEBUG off and --workers workers, as the compose
+tournament, and starts gunicorn with DEBUG off and --workers workers, as the compose
 file's `web` service does. It reads each worker's resident set size (VmRSS in /proc) when the
 workers are up, after --requests annotator and admin page loads spread over them, and after every
 worker has served the leaderboard (which loads pandas, SciPy, numba and matplotlib). The last
@@ -30,13 +30,13 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.support import fresh_database, server_environment, start_gunicorn  # noqa: E402
 
 DATABASE_NAME = "crowdbench_bench_web_memory"
-# The demo has no preference study; the leaderboard needs one (its battles are enough).
-A_PREFERENCE_STUDY = """
-from tests.scoring_factories import create_study
+# The demo has no tournament; the leaderboard needs one (its battles are enough).
+A_PREFERENCE_TOURNAMENT = """
+from tests.scoring_factories import create_tournament
 from tests.scoring_factories import verified_instance, with_responses
 for number in range(5):
     with_responses(verified_instance(caption=[f"A photo, number {number}."]), "llava-1.5", "otter")
-create_study(name="memory benchmark", include_reference=True)
+create_tournament(name="memory benchmark", include_reference=True)
 """
 
 
@@ -68,7 +68,7 @@ def main():
         os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/"), DATABASE_NAME))
     python = sys.executable
     for command in (["migrate", "--noinput", "-v0"], ["collectstatic", "--noinput", "-v0"], ["load_demo"],
-                    ["shell", "-c", A_PREFERENCE_STUDY]):
+                    ["shell", "-c", A_PREFERENCE_TOURNAMENT]):
         subprocess.run([python, "manage.py", *command], cwd=ROOT, env=environment, check=True,
                        stdout=subprocess.DEVNULL)
     gunicorn, base = start_gunicorn(environment, options.workers)
@@ -90,7 +90,7 @@ def main():
         body = f"csrfmiddlewaretoken={token}&username=admin&password=crowdbench&next=/dashboard/".encode()
         researcher.open(Request(login, data=body, headers={"Referer": login}))
         dashboard = researcher.open(base + "/dashboard/").read().decode()
-        boards = sorted(set(re.findall(r'href="(/dashboard/studies/\d+/leaderboard/)"', dashboard)))
+        boards = sorted(set(re.findall(r'href="(/dashboard/tournaments/\d+/leaderboard/)"', dashboard)))
         if not boards:
             raise SystemExit("The dashboard lists no leaderboard:\n" + dashboard[:1500])
         # Enough loads that every worker serves one (the kernel spreads accepts over workers).

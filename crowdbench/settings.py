@@ -374,7 +374,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "crowdbench API",
-    "DESCRIPTION": "Instruction families, instances, preference studies, judgements, leaderboards "
+    "DESCRIPTION": "Instruction families, instances, tournaments, judgements, leaderboards "
                    "and snapshots of the VisIT-Bench crowd pipeline. Researchers only (staff token).",
     "VERSION": "1",
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],

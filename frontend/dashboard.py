@@ -1,4 +1,4 @@
-"""Researcher dashboard views: study progress, leaderboards and plots (paper Tables 3-4, Figs. 8-9).
+"""Researcher dashboard views: tournament progress, leaderboards and plots (paper Tables 3-4, Figs. 8-9).
 
 Thin views: the numbers come from annotation.scoring.leaderboard's stored result (one computation per
 state of the judgements, shared with the API), the pictures from annotation.scoring.plots.
@@ -15,16 +15,16 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from annotation import scoring
-from annotation.models import CHIRP_CRITERIA, REFERENCE_MODEL_NAME, JudgeRun, PreferenceStudy
+from annotation.models import CHIRP_CRITERIA, REFERENCE_MODEL_NAME, JudgeRun, Tournament
 from tasks.models import Job
 
 _DATA_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def researcher_view(view):
-    """Staff who may view preference studies, as the API asks (annotation/api/permissions.py): a
+    """Staff who may view tournaments, as the API asks (annotation/api/permissions.py): a
     staff account without that permission reads the crowd's judgements through neither."""
-    return staff_member_required(permission_required("annotation.view_preferencestudy",
+    return staff_member_required(permission_required("annotation.view_tournament",
                                                      raise_exception=True)(view))
 
 
@@ -37,38 +37,38 @@ def _criterion(request):
 
 @researcher_view
 def index(request):
-    studies = PreferenceStudy.objects.annotate(
+    tournaments = Tournament.objects.annotate(
         battle_total=Count("battles", distinct=True),
         human_total=Count("battles__human_judgements", distinct=True),
     ).order_by("-created_at")
-    runs = JudgeRun.objects.select_related("study").order_by("-created_at")[:50]
+    runs = JudgeRun.objects.select_related("tournament").order_by("-created_at")[:50]
     failed_jobs = Job.objects.filter(status=Job.Status.FAILED).order_by("-updated_at")[:50]
     return render(request, "dashboard/index.html",
-                  {"studies": studies, "runs": runs, "failed_jobs": failed_jobs})
+                  {"tournaments": tournaments, "runs": runs, "failed_jobs": failed_jobs})
 
 
 @researcher_view
-def leaderboard(request, study_id):
+def leaderboard(request, tournament_id):
     from annotation.scoring import leaderboard as boards
-    study = get_object_or_404(PreferenceStudy, pk=study_id)
+    tournament = get_object_or_404(Tournament, pk=tournament_id)
     criterion = _criterion(request)
-    result = boards.study_leaderboard(study=study, criterion=criterion)
+    result = boards.tournament_leaderboard(tournament=tournament, criterion=criterion)
     return render(
         request,
         "dashboard/leaderboard.html",
         {
-            "study": study,
+            "tournament": tournament,
             "criterion": criterion,
             "result": result,
             "min_matches": scoring.MIN_MATCHES,
             "reference_model": REFERENCE_MODEL_NAME,
-            "criteria": CHIRP_CRITERIA if study.with_criteria else CHIRP_CRITERIA[:1],
-            "runs": study.judge_runs.order_by("id"),
+            "criteria": CHIRP_CRITERIA if tournament.with_criteria else CHIRP_CRITERIA[:1],
+            "runs": tournament.judge_runs.order_by("id"),
         },
     )
 
 
-def _result(request, study):
+def _result(request, tournament):
     from annotation.scoring import leaderboard as boards
     """The result the page showed (its figures carry ?v=<data key>), so a figure never
     recomputes anything and is the same picture for the same key; without a key, or once the
@@ -76,11 +76,11 @@ def _result(request, study):
     criterion = _criterion(request)
     key = request.GET.get("v", "")
     if _DATA_KEY.fullmatch(key):
-        found = boards.stored_leaderboard(study=study, criterion=criterion, rounds=scoring.DEFAULT_ROUNDS,
+        found = boards.stored_leaderboard(tournament=tournament, criterion=criterion, rounds=scoring.DEFAULT_ROUNDS,
                                           data_key=key)
         if found is not None:
             return found, True
-    return boards.study_leaderboard(study=study, criterion=criterion), False
+    return boards.tournament_leaderboard(tournament=tournament, criterion=criterion), False
 
 
 def _png(data, *, immutable):
@@ -90,21 +90,21 @@ def _png(data, *, immutable):
     return response
 
 
-def _board(request, study_id, judge):
-    study = get_object_or_404(PreferenceStudy, pk=study_id)
-    result, immutable = _result(request, study)
+def _board(request, tournament_id, judge):
+    tournament = get_object_or_404(Tournament, pk=tournament_id)
+    result, immutable = _result(request, tournament)
     board = result.board(judge)
     if board is None:
-        raise Http404("No such evaluator in this study.")
+        raise Http404("No such evaluator in this tournament.")
     if not board.rows:
         raise Http404("No battles judged yet.")
     return board, immutable
 
 
 @researcher_view
-def elo_plot(request, study_id, judge):
+def elo_plot(request, tournament_id, judge):
     from annotation.scoring import plots
-    board, immutable = _board(request, study_id, judge)
+    board, immutable = _board(request, tournament_id, judge)
     table = board.table
     if "split" in table.columns:
         # The figure shows the all-images ratings; the table beside it has each split.
@@ -114,9 +114,9 @@ def elo_plot(request, study_id, judge):
 
 
 @researcher_view
-def category_plot(request, study_id, judge):
+def category_plot(request, tournament_id, judge):
     from annotation.scoring import plots
-    board, immutable = _board(request, study_id, judge)
+    board, immutable = _board(request, tournament_id, judge)
     if board.category_table.empty:
         raise Http404("No battle against the reference yet.")
     return _png(plots.category_heatmap(board.category_table, title=f"{board.title}: win-rate vs. reference"),
@@ -124,10 +124,10 @@ def category_plot(request, study_id, judge):
 
 
 @researcher_view
-def agreement_plot(request, study_id, judge):
+def agreement_plot(request, tournament_id, judge):
     from annotation.scoring import plots
-    study = get_object_or_404(PreferenceStudy, pk=study_id)
-    result, immutable = _result(request, study)
+    tournament = get_object_or_404(Tournament, pk=tournament_id)
+    result, immutable = _result(request, tournament)
     found = result.agreement(judge)
     if found is None:
         raise Http404("This judge shares no battles with the crowd yet.")

@@ -8,15 +8,15 @@ app_name = "dashboard"
 
 urlpatterns = [
     path("", dashboard.index, name="index"),
-    path("studies/<int:study_id>/leaderboard/", dashboard.leaderboard, name="leaderboard"),
-    path("studies/<int:study_id>/plots/elo-<str:judge>.png", dashboard.elo_plot, name="elo_plot"),
+    path("tournaments/<int:tournament_id>/leaderboard/", dashboard.leaderboard, name="leaderboard"),
+    path("tournaments/<int:tournament_id>/plots/elo-<str:judge>.png", dashboard.elo_plot, name="elo_plot"),
     path(
-        "studies/<int:study_id>/plots/categories-<str:judge>.png",
+        "tournaments/<int:tournament_id>/plots/categories-<str:judge>.png",
         dashboard.category_plot,
         name="category_plot",
     ),
     path(
-        "studies/<int:study_id>/plots/agreement-<str:judge>.png",
+        "tournaments/<int:tournament_id>/plots/agreement-<str:judge>.png",
         dashboard.agreement_plot,
         name="agreement_plot",
     ),

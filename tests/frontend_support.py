@@ -20,12 +20,12 @@ from annotation.models import (
     StageQualification,
     WorkUnit,
 )
-from annotation.preferences.studies import launch_study
+from annotation.preferences.tournaments import launch_tournament
 from fixtures.images import IMAGES
 from fixtures.loader import skimage_data_dir
 from mturk.models import CrowdStudy, Hit
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, launch
-from tests.scoring_factories import create_study
+from tests.scoring_factories import create_tournament
 
 XSS_INSTRUCTION = 'Count the birds <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>'
 XSS_RESPONSE = ('The cat watches a bird. <img src=x onerror="window.__xss=3">'
@@ -177,11 +177,11 @@ def pairwise_unit(*, left_text="The cat is watching a bird outside the window: i
                                                    reference_output="A bird outside.")
     ModelResponse.objects.create(instance=instance, model_name="model-a", text=left_text)
     ModelResponse.objects.create(instance=instance, model_name="model-b", text=right_text)
-    preference_study = create_study(
-        name=f"Study of {family.name}", families=[family], include_reference=False,
+    tournament = create_tournament(
+        name=f"Tournament of {family.name}", families=[family], include_reference=False,
         with_criteria=with_criteria, with_rubric=with_rubric, rubric=RUBRIC if with_rubric else "",
         judgements_per_pair=1, seed=seed)
-    launch_study(study=preference_study)
+    launch_tournament(tournament=tournament)
     return WorkUnit.objects.get(family=family, stage=Stage.PAIRWISE)
 
 

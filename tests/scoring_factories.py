@@ -1,10 +1,10 @@
-"""Rows for the scoring tests: verified instances with model responses, studies and battles."""
+"""Rows for the scoring tests: verified instances with model responses, tournaments and battles."""
 
 import factory
 from django.db import transaction
 
-from annotation.models import Instance, ModelResponse, PreferenceStudy
-from annotation.preferences.studies import sample_battles
+from annotation.models import Instance, ModelResponse, Tournament
+from annotation.preferences.tournaments import sample_battles
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory
 
 REFERENCE_TEXT = "The bicycle is red and leans against a blue door."
@@ -42,13 +42,13 @@ def with_responses(instance, *model_names):
     return [ModelResponseFactory(instance=instance, model_name=name) for name in model_names]
 
 
-def create_study(*, name, families=(), sample=True, **options):
-    """A preference study as a researcher saves it in the admin, with its battles sampled (unless
+def create_tournament(*, name, families=(), sample=True, **options):
+    """A tournament as a researcher saves it in the admin, with its battles sampled (unless
     sample=False), in one transaction."""
     with transaction.atomic():
-        study = PreferenceStudy.objects.create(name=name, **options)
+        tournament = Tournament.objects.create(name=name, **options)
         if families:
-            study.families.set(families)
+            tournament.families.set(families)
         if sample:
-            sample_battles(study=study)
-    return study
+            sample_battles(tournament=tournament)
+    return tournament

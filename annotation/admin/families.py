@@ -182,7 +182,7 @@ def _launch_action(stage):
     return action
 
 
-# Pairwise preference is launched per preference study (its battles), never per family.
+# Pairwise preference is launched per tournament (its battles), never per family.
 FAMILY_STAGES = [stage for stage in Stage.values if stage != Stage.PAIRWISE]
 
 

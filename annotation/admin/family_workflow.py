@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from annotation import llm
 
-# The judge mode the workflow's button runs; the study list's actions offer the other modes.
-from annotation.admin.study_workflow import STUDY_STEP_LABELS, study_steps
+# The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
+from annotation.admin.tournament_workflow import TOURNAMENT_STEP_LABELS, tournament_steps
 from annotation.admin.workflow_steps import (
     CROWD_STAGES,
     STAGE_BUTTONS,
@@ -27,17 +27,17 @@ from annotation.models import (
     InstructionFamily,
     JudgeRun,
     ModelResponse,
-    PreferenceStudy,
     Snapshot,
     Stage,
     StageConfig,
+    Tournament,
     WorkUnit,
 )
 
 
-def _studies_of(family):
-    """Studies whose battles may include this family: those naming it, and those naming none."""
-    return PreferenceStudy.objects.annotate(n_families=Count("families")).filter(
+def _tournaments_of(family):
+    """Tournaments whose battles may include this family: those naming it, and those naming none."""
+    return Tournament.objects.annotate(n_families=Count("families")).filter(
         Q(families=family) | Q(n_families=0)
     ).distinct().order_by("-created_at")
 
@@ -62,8 +62,8 @@ def family_workflow(family):
     models = responses.values("model_name").distinct().count()
     response_count = responses.count()
     is_new = family.source == InstructionFamily.Source.NEW
-    studies = list(_studies_of(family))
-    study = studies[0] if studies else None
+    tournaments = list(_tournaments_of(family))
+    tournament = tournaments[0] if tournaments else None
 
     def stage_state(stage, finished):
         if finished:
@@ -116,17 +116,17 @@ def family_workflow(family):
         f"{plural(verified, 'verified instance')}",
         admin_url("modelresponse_import"), "Import predictions",
     ))
-    steps.extend(study_steps(study, family=family) if study else _no_study_steps())
+    steps.extend(tournament_steps(tournament, family=family) if tournament else _no_tournament_steps())
 
     jobs = collection_jobs(family, captioned=captioned, with_reference=with_reference)
-    if study:
-        runs = JudgeRun.objects.filter(study__in=studies).select_related("study")
-        jobs += recent_jobs(list(runs), list(Snapshot.objects.filter(studies__in=studies).distinct()))
+    if tournament:
+        runs = JudgeRun.objects.filter(tournament__in=tournaments).select_related("tournament")
+        jobs += recent_jobs(list(runs), list(Snapshot.objects.filter(tournaments__in=tournaments).distinct()))
 
     collecting = bool(sum(open_units.values())) or awaiting_caption or awaiting_verification
     next_action = _family_next_action(
         family, launched=launched, is_new=is_new, total=total, awaiting_reference=awaiting_reference,
-        collecting=collecting, verified=verified, response_count=response_count, study=study,
+        collecting=collecting, verified=verified, response_count=response_count, tournament=tournament,
     )
     example = {"instruction": family.seed_instruction, "response": family.seed_response,
                "images": [seed.image for seed in family.seedimage_set.select_related("image")]}
@@ -134,13 +134,13 @@ def family_workflow(family):
                     jobs=jobs, warnings=job_warnings(jobs), example=example)
 
 
-def _no_study_steps():
-    return [Step(key, label, "todo", "no preference study includes this family yet")
-            for key, label in STUDY_STEP_LABELS]
+def _no_tournament_steps():
+    return [Step(key, label, "todo", "no tournament includes this family yet")
+            for key, label in TOURNAMENT_STEP_LABELS]
 
 
 def _family_next_action(family, *, launched, is_new, total, awaiting_reference, collecting, verified,
-                        response_count, study):
+                        response_count, tournament):
     if not is_new and not total:
         return NextAction("import", "Import a VisIT-Bench sheet",
                           "This family is reformatted from an existing dataset: its instances come "
@@ -173,15 +173,15 @@ def _family_next_action(family, *, launched, is_new, total, awaiting_reference, 
                           "On the import page, download this family's verified sheet, add a "
                           "“<model> prediction” column per model, and import it.",
                           url=admin_url("modelresponse_import"))
-    if study is None:
-        add = admin_url("preferencestudy_add") + "?" + urlencode(
+    if tournament is None:
+        add = admin_url("tournament_add") + "?" + urlencode(
             {"families": family.pk, "name": f"{family.name}: pairwise preference"})
-        return NextAction("create_study", "Create a preference study",
-                          "Saving the study samples its battles from the verified instances and "
+        return NextAction("create_tournament", "Create a tournament",
+                          "Saving the tournament samples its battles from the verified instances and "
                           "their predictions.", url=add)
-    return NextAction("open_study", f"Open the workflow of “{study.name}”",
+    return NextAction("open_tournament", f"Open the workflow of “{tournament.name}”",
                       "The rest of the loop (battles, judgements, leaderboard, snapshot) is the "
-                      "study's.", url=admin_url("preferencestudy_workflow", study.pk))
+                      "tournament's.", url=admin_url("tournament_workflow", tournament.pk))
 
 
 _LAUNCH_EXPLANATIONS = {

@@ -1,4 +1,4 @@
-"""The researchers' side of scoring (paper §4): responses, preference studies, battles, judges."""
+"""The researchers' side of scoring (paper §4): responses, tournaments, battles, judges."""
 
 from django import forms
 from django.contrib import admin, messages
@@ -11,9 +11,9 @@ from django.utils.html import format_html
 
 from annotation.admin.actions import each_selected
 from annotation.admin.families import family_sheets
-from annotation.admin.study_workflow import study_workflow
+from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
-from annotation.admin.workflow import WorkflowAdminMixin, perform_study_action
+from annotation.admin.workflow import WorkflowAdminMixin, perform_tournament_action
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run, run_again
 from annotation.models import (
@@ -23,10 +23,10 @@ from annotation.models import (
     Judgement,
     JudgeRun,
     ModelResponse,
-    PreferenceStudy,
     Rubric,
+    Tournament,
 )
-from annotation.preferences import predictions, studies
+from annotation.preferences import predictions, tournaments
 from crowdbench.jobs import enqueue
 
 PENDING_PREDICTIONS = "pending_predictions"
@@ -109,10 +109,10 @@ class RubricInline(admin.TabularInline):
 def _judge_action(mode):
     def action(modeladmin, request, queryset):
         runs = each_selected(modeladmin, request, queryset,
-                             lambda study: create_judge_run(study=study, mode=mode))
-        for study, run in runs:
+                             lambda tournament: create_judge_run(tournament=tournament, mode=mode))
+        for tournament, run in runs:
             enqueue("tasks.run_judge", run.pk)
-            modeladmin.message_user(request, f"{study}: judge run #{run.pk} ({run.engine}) queued.")
+            modeladmin.message_user(request, f"{tournament}: judge run #{run.pk} ({run.engine}) queued.")
         if runs:
             say_if_jobs_will_wait(modeladmin, request)
 
@@ -120,8 +120,8 @@ def _judge_action(mode):
     return admin.action(description=f"Run the LLM judge: {JudgeRun.Mode(mode).label}")(action)
 
 
-@admin.register(PreferenceStudy)
-class PreferenceStudyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
+@admin.register(Tournament)
+class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
     change_form_template = "admin/annotation/workflow_change_form.html"
     list_display = [
         "name",
@@ -150,71 +150,71 @@ class PreferenceStudyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
             )
         )
 
-    def build_workflow(self, study):
-        return study_workflow(study)
+    def build_workflow(self, tournament):
+        return tournament_workflow(tournament)
 
-    def perform_next_action(self, request, study, key):
-        return perform_study_action(study=study, key=key, user=request.user)
+    def perform_next_action(self, request, tournament, key):
+        return perform_tournament_action(tournament=tournament, key=key, user=request.user)
 
     @admin.display(description="workflow")
-    def workflow_link(self, study):
+    def workflow_link(self, tournament):
         return format_html('<a href="{}">Workflow</a>',
-                           reverse("admin:annotation_preferencestudy_workflow", args=[study.pk]))
+                           reverse("admin:annotation_tournament_workflow", args=[tournament.pk]))
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
-        study = form.instance
+        tournament = form.instance
         # Battles are sampled once the families are saved (they decide which instances count),
-        # and only while the study has none and is not launched.
-        if study.launched_at or study.battles.exists():
+        # and only while the tournament has none and is not launched.
+        if tournament.launched_at or tournament.battles.exists():
             return
         try:
-            count = studies.sample_battles(study=study)
+            count = tournaments.sample_battles(tournament=tournament)
         except AnnotationError as error:
-            self.message_user(request, f"No battles were sampled yet: {error} The study's workflow "
+            self.message_user(request, f"No battles were sampled yet: {error} The tournament's workflow "
                                        "page samples them when you are ready.", messages.WARNING)
         else:
-            self.message_user(request, f"{count} battles sampled for “{study.name}”.", messages.SUCCESS)
+            self.message_user(request, f"{count} battles sampled for “{tournament.name}”.", messages.SUCCESS)
 
     def response_add(self, request, obj, post_url_continue=None):
         if "_continue" in request.POST or "_addanother" in request.POST or "_popup" in request.POST:
             return super().response_add(request, obj, post_url_continue)
-        self.message_user(request, f"The preference study “{obj.name}” was added. Its steps are below.",
+        self.message_user(request, f"The tournament “{obj.name}” was added. Its steps are below.",
                           messages.SUCCESS)
-        return redirect("admin:annotation_preferencestudy_workflow", obj.pk)
+        return redirect("admin:annotation_tournament_workflow", obj.pk)
 
     @admin.display(description="battles", ordering="battle_total")
-    def battle_total(self, study):
-        return study.battle_total
+    def battle_total(self, tournament):
+        return tournament.battle_total
 
     @admin.display(description="human judgements")
-    def human_progress(self, study):
-        return f"{study.human_total}/{study.battle_total * study.judgements_per_pair}"
+    def human_progress(self, tournament):
+        return f"{tournament.human_total}/{tournament.battle_total * tournament.judgements_per_pair}"
 
     @admin.display(description="leaderboard")
-    def leaderboard_link(self, study):
+    def leaderboard_link(self, tournament):
         return format_html(
-            '<a href="{}">leaderboard</a>', reverse("dashboard:leaderboard", args=[study.pk])
+            '<a href="{}">leaderboard</a>', reverse("dashboard:leaderboard", args=[tournament.pk])
         )
 
-    @admin.action(description="Sample battles (with the study's seed)")
+    @admin.action(description="Sample battles (with the tournament's seed)")
     def sample(self, request, queryset):
-        for study, count in each_selected(self, request, queryset,
-                                          lambda study: studies.sample_battles(study=study)):
-            self.message_user(request, f"{study}: {count} battles sampled.")
+        for tournament, count in each_selected(self, request, queryset,
+                                               lambda tournament: tournaments.sample_battles(tournament=tournament)):
+            self.message_user(request, f"{tournament}: {count} battles sampled.")
 
     @admin.action(description="Launch: put the battles in the crowd work queue")
     def launch(self, request, queryset):
-        for study, _ in each_selected(self, request, queryset,
-                                      lambda study: studies.launch_study(study=study)):
-            self.message_user(request, f"{study}: launched.")
+        for tournament, _ in each_selected(self, request, queryset,
+                                           lambda tournament: tournaments.launch_tournament(tournament=tournament)):
+            self.message_user(request, f"{tournament}: launched.")
 
 
 @admin.register(Battle)
 class BattleAdmin(admin.ModelAdmin):
-    list_display = ["id", "study", "instance", "model_a", "model_b", "human_judgement_count"]
-    list_filter = ["study"]
-    list_select_related = ["study", "instance", "response_a", "response_b"]
+    list_display = ["id", "tournament", "instance", "model_a", "model_b", "human_judgement_count"]
+    list_filter = ["tournament"]
+    list_select_related = ["tournament", "instance", "response_a", "response_b"]
     raw_id_fields = ["instance", "response_a", "response_b"]
 
     def get_queryset(self, request):
@@ -246,7 +246,7 @@ class HumanJudgementAdmin(admin.ModelAdmin):
         "active_seconds",
         "created_at",
     ]
-    list_filter = ["battle__study", "choice"]
+    list_filter = ["battle__tournament", "choice"]
     raw_id_fields = ["battle", "worker", "assignment"]
     readonly_fields = ["created_at"]
 
@@ -255,7 +255,7 @@ class HumanJudgementAdmin(admin.ModelAdmin):
 class JudgeRunAdmin(admin.ModelAdmin):
     list_display = [
         "id",
-        "study",
+        "tournament",
         "engine",
         "mode",
         "status",

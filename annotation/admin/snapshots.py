@@ -20,8 +20,8 @@ from annotation.public_urls import placeholder_warning
 class SnapshotAdmin(admin.ModelAdmin):
     list_display = ["version", "status", "progress_bar", "created_at", "created_by", "short_hash"]
     list_filter = ["status"]
-    filter_horizontal = ["studies"]
-    add_fields = ["note", "studies"]
+    filter_horizontal = ["tournaments"]
+    add_fields = ["note", "tournaments"]
     readonly_fields = ["version", "status", "progress_bar", "progress_message", "error",
                        "created_at", "created_by", "finished_at", "content_sha256", "file_links",
                        "diff_with_previous", "manifest"]
@@ -32,10 +32,10 @@ class SnapshotAdmin(admin.ModelAdmin):
         return super().add_view(request, form_url, extra_context)
 
     def get_fields(self, request, obj=None):
-        return self.add_fields if obj is None else ["note", "studies", *self.readonly_fields]
+        return self.add_fields if obj is None else ["note", "tournaments", *self.readonly_fields]
 
     def get_readonly_fields(self, request, obj=None):
-        return [] if obj is None else [*self.readonly_fields, "note", "studies"]
+        return [] if obj is None else [*self.readonly_fields, "note", "tournaments"]
 
     def has_delete_permission(self, request, obj=None):
         return False

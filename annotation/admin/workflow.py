@@ -1,4 +1,4 @@
-"""The workflow page of a family and of a preference study: the pipeline's steps in order with
+"""The workflow page of a family and of a tournament: the pipeline's steps in order with
 their counts, the jobs running now, and the one next action (paper §2.1, Fig. 3; §4).
 
 A researcher should never have to know which admin action comes next. Each page lists every step
@@ -12,9 +12,9 @@ something the researcher did not see.
 from django.db import transaction
 from django.urls import reverse
 
-# The judge mode the workflow's button runs; the study list's actions offer the other modes.
+# The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
 from annotation.admin.family_workflow import family_workflow
-from annotation.admin.study_workflow import study_workflow
+from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow_steps import WORKFLOW_JUDGE_MODE, plural
 from annotation.collection import captions, stages
@@ -25,7 +25,7 @@ from annotation.models import (
     Instance,
     Stage,
 )
-from annotation.preferences import studies
+from annotation.preferences import tournaments
 from crowdbench.jobs import enqueue
 
 # --- performing the next action ------------------------------------------------------------------
@@ -51,22 +51,22 @@ def perform_family_action(*, family, key):
     raise AnnotationError(f"“{action.label}” is done on its own page.")
 
 
-def perform_study_action(*, study, key, user):
-    action = study_workflow(study).next_action
+def perform_tournament_action(*, tournament, key, user):
+    action = tournament_workflow(tournament).next_action
     _check_still_next(action, key)
     if key == "sample_battles":
-        count = studies.sample_battles(study=study)
-        return f"{plural(count, 'battle')} sampled for “{study.name}”.", False
-    if key == "launch_study":
-        studies.launch_study(study=study)
-        return f"“{study.name}” launched: its battles are in the annotators' queue.", False
+        count = tournaments.sample_battles(tournament=tournament)
+        return f"{plural(count, 'battle')} sampled for “{tournament.name}”.", False
+    if key == "launch_tournament":
+        tournaments.launch_tournament(tournament=tournament)
+        return f"“{tournament.name}” launched: its battles are in the annotators' queue.", False
     if key == "run_judge":
-        run = create_judge_run(study=study, mode=WORKFLOW_JUDGE_MODE)
+        run = create_judge_run(tournament=tournament, mode=WORKFLOW_JUDGE_MODE)
         enqueue("tasks.run_judge", run.pk)
         return f"Judge run #{run.pk} ({run.engine}) queued.", True
     if key == "build_snapshot":
-        snapshot = snapshots.request_snapshot(created_by=user, studies=[study],
-                                              note=f"Built from the workflow of “{study.name}”.")
+        snapshot = snapshots.request_snapshot(created_by=user, tournaments=[tournament],
+                                              note=f"Built from the workflow of “{tournament.name}”.")
         return f"{snapshot} is being built in the background.", True
     raise AnnotationError(f"“{action.label}” is done on its own page.")
 

@@ -1,5 +1,5 @@
 """What a workflow page is made of: steps, running jobs and the next action, shared by the family's
-page and the study's."""
+page and the tournament's."""
 
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlencode
@@ -16,7 +16,7 @@ from annotation.models import (
 from tasks.jobs import job_key
 from tasks.models import Job as JobRecord
 
-# The judge mode the workflow's button runs; the study list's actions offer the other modes.
+# The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
 
 
 WORKFLOW_JUDGE_MODE = JudgeRun.Mode.REFERENCE_FREE

@@ -11,8 +11,8 @@ from annotation.models import (
     Instance,
     InstructionFamily,
     Judgement,
-    PreferenceStudy,
     Snapshot,
+    Tournament,
 )
 from annotation.public_urls import public_url
 
@@ -54,19 +54,19 @@ class InstanceSerializer(serializers.ModelSerializer):
         return instance.current_caption.texts if instance.current_caption else None
 
 
-class StudySerializer(serializers.ModelSerializer):
+class TournamentSerializer(serializers.ModelSerializer):
     battles_sampled = serializers.IntegerField(read_only=True)
     judgement_count = serializers.IntegerField(read_only=True)
 
     class Meta:
-        model = PreferenceStudy
+        model = Tournament
         fields = ["id", "name", "families", "image_kind", "model_names", "include_reference",
                   "sampling", "battle_count", "battles_sampled", "judgements_per_pair", "with_criteria",
                   "with_rubric", "seed", "launched_at", "created_at", "judgement_count"]
 
 
 class HumanJudgementSerializer(serializers.ModelSerializer):
-    study = serializers.IntegerField(source="battle.study_id", read_only=True)
+    tournament = serializers.IntegerField(source="battle.tournament_id", read_only=True)
     instance = serializers.IntegerField(source="battle.instance_id", read_only=True)
     model_a = serializers.CharField(source="battle.response_a.model_name", read_only=True)
     model_b = serializers.CharField(source="battle.response_b.model_name", read_only=True)
@@ -75,7 +75,7 @@ class HumanJudgementSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = HumanJudgement
-        fields = ["id", "study", "battle", "instance", "model_a", "model_b", "shown_left",
+        fields = ["id", "tournament", "battle", "instance", "model_a", "model_b", "shown_left",
                   "choice", "winner", "criteria", "rubric_scores", "worker", "active_seconds",
                   "created_at"]
 
@@ -89,11 +89,11 @@ class HumanJudgementSerializer(serializers.ModelSerializer):
 class JudgeJudgementSerializer(serializers.ModelSerializer):
     engine = serializers.CharField(source="run.engine", read_only=True)
     mode = serializers.CharField(source="run.mode", read_only=True)
-    study = serializers.IntegerField(source="run.study_id", read_only=True)
+    tournament = serializers.IntegerField(source="run.tournament_id", read_only=True)
 
     class Meta:
         model = Judgement
-        fields = ["id", "run", "study", "engine", "mode", "battle", "ordering", "criterion",
+        fields = ["id", "run", "tournament", "engine", "mode", "battle", "ordering", "criterion",
                   "winner", "cot", "used_fallback", "refused", "score_a", "score_b", "created_at"]
 
 
@@ -120,14 +120,14 @@ def _download_url(serializer, snapshot, name):
 
 class SnapshotSerializer(serializers.ModelSerializer):
     created_by = serializers.StringRelatedField()
-    studies = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    tournaments = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     files = serializers.SerializerMethodField()
     downloads = serializers.SerializerMethodField()
 
     class Meta:
         model = Snapshot
         fields = ["version", "status", "progress", "progress_message", "error", "created_at",
-                  "created_by", "finished_at", "note", "studies", "content_sha256", "files",
+                  "created_by", "finished_at", "note", "tournaments", "content_sha256", "files",
                   "downloads", "manifest"]
         read_only_fields = fields
 
@@ -148,8 +148,8 @@ class SnapshotSerializer(serializers.ModelSerializer):
 
 class SnapshotRequestSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
-    studies = serializers.PrimaryKeyRelatedField(many=True, required=False, default=list,
-                                                 queryset=PreferenceStudy.objects.all())
+    tournaments = serializers.PrimaryKeyRelatedField(many=True, required=False, default=list,
+                                                     queryset=Tournament.objects.all())
 
 
 class SnapshotDiffSerializer(serializers.Serializer):

@@ -7,7 +7,7 @@ from annotation.api import views
 router = DefaultRouter()
 router.register("families", views.FamilyViewSet, basename="family")
 router.register("instances", views.InstanceViewSet, basename="instance")
-router.register("studies", views.StudyViewSet, basename="study")
+router.register("tournaments", views.TournamentViewSet, basename="tournament")
 router.register("human-judgements", views.HumanJudgementViewSet, basename="human-judgement")
 router.register("judge-judgements", views.JudgeJudgementViewSet, basename="judge-judgement")
 router.register("snapshots", views.SnapshotViewSet, basename="snapshot")

@@ -27,8 +27,8 @@ from annotation.models import (
     InstanceImage,
     InstructionFamily,
     Judgement,
-    PreferenceStudy,
     Snapshot,
+    Tournament,
     multi_image_q,
 )
 
@@ -91,14 +91,14 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
     )
 
 
-class StudyViewSet(viewsets.ReadOnlyModelViewSet):
-    serializer_class = serializers.StudySerializer
+class TournamentViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = serializers.TournamentSerializer
     filterset_fields = ["sampling", "image_kind", "with_criteria", "with_rubric"]
     ordering_fields = ["id", "name", "created_at"]
     ordering = ["-created_at", "-id"]
 
     def get_queryset(self):
-        return PreferenceStudy.objects.prefetch_related("families").annotate(
+        return Tournament.objects.prefetch_related("families").annotate(
             battles_sampled=Count("battles", distinct=True),
             judgement_count=Count("battles__human_judgements", distinct=True),
         )
@@ -115,9 +115,9 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     )
     @action(detail=True, pagination_class=None, filter_backends=[])
     def leaderboard(self, request, pk=None):
-        """VisIT-Bench Tables 3-4 for the crowd and each finished LLM judge of the study, with each
+        """VisIT-Bench Tables 3-4 for the crowd and each finished LLM judge of the tournament, with each
         judge's agreement with the crowd: the same stored computation the dashboard shows."""
-        study = self.get_object()
+        tournament = self.get_object()
         criterion = request.query_params.get("criterion", "overall")
         if criterion not in CHIRP_CRITERIA:
             raise ValidationError({"criterion": f"One of {', '.join(CHIRP_CRITERIA)}."})
@@ -126,7 +126,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         # that never serve a leaderboard.
         from annotation.scoring import leaderboard
 
-        result = leaderboard.study_leaderboard(study=study, criterion=criterion, rounds=rounds)
+        result = leaderboard.tournament_leaderboard(tournament=tournament, criterion=criterion, rounds=rounds)
         data = [
             {"key": board.key, "title": board.title, "battles": board.battles, "judgements": board.judgements,
              "rounds": result.rounds, "data_key": result.data_key, "computed_at": result.computed_at,
@@ -140,13 +140,13 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class HumanJudgementFilter(django_filters.FilterSet):
-    study = django_filters.NumberFilter(field_name="battle__study")
+    tournament = django_filters.NumberFilter(field_name="battle__tournament")
     instance = django_filters.NumberFilter(field_name="battle__instance")
     model = django_filters.CharFilter(method="filter_model", label="Either side's model name")
 
     class Meta:
         model = HumanJudgement
-        fields = ["study", "battle", "instance", "choice", "shown_left", "model"]
+        fields = ["tournament", "battle", "instance", "choice", "shown_left", "model"]
 
     def filter_model(self, queryset, name, value):
         return queryset.filter(Q(battle__response_a__model_name=value)
@@ -164,11 +164,11 @@ class HumanJudgementViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class JudgeJudgementFilter(django_filters.FilterSet):
-    study = django_filters.NumberFilter(field_name="run__study")
+    tournament = django_filters.NumberFilter(field_name="run__tournament")
 
     class Meta:
         model = Judgement
-        fields = ["study", "run", "battle", "criterion", "ordering", "winner"]
+        fields = ["tournament", "run", "battle", "criterion", "ordering", "winner"]
 
 
 class JudgeJudgementViewSet(viewsets.ReadOnlyModelViewSet):
@@ -188,7 +188,7 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     ordering = ["-version"]
     lookup_field = "version"
     lookup_value_regex = _WHOLE_NUMBER.pattern
-    queryset = Snapshot.objects.select_related("created_by").prefetch_related("studies")
+    queryset = Snapshot.objects.select_related("created_by").prefetch_related("tournaments")
 
     @extend_schema(request=serializers.SnapshotRequestSerializer,
                    responses={202: serializers.SnapshotSerializer})
@@ -196,7 +196,7 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         form = serializers.SnapshotRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         snapshot = snapshots.request_snapshot(created_by=request.user,
-                                              studies=form.validated_data["studies"],
+                                              tournaments=form.validated_data["tournaments"],
                                               note=form.validated_data["note"])
         return Response(self.get_serializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
 

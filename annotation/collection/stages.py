@@ -50,8 +50,8 @@ def launch_stage(*, family, stage, overlap=None, lease_minutes=None):
 def _unit_specs(family, stage):
     """(key, instance, reference) of every unit the stage needs now."""
     if stage == Stage.PAIRWISE:
-        # Battles belong to a preference study, which makes their units when it is launched
-        # (annotation/preferences/studies.py: launch_study); a family alone does not say which battles.
+        # Battles belong to a tournament, which makes their units when it is launched
+        # (annotation/preferences/tournaments.py: launch_tournament); a family alone does not say which battles.
         return []
     if stage == Stage.INSTRUCTION_GENERATION:
         made = family.instances.exclude(status=Instance.Status.DISCARDED).count()

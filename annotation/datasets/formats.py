@@ -160,7 +160,7 @@ HUMAN_PREFERENCES_WIDE = Table(
     name="human_preferences_wide",
     title="Human preferences, with criteria and workers",
     description="One row per human judgement and criterion answered (overall first, then CHIRP's "
-                "criteria when the study asked them): the published columns, then more.",
+                "criteria when the tournament asked them): the published columns, then more.",
     columns=(
         *_PREFERENCE_COLUMNS,
         Column("criterion", "string", f"The criterion judged: one of {', '.join(CHIRP_CRITERIA)}."),
@@ -168,10 +168,10 @@ HUMAN_PREFERENCES_WIDE = Table(
         Column("time_taken_seconds", "double", "Seconds the worker was active on the page."),
         Column("side_shown_A", "string", "Where A was shown: left (Response 1) or right."),
         Column("side_chosen", "string", "The side the worker picked: left or right."),
-        Column("rubric_score.A", "int64", "1-5 rubric score of A, when the study asked one."),
-        Column("rubric_score.B", "int64", "1-5 rubric score of B, when the study asked one."),
+        Column("rubric_score.A", "int64", "1-5 rubric score of A, when the tournament asked one."),
+        Column("rubric_score.B", "int64", "1-5 rubric score of B, when the tournament asked one."),
         _CATEGORY,
-        Column("study", "string", "The preference study."),
+        Column("tournament", "string", "The tournament."),
         Column("battle_id", "int64", "The battle (instance, A, B)."),
         Column("instance_id", "int64", "The instance."),
         Column("judgement_id", "int64", "The judgement."),

@@ -99,11 +99,11 @@ def _family_counts():
     return families
 
 
-def build_manifest(*, snapshot, studies, files, content_sha256):
+def build_manifest(*, snapshot, tournaments, files, content_sha256):
     published = streams.published_instances()
     exported = {entry["table"]: entry["rows"] for entry in files}
     table = table2()
-    runs = JudgeRun.objects.filter(study__in=studies).select_related("study").order_by("pk")
+    runs = JudgeRun.objects.filter(tournament__in=tournaments).select_related("tournament").order_by("pk")
     reformatted = (
         InstructionFamily.objects.filter(source=InstructionFamily.Source.REFORMATTED,
                                          instances__in=published)
@@ -128,30 +128,30 @@ def build_manifest(*, snapshot, studies, files, content_sha256):
             "images": ImageAsset.objects.filter(instances__in=published).distinct().count(),
         },
         "table2": {name.lower(): _table2_column(column) for name, column in table.columns()},
-        "studies": [
+        "tournaments": [
             {
-                "name": study.name,
-                "sampling": study.sampling,
-                "image_kind": study.image_kind,
-                "judgements_per_pair": study.judgements_per_pair,
-                "with_criteria": study.with_criteria,
-                "with_rubric": study.with_rubric,
-                "seed": study.seed,
-                "battles": Battle.objects.filter(study=study).count(),
-                "human_judgements": streams.human_judgements(studies=[study]).count(),
+                "name": tournament.name,
+                "sampling": tournament.sampling,
+                "image_kind": tournament.image_kind,
+                "judgements_per_pair": tournament.judgements_per_pair,
+                "with_criteria": tournament.with_criteria,
+                "with_rubric": tournament.with_rubric,
+                "seed": tournament.seed,
+                "battles": Battle.objects.filter(tournament=tournament).count(),
+                "human_judgements": streams.human_judgements(tournaments=[tournament]).count(),
             }
-            for study in studies
+            for tournament in tournaments
         ],
         "models": [
             {"name": row["model_name"], "responses": row["n"]}
             for row in ModelResponse.objects.filter(
-                Q(pk__in=Battle.objects.filter(study__in=studies).values("response_a"))
-                | Q(pk__in=Battle.objects.filter(study__in=studies).values("response_b"))
+                Q(pk__in=Battle.objects.filter(tournament__in=tournaments).values("response_a"))
+                | Q(pk__in=Battle.objects.filter(tournament__in=tournaments).values("response_b"))
             ).values("model_name").annotate(n=Count("pk")).order_by("model_name")
         ],
         "judges": [
             {
-                "study": run.study.name,
+                "tournament": run.tournament.name,
                 "engine": run.engine,
                 "mode": run.mode,
                 "evaluated_with_reference": run.mode == JudgeRun.Mode.REFERENCE_BACKED,

@@ -44,15 +44,15 @@ def snapshot_storage():
 # --- requesting --------------------------------------------------------------------------------
 
 
-def request_snapshot(*, created_by=None, studies=(), note="", background=True):
+def request_snapshot(*, created_by=None, tournaments=(), note="", background=True):
     """A new pending snapshot with the next version number; its build job starts on commit."""
-    studies = list(studies)
+    tournaments = list(tournaments)
     for _ in range(5):
         try:
             with transaction.atomic():
                 snapshot = Snapshot(created_by=created_by, note=note)
                 assign_version(snapshot=snapshot)
-                snapshot.studies.set(studies)
+                snapshot.tournaments.set(tournaments)
         except IntegrityError:
             # Another request took the same version between our read and our insert.
             continue
@@ -74,10 +74,10 @@ def enqueue_build(*, snapshot):
     enqueue("tasks.build_snapshot", snapshot.pk)
 
 
-@receiver(m2m_changed, sender=Snapshot.studies.through)
-def _studies_are_frozen(sender, instance, action, **kwargs):
+@receiver(m2m_changed, sender=Snapshot.tournaments.through)
+def _tournaments_are_frozen(sender, instance, action, **kwargs):
     if action.startswith("pre_") and isinstance(instance, Snapshot) and instance.is_frozen:
-        raise AnnotationError(f"{instance} is immutable: its studies cannot change.")
+        raise AnnotationError(f"{instance} is immutable: its tournaments cannot change.")
 
 
 # --- building ----------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def build_snapshot(*, snapshot):
 
 
 def _write_files(snapshot, workdir, progress):
-    studies = list(snapshot.studies.order_by("pk"))
+    tournaments = list(snapshot.tournaments.order_by("pk"))
     storage = snapshot_storage()
     files = []
     digests = {}
@@ -171,7 +171,7 @@ def _write_files(snapshot, workdir, progress):
     tables = {}
     for output in OUTPUTS:
         progress.step(f"Writing {output.table.name}")
-        table, rows = _rows_for(output, studies, digests)
+        table, rows = _rows_for(output, tournaments, digests)
         tables[table.name] = table
         paths = {kind: workdir / name for kind, name in output.names().items()}
         for path in paths.values():
@@ -197,7 +197,7 @@ def _write_files(snapshot, workdir, progress):
     (workdir / CONTENT_SUMS_NAME).write_text(sums, encoding="utf-8")
 
     progress.step("Writing the manifest and the dataset card")
-    manifest = build_manifest(snapshot=snapshot, studies=studies, files=files,
+    manifest = build_manifest(snapshot=snapshot, tournaments=tournaments, files=files,
                               content_sha256=content_sha256)
     (workdir / MANIFEST_NAME).write_text(
         json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8"
@@ -246,7 +246,7 @@ def storage_prefix(snapshot):
     return f"v{snapshot.version}"
 
 
-def _rows_for(output, studies, digests):
+def _rows_for(output, tournaments, digests):
     """(table, rows) of one output; a sheet's rows also record each instance's digest."""
     if output.sheet_kind is not None:
         table, sheet_rows = streams.sheet_export(output.sheet_kind)
@@ -261,10 +261,10 @@ def _rows_for(output, studies, digests):
         return table, rows()
     table = output.table
     if table is formats.HUMAN_PREFERENCES:
-        return table, streams.human_preference_rows(studies=studies)
+        return table, streams.human_preference_rows(tournaments=tournaments)
     if table is formats.HUMAN_PREFERENCES_WIDE:
-        return table, streams.human_preference_rows(studies=studies, wide=True)
-    return table, streams.battle_rows(studies=studies)
+        return table, streams.human_preference_rows(tournaments=tournaments, wide=True)
+    return table, streams.battle_rows(tournaments=tournaments)
 
 
 def _file_sha256(path):

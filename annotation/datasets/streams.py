@@ -223,7 +223,7 @@ def _image_cells(instance_ids_query):
     return {instance_id: _image_cell(u) for instance_id, u in urls.items()}
 
 
-# A battle's cells, read once per battle: its judgements (about 30 a battle in a large study)
+# A battle's cells, read once per battle: its judgements (about 30 a battle in a large tournament)
 # share them, and fetching and writing them once per judgement was most of an export's time.
 _BATTLE_CELLS = (
     "id", "instance_id", "instance__instruction", "response_a__text", "response_b__text",
@@ -232,15 +232,15 @@ _BATTLE_CELLS = (
 _JUDGEMENT_FIELDS = ("battle_id", "id", "shown_left", "choice")
 _WIDE_FIELDS = (
     "criteria", "rubric_scores", "active_seconds", "worker__platform", "worker__external_id",
-    "battle__instance__family__name", "battle__study__name", "created_at",
+    "battle__instance__family__name", "battle__tournament__name", "created_at",
 )
 
 
-def human_judgements(*, studies):
-    return HumanJudgement.objects.filter(battle__study__in=studies).order_by("id")
+def human_judgements(*, tournaments):
+    return HumanJudgement.objects.filter(battle__tournament__in=tournaments).order_by("id")
 
 
-def human_preference_rows(*, studies, wide=False, chunk_size=None) -> Iterator[tuple]:
+def human_preference_rows(*, tournaments, wide=False, chunk_size=None) -> Iterator[tuple]:
     """The human preference CSV's rows: one per judgement (wide: per judgement and criterion),
     a battle's judgements together, in the order they were made.
 
@@ -248,7 +248,7 @@ def human_preference_rows(*, studies, wide=False, chunk_size=None) -> Iterator[t
     so memory stays flat and each battle's texts cross the wire once: the rows of one battle hold
     the very same text objects, which the CSV writer then quotes once (exports.CsvWriter)."""
     chunk_size = chunk_size or settings.EXPORT_CHUNK_ROWS
-    judgements = human_judgements(studies=studies).order_by("battle_id", "id")
+    judgements = human_judgements(tournaments=tournaments).order_by("battle_id", "id")
     images = _image_cells(judgements.values("battle__instance_id"))
     battles = (
         Battle.objects.filter(pk__in=judgements.values("battle_id")).order_by("id")
@@ -273,7 +273,7 @@ def human_preference_rows(*, studies, wide=False, chunk_size=None) -> Iterator[t
             chose_a = (choice == "left") == a_on_left
             yield (*base, chose_a, not chose_a)
             continue
-        (criteria, rubric, seconds, platform, external_id, category, study, created_at) = values[4:]
+        (criteria, rubric, seconds, platform, external_id, category, tournament, created_at) = values[4:]
         worker_key = (platform, external_id)
         if worker_key not in pseudonyms:
             pseudonyms[worker_key] = pseudonymise(platform, external_id)
@@ -284,7 +284,7 @@ def human_preference_rows(*, studies, wide=False, chunk_size=None) -> Iterator[t
         for criterion, side in answers:
             chose_a = side == side_a
             yield (*base, chose_a, not chose_a, criterion, pseudonyms[worker_key], seconds,
-                   side_a, side, rubric.get(side_a), rubric.get(side_b), category, study,
+                   side_a, side, rubric.get(side_a), rubric.get(side_b), category, tournament,
                    battle_id, instance_id, pk, created_at.isoformat())
 
 
@@ -296,10 +296,10 @@ _BATTLE_FIELDS = (
 )
 
 
-def judge_judgements(*, studies, include_reference=False):
+def judge_judgements(*, tournaments, include_reference=False):
     """Overall pairwise judgements of finished judge runs, grouped by run and battle."""
     judgements = Judgement.objects.filter(
-        run__study__in=studies, run__status=JudgeRun.Status.DONE, criterion="overall"
+        run__tournament__in=tournaments, run__status=JudgeRun.Status.DONE, criterion="overall"
     ).exclude(run__mode=JudgeRun.Mode.PROMETHEUS)
     if not include_reference:
         judgements = judgements.exclude(
@@ -309,10 +309,10 @@ def judge_judgements(*, studies, include_reference=False):
     return judgements.order_by("run_id", "battle_id", "ordering")
 
 
-def battle_rows(*, studies, include_reference=False, chunk_size=None) -> Iterator[tuple]:
+def battle_rows(*, tournaments, include_reference=False, chunk_size=None) -> Iterator[tuple]:
     """The judge battles JSONL's records: one per (judge run, battle), both orderings inside."""
     chunk_size = chunk_size or settings.EXPORT_CHUNK_ROWS
-    judgements = judge_judgements(studies=studies, include_reference=include_reference)
+    judgements = judge_judgements(tournaments=tournaments, include_reference=include_reference)
     images = _image_cells(judgements.values("battle__instance_id"))
     group, key = [], None
     for values in judgements.values_list(*_BATTLE_FIELDS).iterator(chunk_size=chunk_size):

@@ -14,9 +14,9 @@ from annotation.models import CHIRP_CRITERIA, JudgeCall, Judgement, JudgeRun
 
 
 def criteria(run):
-    """CHIRP's criteria a run asks about: all of them for a vision judge of a study that wants
+    """CHIRP's criteria a run asks about: all of them for a vision judge of a tournament that wants
     them, else overall alone."""
-    if run.mode == JudgeRun.Mode.VISION and run.study.with_criteria:
+    if run.mode == JudgeRun.Mode.VISION and run.tournament.with_criteria:
         return CHIRP_CRITERIA
     return CHIRP_CRITERIA[:1]
 
@@ -44,7 +44,7 @@ def battles_per_chunk(run):
 
 
 def _battle_ids(run):
-    return list(run.study.battles.order_by("pk").values_list("pk", flat=True))
+    return list(run.tournament.battles.order_by("pk").values_list("pk", flat=True))
 
 
 def chunks(run):

@@ -34,16 +34,16 @@ def base_url_label():
     return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
-def create_judge_run(*, study, mode, engine=None, concurrency=0, use_batch_api=False):
-    if not study.battles.exists():
-        raise AnnotationError(f"“{study.name}” has no battles to judge; sample them first.")
-    if mode == JudgeRun.Mode.PROMETHEUS and not (study.rubric or study.rubrics.exists()):
-        raise AnnotationError(f"“{study.name}” has no score rubric for the Prometheus judge.")
+def create_judge_run(*, tournament, mode, engine=None, concurrency=0, use_batch_api=False):
+    if not tournament.battles.exists():
+        raise AnnotationError(f"“{tournament.name}” has no battles to judge; sample them first.")
+    if mode == JudgeRun.Mode.PROMETHEUS and not (tournament.rubric or tournament.rubrics.exists()):
+        raise AnnotationError(f"“{tournament.name}” has no score rubric for the Prometheus judge.")
     engine = engine or settings.JUDGE_MODEL
     if not engine:
         raise AnnotationError("No judge model is configured: set JUDGE_MODEL (e.g. gpt-4).")
     return JudgeRun.objects.create(
-        study=study,
+        tournament=tournament,
         mode=mode,
         engine=engine,
         base_url_label=base_url_label(),
@@ -69,7 +69,7 @@ def _plan(run, battles):
     for battle in battles:
         instance, a, b = battle.instance, battle.response_a.text, battle.response_b.text
         if run.mode == JudgeRun.Mode.PROMETHEUS:
-            rubric = run.study.rubric_for(instance)
+            rubric = run.tournament.rubric_for(instance)
             if not rubric:
                 raise AnnotationError(f"No score rubric for instance #{instance.pk}.")
             requests = [
@@ -99,7 +99,7 @@ def start_judge_run(*, run):
 
     A run that cannot reach its model (no key) fails here, with the reason, before any chunk.
     """
-    run = JudgeRun.objects.select_related("study").get(pk=run.pk)
+    run = JudgeRun.objects.select_related("tournament").get(pk=run.pk)
     if run.status not in ACTIVE_STATUSES:
         return []
     llm.judge_client().close()
@@ -115,13 +115,13 @@ def judge_chunk(*, run, index):
 
     Returns True when no chunk of the run is left unjudged.
     """
-    run = JudgeRun.objects.select_related("study").get(pk=run.pk)
+    run = JudgeRun.objects.select_related("tournament").get(pk=run.pk)
     if run.status not in ACTIVE_STATUSES:
         return False
     run_chunks = chunks(run)
     if index < len(run_chunks) and index in unfinished_chunks(run):
         battles = list(
-            run.study.battles.filter(pk__in=run_chunks[index]).order_by("pk")
+            run.tournament.battles.filter(pk__in=run_chunks[index]).order_by("pk")
             .select_related("instance__family", "instance__current_caption", "response_a",
                             "response_b")
             .prefetch_related("instance__instanceimage_set__image")
@@ -179,7 +179,7 @@ def run_again(*, run):
 
 
 def run_judge(*, run):
-    """Judge every battle of the run's study here and now, chunk by chunk (commands and tests; the
+    """Judge every battle of the run's tournament here and now, chunk by chunk (commands and tests; the
     admin queues the same steps as jobs). Errors leave the run failed with its answers cached,
     so running it again resumes."""
     JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.PENDING, error="")

@@ -23,9 +23,9 @@ from annotation.models.preferences import (
     Battle,
     HumanJudgement,
     ModelResponse,
-    PreferenceStudy,
     Rubric,
     Side,
+    Tournament,
 )
 from annotation.models.scoring import LeaderboardResult
 from annotation.models.work import Assignment, AssignmentQuerySet, Stage, StageConfig, WorkUnit
@@ -65,7 +65,7 @@ __all__ = [
     "Judgement",
     "LeaderboardResult",
     "ModelResponse",
-    "PreferenceStudy",
+    "Tournament",
     "Reference",
     "Rubric",
     "SeedImage",

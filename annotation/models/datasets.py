@@ -6,11 +6,11 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.models.instances import Instance
-from annotation.models.preferences import PreferenceStudy
+from annotation.models.preferences import Tournament
 
 
 class Snapshot(models.Model):
-    """The verified benchmark and the judgements of chosen studies, frozen at one moment.
+    """The verified benchmark and the judgements of chosen tournaments, frozen at one moment.
 
     A snapshot is written once: its rows may change only while it is being built (through
     QuerySet.update by annotation/datasets/snapshots.py); once done or failed, save() and delete() refuse.
@@ -27,8 +27,8 @@ class Snapshot(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     note = models.TextField(blank=True)
-    studies = models.ManyToManyField(PreferenceStudy, blank=True, related_name="snapshots",
-                                     help_text="Studies whose judgements go in; none: no judgements.")
+    tournaments = models.ManyToManyField(Tournament, blank=True, related_name="snapshots",
+                                         help_text="Tournaments whose judgements go in; none: no judgements.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent of the files written.")
     progress_message = models.CharField(max_length=300, blank=True)

@@ -1,12 +1,12 @@
-"""LLM judges over a study's battles: runs, the calls they paid for, and their judgements."""
+"""LLM judges over a tournament's battles: runs, the calls they paid for, and their judgements."""
 
 from django.db import models
 
-from annotation.models.preferences import Battle, PreferenceStudy
+from annotation.models.preferences import Battle, Tournament
 
 
 class JudgeRun(models.Model):
-    """One LLM judge over every battle of a study, with its cost and progress."""
+    """One LLM judge over every battle of a tournament, with its cost and progress."""
 
     class Mode(models.TextChoices):
         REFERENCE_FREE = "reference_free", "Text, reference-free (paper Fig. 16)"
@@ -22,7 +22,7 @@ class JudgeRun(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
-    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="judge_runs")
+    tournament = models.ForeignKey(Tournament, on_delete=models.CASCADE, related_name="judge_runs")
     engine = models.CharField(max_length=200, help_text="The judge model, e.g. gpt-4-0613.")
     base_url_label = models.CharField(max_length=300, blank=True,
                                       help_text="Which server answered (no credentials).")
@@ -47,7 +47,7 @@ class JudgeRun(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self):
-        return f"{self.engine} ({self.get_mode_display()}) on {self.study}"
+        return f"{self.engine} ({self.get_mode_display()}) on {self.tournament}"
 
     @property
     def judge_name(self):

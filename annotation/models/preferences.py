@@ -1,4 +1,4 @@
-"""Pairwise preference: model responses, studies, battles and the crowd's judgements of them
+"""Pairwise preference: model responses, tournaments, battles and the crowd's judgements of them
 (paper §4; CHIRP C.2.2; Prometheus-Vision rubrics)."""
 
 from django.db import models
@@ -43,7 +43,7 @@ class ModelResponse(models.Model):
         return f"{self.model_name} on #{self.instance_id}"
 
 
-class PreferenceStudy(models.Model):
+class Tournament(models.Model):
     """Which battles to sample, and how the crowd judges them (paper §4; CHIRP C.2.2)."""
 
     class Sampling(models.TextChoices):
@@ -58,7 +58,7 @@ class PreferenceStudy(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     families = models.ManyToManyField(InstructionFamily, blank=True,
-                                      related_name="preference_studies",
+                                      related_name="tournaments",
                                       help_text="None chosen: every family.")
     image_kind = models.CharField(max_length=10, choices=ImageKind.choices, default=ImageKind.ALL)
     model_names = models.JSONField(default=list, blank=True,
@@ -83,7 +83,7 @@ class PreferenceStudy(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        verbose_name_plural = "preference studies"
+        verbose_name_plural = "tournaments"
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(condition=Q(judgements_per_pair__gte=1),
@@ -99,12 +99,12 @@ class PreferenceStudy(models.Model):
         if self.with_rubric and not self.rubric.strip():
             from django.core.exceptions import ValidationError
 
-            raise ValidationError({"rubric": "A study that asks for rubric scores needs a rubric: write "
+            raise ValidationError({"rubric": "A tournament that asks for rubric scores needs a rubric: write "
                                              "the default score rubric here (what is judged, and what "
                                              "scores 1 to 5 mean), or untick “with rubric”."})
 
     def rubric_for(self, instance):
-        """The most specific rubric: the instance's, then its family's, then the study's."""
+        """The most specific rubric: the instance's, then its family's, then the tournament's."""
         rubrics = {(r.family_id, r.instance_id): r.text for r in self.rubrics.all()}
         return (
             rubrics.get((None, instance.pk))
@@ -114,9 +114,9 @@ class PreferenceStudy(models.Model):
 
 
 class Rubric(models.Model):
-    """A score rubric for one family or one instance of a study (Prometheus-Vision §3)."""
+    """A score rubric for one family or one instance of a tournament (Prometheus-Vision §3)."""
 
-    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="rubrics")
+    tournament = models.ForeignKey(Tournament, on_delete=models.CASCADE, related_name="rubrics")
     family = models.ForeignKey(InstructionFamily, null=True, blank=True, on_delete=models.CASCADE)
     instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.CASCADE)
     text = models.TextField()
@@ -128,12 +128,12 @@ class Rubric(models.Model):
                            | Q(family__isnull=True, instance__isnull=False)),
                 name="rubric_for_family_or_instance",
             ),
-            models.UniqueConstraint(fields=["study", "family"], name="rubric_family_unique"),
-            models.UniqueConstraint(fields=["study", "instance"], name="rubric_instance_unique"),
+            models.UniqueConstraint(fields=["tournament", "family"], name="rubric_family_unique"),
+            models.UniqueConstraint(fields=["tournament", "instance"], name="rubric_instance_unique"),
         ]
 
     def __str__(self):
-        return f"Rubric of {self.instance or self.family} in {self.study}"
+        return f"Rubric of {self.instance or self.family} in {self.tournament}"
 
 
 class Battle(models.Model):
@@ -143,7 +143,7 @@ class Battle(models.Model):
     assignment and stored on the judgement.
     """
 
-    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="battles")
+    tournament = models.ForeignKey(Tournament, on_delete=models.CASCADE, related_name="battles")
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="battles")
     response_a = models.ForeignKey(ModelResponse, on_delete=models.PROTECT, related_name="+")
     response_b = models.ForeignKey(ModelResponse, on_delete=models.PROTECT, related_name="+")
@@ -152,7 +152,7 @@ class Battle(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [
-            models.UniqueConstraint(fields=["study", "response_a", "response_b"],
+            models.UniqueConstraint(fields=["tournament", "response_a", "response_b"],
                                     name="battle_pair_unique"),
             models.CheckConstraint(condition=~Q(response_a=F("response_b")),
                                    name="battle_two_different_responses"),

@@ -2,16 +2,16 @@
 
 from django.db import models
 
-from annotation.models.preferences import PreferenceStudy
+from annotation.models.preferences import Tournament
 
 
 class LeaderboardResult(models.Model):
-    """A study's leaderboard as computed once (annotation/scoring/leaderboard.py), kept so the dashboard,
+    """A tournament's leaderboard as computed once (annotation/scoring/leaderboard.py), kept so the dashboard,
     its figures, the API and the command all show the same numbers without rerunning the
     bootstrap. ``data_key`` is a hash of the judgements it was computed from and the parameters,
     so a new or changed judgement makes a new key and the stored result is simply not found."""
 
-    study = models.ForeignKey(PreferenceStudy, on_delete=models.CASCADE, related_name="leaderboard_results")
+    tournament = models.ForeignKey(Tournament, on_delete=models.CASCADE, related_name="leaderboard_results")
     criterion = models.CharField(max_length=40)
     rounds = models.PositiveIntegerField()
     data_key = models.CharField(max_length=64)
@@ -21,9 +21,9 @@ class LeaderboardResult(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["study", "criterion", "rounds", "data_key"],
+            models.UniqueConstraint(fields=["tournament", "criterion", "rounds", "data_key"],
                                     name="leaderboard_result_unique_per_data"),
         ]
 
     def __str__(self):
-        return f"Leaderboard of {self.study} ({self.criterion}, {self.rounds} rounds)"
+        return f"Leaderboard of {self.tournament} ({self.criterion}, {self.rounds} rounds)"

@@ -1,5 +1,5 @@
 """The crowd's pairwise judgements: a battle shown with its sides drawn per assignment, and a
-worker's forced choice (with CHIRP's criteria and rubric scores where the study asks for them)
+worker's forced choice (with CHIRP's criteria and rubric scores where the tournament asks for them)
 stored once."""
 
 import random
@@ -20,18 +20,18 @@ RUBRIC_SCORES = range(1, 6)
 
 
 def battle_of(unit):
-    return Battle.objects.select_related("study", "instance", "response_a", "response_b").get(
+    return Battle.objects.select_related("tournament", "instance", "response_a", "response_b").get(
         pk=unit.battle_id
     )
 
 
-def shown_left_for(*, assignment, study):
+def shown_left_for(*, assignment, tournament):
     """Which response this assignment shows on the left, drawn once per assignment.
 
-    Drawn from the study seed and the assignment, so a reload shows the same sides and the
+    Drawn from the tournament seed and the assignment, so a reload shows the same sides and the
     worker's choice is read against what they saw, never against what the browser claims.
     """
-    rng = random.Random(f"{study.seed}:{assignment.pk}")
+    rng = random.Random(f"{tournament.seed}:{assignment.pk}")
     return HumanJudgement.ShownLeft.A if rng.random() < 0.5 else HumanJudgement.ShownLeft.B
 
 
@@ -42,7 +42,7 @@ def pairwise_task(*, assignment=None, unit=None):
     """
     battle = battle_of(assignment.unit if assignment is not None else unit)
     shown_left = (
-        shown_left_for(assignment=assignment, study=battle.study)
+        shown_left_for(assignment=assignment, tournament=battle.tournament)
         if assignment is not None
         else HumanJudgement.ShownLeft.A
     )
@@ -56,8 +56,8 @@ def pairwise_task(*, assignment=None, unit=None):
         "shown_left": shown_left,
         "left": left,
         "right": right,
-        "criteria": CHIRP_CRITERIA[1:] if battle.study.with_criteria else (),
-        "rubric": battle.study.rubric_for(battle.instance).strip() if battle.study.with_rubric else "",
+        "criteria": CHIRP_CRITERIA[1:] if battle.tournament.with_criteria else (),
+        "rubric": battle.tournament.rubric_for(battle.instance).strip() if battle.tournament.with_rubric else "",
     }
 
 
@@ -67,11 +67,11 @@ def _check_side(value, what):
     return value
 
 
-def _clean_criteria(study, criteria):
+def _clean_criteria(tournament, criteria):
     criteria = dict(criteria or {})
-    if not study.with_criteria:
+    if not tournament.with_criteria:
         if criteria:
-            raise AnnotationError("This study asks only for an overall preference.")
+            raise AnnotationError("This tournament asks only for an overall preference.")
         return {}
     unknown = set(criteria) - set(CHIRP_CRITERIA[1:])
     if unknown:
@@ -81,13 +81,13 @@ def _clean_criteria(study, criteria):
     }
 
 
-def _clean_rubric_scores(study, scores, *, rubric):
+def _clean_rubric_scores(tournament, scores, *, rubric):
     """The two 1-5 scores when the worker was shown a rubric (`rubric`: its text for this battle's
-    instance); a rubric study whose rubric is empty asks for none, so it never blocks anybody."""
+    instance); a rubric tournament whose rubric is empty asks for none, so it never blocks anybody."""
     scores = dict(scores or {})
-    if not study.with_rubric or not (rubric or "").strip():
+    if not tournament.with_rubric or not (rubric or "").strip():
         if scores:
-            raise AnnotationError("This study does not ask for rubric scores.")
+            raise AnnotationError("This tournament does not ask for rubric scores.")
         return {}
     cleaned = {}
     for side in Side.values:
@@ -104,7 +104,7 @@ def _clean_rubric_scores(study, scores, *, rubric):
 def submit_pairwise_judgement(
     *, assignment_id, worker, choice, criteria=None, rubric_scores=None, active_seconds=None
 ):
-    """A worker's forced choice on a battle (and CHIRP criteria, rubric scores if the study asks).
+    """A worker's forced choice on a battle (and CHIRP criteria, rubric scores if the tournament asks).
 
     Submitting the same assignment again returns the judgement already stored.
     """
@@ -117,16 +117,16 @@ def submit_pairwise_judgement(
             judgement = getattr(assignment, "human_judgement", None)
             return stored_answer_for(worker, judgement, author_id=judgement and judgement.worker_id)
         battle = battle_of(assignment.unit)
-        study = battle.study
+        tournament = battle.tournament
         judgement = HumanJudgement.objects.create(
             battle=battle,
             worker=worker,
             assignment=assignment,
-            shown_left=shown_left_for(assignment=assignment, study=study),
+            shown_left=shown_left_for(assignment=assignment, tournament=tournament),
             choice=choice,
-            criteria=_clean_criteria(study, criteria),
-            rubric_scores=_clean_rubric_scores(study, rubric_scores,
-                                               rubric=study.rubric_for(battle.instance)),
+            criteria=_clean_criteria(tournament, criteria),
+            rubric_scores=_clean_rubric_scores(tournament, rubric_scores,
+                                               rubric=tournament.rubric_for(battle.instance)),
             active_seconds=active_seconds,
         )
         mark_submitted(assignment, active_seconds=active_seconds)

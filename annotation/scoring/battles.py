@@ -72,14 +72,14 @@ def _battle_related(queryset, prefix):
     ).prefetch_related(f"{prefix}instance__instanceimage_set")
 
 
-def human_battles(*, study, criterion="overall"):
+def human_battles(*, tournament, criterion="overall"):
     """One row per worker's judgement, the shown side mapped back to model_a / model_b.
 
     For a CHIRP criterion other than overall, only judgements that answered it count.
     """
     judgements = list(
         _battle_related(
-            HumanJudgement.objects.filter(battle__study=study).order_by("id"), "battle__"
+            HumanJudgement.objects.filter(battle__tournament=tournament).order_by("id"), "battle__"
         )
     )
     flags = _multi_image([j.battle for j in judgements])
@@ -145,14 +145,14 @@ def judge_orderings(*, run, criterion="overall"):
     return _frame(rows, BATTLE_COLUMNS)
 
 
-def finished_runs(*, study):
-    return list(JudgeRun.objects.filter(study=study, status=JudgeRun.Status.DONE).order_by("id"))
+def finished_runs(*, tournament):
+    return list(JudgeRun.objects.filter(tournament=tournament, status=JudgeRun.Status.DONE).order_by("id"))
 
 
-def human_rubric_scores(*, study):
+def human_rubric_scores(*, tournament):
     """One row per (worker's judgement, response) with its 1-5 rubric score."""
     judgements = _battle_related(
-        HumanJudgement.objects.filter(battle__study=study).exclude(rubric_scores={}), "battle__"
+        HumanJudgement.objects.filter(battle__tournament=tournament).exclude(rubric_scores={}), "battle__"
     )
     judgements = list(judgements)
     flags = _multi_image([j.battle for j in judgements])

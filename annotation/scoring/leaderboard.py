@@ -1,4 +1,4 @@
-"""The leaderboard of a preference study: VisIT-Bench Tables 3 and 4, for the crowd and each judge,
+"""The leaderboard of a tournament: VisIT-Bench Tables 3 and 4, for the crowd and each judge,
 with the judges' agreement with the crowd.
 
 The numbers come from ratings.py, bradley_terry.py, tables.py and agreement.py beside this module.
@@ -53,11 +53,11 @@ class Evaluator:
     scores: pd.DataFrame | None = None
 
 
-def evaluators(*, study, criterion="overall"):
-    human = human_battles(study=study, criterion=criterion)
+def evaluators(*, tournament, criterion="overall"):
+    human = human_battles(tournament=tournament, criterion=criterion)
     found = [Evaluator(key=HUMAN_KEY, title="Human judgements", battles=human, judgements=len(human),
-                       scores=human_rubric_scores(study=study))]
-    for run in finished_runs(study=study):
+                       scores=human_rubric_scores(tournament=tournament))]
+    for run in finished_runs(tournament=tournament):
         orderings = judge_orderings(run=run, criterion=criterion)
         found.append(
             Evaluator(
@@ -73,11 +73,11 @@ def evaluators(*, study, criterion="overall"):
     return found
 
 
-def data_key(found, *, study, criterion, rounds):
+def data_key(found, *, tournament, criterion, rounds):
     """sha256 of everything the result depends on: the battles of every evaluator (and each
     judge's orderings, which the agreement measures read), the parameters and the code version."""
     digest = hashlib.sha256()
-    digest.update(repr((COMPUTATION_VERSION, study.seed, criterion, rounds, REFERENCE_MODEL_NAME)).encode())
+    digest.update(repr((COMPUTATION_VERSION, tournament.seed, criterion, rounds, REFERENCE_MODEL_NAME)).encode())
     for evaluator in found:
         digest.update(repr((evaluator.key, evaluator.title, evaluator.judgements)).encode())
         for frame in (evaluator.battles, evaluator.orderings, evaluator.scores):
@@ -271,7 +271,7 @@ class Board:
 
 
 @dataclass
-class StudyLeaderboard:
+class TournamentLeaderboard:
     data_key: str
     criterion: str
     rounds: int
@@ -329,35 +329,35 @@ def agreement_row(found):
     }
 
 
-def study_leaderboard(*, study, criterion="overall", rounds=DEFAULT_ROUNDS):
-    """The study's leaderboard for the judgements as they are now: the stored result when one
+def tournament_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
+    """The tournament's leaderboard for the judgements as they are now: the stored result when one
     was computed from the same battles, else computed and stored (older results of the same
-    study, criterion and rounds are dropped then)."""
-    found = evaluators(study=study, criterion=criterion)
-    key = data_key(found, study=study, criterion=criterion, rounds=rounds)
-    stored = LeaderboardResult.objects.filter(study=study, criterion=criterion, rounds=rounds, data_key=key).first()
+    tournament, criterion and rounds are dropped then)."""
+    found = evaluators(tournament=tournament, criterion=criterion)
+    key = data_key(found, tournament=tournament, criterion=criterion, rounds=rounds)
+    same_board = {"tournament": tournament, "criterion": criterion, "rounds": rounds}
+    stored = LeaderboardResult.objects.filter(**same_board, data_key=key).first()
     if stored is None:
         started = time.perf_counter()
-        result = compute(found, seed=study.seed, rounds=rounds)
+        result = compute(found, seed=tournament.seed, rounds=rounds)
         seconds = time.perf_counter() - started
         try:
             with transaction.atomic():
-                stored = LeaderboardResult.objects.create(
-                    study=study, criterion=criterion, rounds=rounds, data_key=key, result=result, seconds=seconds
-                )
+                stored = LeaderboardResult.objects.create(**same_board, data_key=key, result=result,
+                                                          seconds=seconds)
         except IntegrityError:
             # Another request computed the same result meanwhile; the numbers are the same.
-            stored = LeaderboardResult.objects.get(study=study, criterion=criterion, rounds=rounds, data_key=key)
-        LeaderboardResult.objects.filter(study=study, criterion=criterion, rounds=rounds).exclude(
+            stored = LeaderboardResult.objects.get(**same_board, data_key=key)
+        LeaderboardResult.objects.filter(**same_board).exclude(
             data_key=key
         ).delete()
-    return StudyLeaderboard.from_stored(stored)
+    return TournamentLeaderboard.from_stored(stored)
 
 
-def stored_leaderboard(*, study, criterion, rounds, data_key):
+def stored_leaderboard(*, tournament, criterion, rounds, data_key):
     """A stored result by its key (the figures of a page ask for the result the page showed),
     or None when it has been replaced since."""
     stored = LeaderboardResult.objects.filter(
-        study=study, criterion=criterion, rounds=rounds, data_key=data_key
+        tournament=tournament, criterion=criterion, rounds=rounds, data_key=data_key
     ).first()
-    return StudyLeaderboard.from_stored(stored) if stored else None
+    return TournamentLeaderboard.from_stored(stored) if stored else None

@@ -5,7 +5,7 @@ The researcher creates a single-image family (its seed photo uploaded on the fam
 launches it; one annotator writes an instruction about a photo they upload, another captions it,
 the researcher pastes a reference (no reference model is configured), the third annotator verifies
 it. The researcher exports the verified sheet, adds a "<model> prediction" column for two models
-to that very file and imports it; samples battles and launches the study; all three annotators
+to that very file and imports it; samples battles and launches the tournament; all three annotators
 compare responses; the LLM judge (a loopback OpenAI-compatible server) judges the same battles;
 the leaderboard shows Elo and Bradley-Terry with intervals and the judge's agreement with the
 crowd; a snapshot is built and every file downloads through its link and reads in pandas.
@@ -192,9 +192,9 @@ class Researcher(Person):
         expect(self.page.locator(".messagelist")).to_contain_text(
             f"{rows * models} prediction(s) imported, 0 already there, from {models} model(s)")
 
-    def create_study(self):
+    def create_tournament(self):
         self.open(self.family_workflow)
-        self.click_next("Create a preference study")
+        self.click_next("Create a tournament")
         self.page.get_by_label("Sampling:", exact=True).select_option(label="All pairs of models on every instance")
         self.page.get_by_label("Judgements per pair:", exact=True).fill("3")
         self.page.get_by_role("button", name="Save", exact=True).click()
@@ -427,9 +427,9 @@ def test_researcher_and_three_annotators_finish_the_loop(people, site, tmp_path,
     exported.to_csv(predictions, index=False)
     researcher.import_predictions(predictions, rows=len(exported), models=len(PREDICTIONS))
 
-    # The study: battles sampled when it is saved, then launched from its workflow.
-    researcher.create_study()
-    researcher.click_next("Launch the study")
+    # The tournament: battles sampled when it is saved, then launched from its workflow.
+    researcher.create_tournament()
+    researcher.click_next("Launch the tournament")
     judged = {annotator.name: annotator.compare_all(ranking) for annotator, ranking in (
         (amara, QUALITY), (bruno, QUALITY), (chen, [QUALITY[1], QUALITY[0], QUALITY[2]]))}
     assert judged == {"amara": 3, "bruno": 3, "chen": 3}

@@ -6,7 +6,7 @@ from html import unescape
 import pytest
 from django.test import Client
 
-from annotation.models import Assignment, HumanJudgement, PreferenceStudy, Side, WorkUnit
+from annotation.models import Assignment, HumanJudgement, Side, Tournament, WorkUnit
 from tests.frontend_support import (
     LONG_RESPONSE,
     RUBRIC,
@@ -113,9 +113,9 @@ def chirp_survey_questions():
     return list(found.items())
 
 
-def test_a_rubric_study_whose_rubric_is_empty_asks_for_no_scores_and_accepts_the_choice():
+def test_a_rubric_tournament_whose_rubric_is_empty_asks_for_no_scores_and_accepts_the_choice():
     unit = pairwise_unit(with_rubric=True)
-    PreferenceStudy.objects.update(rubric="")
+    Tournament.objects.update(rubric="")
     page = accept(Client(), unit)
     assert "score-left" not in page.content.decode()
     response = submit(page.context["token"], choice="right")
@@ -123,7 +123,7 @@ def test_a_rubric_study_whose_rubric_is_empty_asks_for_no_scores_and_accepts_the
     assert HumanJudgement.objects.get().rubric_scores == {}
 
 
-def test_a_study_without_criteria_shows_only_the_overall_choice():
+def test_a_tournament_without_criteria_shows_only_the_overall_choice():
     unit = pairwise_unit()
     html = accept(Client(), unit).content.decode()
     assert 'name="choice"' in html

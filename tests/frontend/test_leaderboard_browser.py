@@ -13,13 +13,13 @@ from django.contrib.auth import get_user_model
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import HumanJudgement, JudgeRun, Stage
 from annotation.preferences.judgements import battle_of, shown_left_for, submit_pairwise_judgement
-from annotation.preferences.studies import launch_study
+from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
 from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.paths import DOCS_SCREENSHOTS
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -30,14 +30,14 @@ SCREENSHOT = DOCS_SCREENSHOTS / "leaderboard.png"
 STRENGTH = {"human-verified reference": 0.8, "llava-1.5": 0.6, "instructblip": 0.45, "otter": 0.3}
 
 
-def pilot_study(judge_server):
+def pilot_tournament(judge_server):
     families = [FamilyFactory(name="Contextual knowledge of events"), FamilyFactory(name="Art knowledge"),
                 FamilyFactory(name="Spot the difference", is_multi_image=True)]
     for family, count in zip(families, (3, 2, 2), strict=True):
         for _ in range(count):
             with_responses(verified_instance(family=family), "llava-1.5", "instructblip", "otter")
-    study = create_study(name="VisIT-Bench pilot", judgements_per_pair=3)
-    launch_study(study=study)
+    tournament = create_tournament(name="VisIT-Bench pilot", judgements_per_pair=3)
+    launch_tournament(tournament=tournament)
     chance = random.Random(7)
     for _ in range(3):
         worker = WorkerFactory()
@@ -46,12 +46,12 @@ def pilot_study(judge_server):
             a, b = battle.response_a.model_name, battle.response_b.model_name
             prefers_a = chance.random() < STRENGTH[a] / (STRENGTH[a] + STRENGTH[b])
             # The worker clicks a side; the server drew which side shows A.
-            a_on_left = shown_left_for(assignment=assignment, study=study) == HumanJudgement.ShownLeft.A
+            a_on_left = shown_left_for(assignment=assignment, tournament=tournament) == HumanJudgement.ShownLeft.A
             choice = "left" if prefers_a == a_on_left else "right"
             submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice=choice)
     judge_server.default = completion("Both are plausible.\nOverall, Response A is better.")
-    run_judge(run=create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE))
-    return study
+    run_judge(run=create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE))
+    return tournament
 
 
 
@@ -59,7 +59,7 @@ def pilot_study(judge_server):
 def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warnings(
     browser, live_server, judge_server
 ):
-    study = pilot_study(judge_server)
+    tournament = pilot_tournament(judge_server)
     get_user_model().objects.create_superuser("lead", password="a long password")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors = []
@@ -69,7 +69,7 @@ def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warn
     page.fill("#id_username", "lead")
     page.fill("#id_password", "a long password")
     page.click("input[type=submit]")
-    page.click(f"text={study.name} >> xpath=ancestor::tr >> text=Leaderboard")
+    page.click(f"text={tournament.name} >> xpath=ancestor::tr >> text=Leaderboard")
     page.wait_for_selector("table.leaderboard", timeout=180_000)
 
     human = page.locator("#board-human")

@@ -1,7 +1,7 @@
 """Data migrations, run for real on rows written in the schema before them."""
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE_WORK_UNIT_BATTLE = ("annotation", "0007_leaderboard_results")
@@ -28,15 +28,49 @@ def test_existing_pairwise_units_are_pointed_at_the_battle_their_key_names(lates
     response = apps.get_model("annotation", "ModelResponse").objects
     a = response.create(instance=instance, model_name="model-a", text="A")
     b = response.create(instance=instance, model_name="model-b", text="B")
-    study = apps.get_model("annotation", "PreferenceStudy").objects.create(name="Study")
+    # Before 0009 a tournament was a PreferenceStudy and a battle's field was `study`.
+    study = apps.get_model("annotation", "PreferenceStudy").objects.create(name="Tournament")
     battle = apps.get_model("annotation", "Battle").objects.create(
         study=study, instance=instance, response_a=a, response_b=b)
     units = apps.get_model("annotation", "WorkUnit").objects
     pairwise = units.create(stage="pairwise", key=f"battle-{battle.pk}", family=family, instance=instance)
-    # Deleting a study left its units behind while nothing tied a unit to its battle.
+    # Deleting a tournament left its units behind while nothing tied a unit to its battle.
     orphan = units.create(stage="pairwise", key=f"battle-{battle.pk + 1}", family=family)
     caption = units.create(stage="caption", key=f"caption-{instance.pk}-1", family=family, instance=instance)
 
     units = migrate_to(WORK_UNIT_BATTLE).get_model("annotation", "WorkUnit").objects
     battle_of = dict(units.values_list("pk", "battle_id"))
     assert battle_of == {pairwise.pk: battle.pk, orphan.pk: None, caption.pk: None}
+
+
+BEFORE_TOURNAMENT = WORK_UNIT_BATTLE
+TOURNAMENT = ("annotation", "0009_preference_study_is_tournament")
+
+
+def test_a_preference_study_becomes_a_tournament_with_its_battles_and_its_groups_permissions(
+        latest_schema_afterwards):
+    apps = migrate_to(BEFORE_TOURNAMENT)
+    family = apps.get_model("annotation", "InstructionFamily").objects.create(name="Animals")
+    instance = apps.get_model("annotation", "Instance").objects.create(family=family, instruction="Why?")
+    response = apps.get_model("annotation", "ModelResponse").objects
+    a = response.create(instance=instance, model_name="model-a", text="A")
+    b = response.create(instance=instance, model_name="model-b", text="B")
+    study = apps.get_model("annotation", "PreferenceStudy").objects.create(name="Pilot")
+    study.families.add(family)
+    apps.get_model("annotation", "Battle").objects.create(study=study, instance=instance, response_a=a, response_b=b)
+    permission = apps.get_model("auth", "Permission").objects.get(
+        content_type__app_label="annotation", codename="view_preferencestudy")
+    group = apps.get_model("auth", "Group").objects.create(name="Readers")
+    group.permissions.add(permission)
+
+    apps = migrate_to(TOURNAMENT)
+    tournament = apps.get_model("annotation", "Tournament").objects.get(name="Pilot")
+    assert list(tournament.families.values_list("name", flat=True)) == ["Animals"]
+    battle = apps.get_model("annotation", "Battle").objects.get()
+    assert battle.tournament_id == tournament.pk
+    readers = apps.get_model("auth", "Group").objects.get(name="Readers")
+    assert list(readers.permissions.values_list("codename", "name")) == [("view_tournament", "Can view tournament")]
+    # The pair stays unique under the renamed column.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        apps.get_model("annotation", "Battle").objects.create(
+            tournament=tournament, instance_id=instance.pk, response_a_id=a.pk, response_b_id=b.pk)

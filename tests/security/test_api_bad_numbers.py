@@ -1,12 +1,12 @@
 """Bad numbers, ids and query parameters in the REST API are 400s with a message, never 500s
-(issue 10, finding 4: `{"studies":[1e400]}`, `?against=²`)."""
+(issue 10, finding 4: `{"tournaments":[1e400]}`, `?against=²`)."""
 
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.models import PreferenceStudy, Snapshot
+from annotation.models import Snapshot, Tournament
 
 pytestmark = pytest.mark.django_db
 
@@ -30,12 +30,12 @@ def snapshot():
 
 
 @pytest.mark.parametrize("number", BAD_NUMBERS)
-def test_a_snapshot_request_with_an_impossible_study_id_is_a_400_that_names_the_field(api, number):
-    body = '{"studies": [' + number + ']}'
+def test_a_snapshot_request_with_an_impossible_tournament_id_is_a_400_that_names_the_field(api, number):
+    body = '{"tournaments": [' + number + ']}'
     response = api.post("/api/snapshots/", body, content_type="application/json")
     assert response.status_code == 400, response.content
     message = response.json()
-    assert "studies" in message or "JSON parse error" in message["detail"]
+    assert "tournaments" in message or "JSON parse error" in message["detail"]
     assert not Snapshot.objects.exists()
 
 
@@ -47,7 +47,7 @@ def test_a_top_level_impossible_number_is_a_400(api, number):
 
 def test_deeply_nested_json_is_a_400(api):
     for depth in (40, 50_000):
-        body = '{"note": "x", "studies": ' + "[" * depth + "]" * depth + "}"
+        body = '{"note": "x", "tournaments": ' + "[" * depth + "]" * depth + "}"
         response = api.post("/api/snapshots/", body, content_type="application/json")
         assert response.status_code == 400, (depth, response.content[:200])
         assert "nested deeper" in response.json()["detail"]
@@ -62,8 +62,8 @@ def test_a_diff_against_a_non_version_is_a_400_with_a_message(api, snapshot, aga
 
 @pytest.mark.parametrize("rounds", BAD_QUERY_NUMBERS + ["100000000", "0"])
 def test_leaderboard_rounds_that_are_not_a_small_whole_number_are_a_400(api, rounds):
-    study = PreferenceStudy.objects.create(name="Empty study")
-    response = api.get(f"/api/studies/{study.pk}/leaderboard/", {"rounds": rounds})
+    tournament = Tournament.objects.create(name="Empty tournament")
+    response = api.get(f"/api/tournaments/{tournament.pk}/leaderboard/", {"rounds": rounds})
     assert response.status_code == 400, response.content
     assert "rounds" in response.json()
 
@@ -71,11 +71,11 @@ def test_leaderboard_rounds_that_are_not_a_small_whole_number_are_a_400(api, rou
 @pytest.mark.parametrize(
     ("path", "parameter"),
     [
-        ("/api/human-judgements/", "study"),
+        ("/api/human-judgements/", "tournament"),
         ("/api/human-judgements/", "instance"),
         ("/api/human-judgements/", "battle"),
         ("/api/judge-judgements/", "run"),
-        ("/api/judge-judgements/", "study"),
+        ("/api/judge-judgements/", "tournament"),
         ("/api/instances/", "family"),
         ("/api/families/", "page"),
         ("/api/instances/", "page_size"),
@@ -89,6 +89,6 @@ def test_number_filters_with_bad_values_never_give_a_server_error(api, path, par
 
 @pytest.mark.parametrize("pk", ["99999999999999999999999", "9223372036854775808"])
 def test_detail_ids_beyond_the_database_range_are_404_not_500(api, pk):
-    for path in ("families", "instances", "studies", "human-judgements", "judge-judgements"):
+    for path in ("families", "instances", "tournaments", "human-judgements", "judge-judgements"):
         response = api.get(f"/api/{path}/{pk}/")
         assert response.status_code == 404, (path, response.status_code)

@@ -29,7 +29,7 @@ def test_a_staff_account_the_admin_refuses_gets_403_everywhere():
     InstanceFactory()
     refused = _client_for(_staff("no-perms"))
 
-    for path in ["/api/families/", "/api/instances/", "/api/studies/", "/api/human-judgements/",
+    for path in ["/api/families/", "/api/instances/", "/api/tournaments/", "/api/human-judgements/",
                  "/api/judge-judgements/", "/api/snapshots/"]:
         assert refused.get(path).status_code == 403, path
     assert refused.post("/api/snapshots/", {"note": "x"}, format="json").status_code == 403

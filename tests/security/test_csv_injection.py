@@ -10,7 +10,7 @@ import pytest
 
 from annotation.datasets import exports, snapshots
 from annotation.models import Instance, ModelResponse
-from tests.export_fixtures import judged_study_with_criteria_fixture  # noqa: F401
+from tests.export_fixtures import judged_tournament_with_criteria_fixture  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -52,12 +52,12 @@ def _records(data):
     return list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
 
 
-def _snapshot_with_hostile_text(judged_study_with_criteria):
-    study, _ = judged_study_with_criteria
+def _snapshot_with_hostile_text(judged_tournament_with_criteria):
+    tournament, _ = judged_tournament_with_criteria
     Instance.objects.update(instruction=ATTACK)
     for response, text in zip(ModelResponse.objects.order_by("id"), ALSO_HOSTILE, strict=False):
         ModelResponse.objects.filter(pk=response.pk).update(text=text)
-    snapshot = snapshots.request_snapshot(studies=[study], background=False)
+    snapshot = snapshots.request_snapshot(tournaments=[tournament], background=False)
     return snapshots.build_snapshot(snapshot=snapshot)
 
 
@@ -66,8 +66,8 @@ def _stored(snapshot, name):
         return handle.read()
 
 
-def test_worker_instruction_with_a_lone_cr_reaches_no_spreadsheet_as_a_formula(judged_study_with_criteria):
-    snapshot = _snapshot_with_hostile_text(judged_study_with_criteria)
+def test_worker_instruction_with_a_lone_cr_reaches_no_spreadsheet_as_a_formula(judged_tournament_with_criteria):
+    snapshot = _snapshot_with_hostile_text(judged_tournament_with_criteria)
 
     data = _stored(snapshot, "spreadsheet/visit_bench_single_image.csv")
 
@@ -84,8 +84,8 @@ def test_worker_instruction_with_a_lone_cr_reaches_no_spreadsheet_as_a_formula(j
         assert cell.lstrip()[:1] not in exports.FORMULA_TRIGGERS or cell.startswith("'")
 
 
-def test_every_csv_of_a_snapshot_reads_back_with_the_headers_column_count(judged_study_with_criteria):
-    snapshot = _snapshot_with_hostile_text(judged_study_with_criteria)
+def test_every_csv_of_a_snapshot_reads_back_with_the_headers_column_count(judged_tournament_with_criteria):
+    snapshot = _snapshot_with_hostile_text(judged_tournament_with_criteria)
 
     csv_files = [entry for entry in snapshot.files if entry["name"].endswith(".csv")]
     assert len(csv_files) == 10
@@ -100,8 +100,8 @@ def test_every_csv_of_a_snapshot_reads_back_with_the_headers_column_count(judged
             assert ATTACK in frame["instruction"].tolist() or entry["rows"] == 0, entry["name"]
 
 
-def test_spreadsheet_copies_hold_no_cell_a_spreadsheet_would_evaluate(judged_study_with_criteria):
-    snapshot = _snapshot_with_hostile_text(judged_study_with_criteria)
+def test_spreadsheet_copies_hold_no_cell_a_spreadsheet_would_evaluate(judged_tournament_with_criteria):
+    snapshot = _snapshot_with_hostile_text(judged_tournament_with_criteria)
 
     for entry in snapshot.files:
         if not entry["name"].startswith("spreadsheet/"):

@@ -22,7 +22,7 @@ from tests.celery_support import wait_for
 from tests.factories import awaiting_reference
 from tests.frontend_support import caption_unit, mturk_query, published_hit
 from tests.openai_fake import completion
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -42,8 +42,8 @@ def judge_environment(openai_server, **extra):
 def queued_run():
     instance = verified_instance()
     with_responses(instance, *MODELS)
-    study = create_study(name="faults", include_reference=False)
-    run = create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    tournament = create_tournament(name="faults", include_reference=False)
+    run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
     app.send_task("tasks.run_judge", args=[run.pk])
     return run
 

@@ -20,7 +20,7 @@ from tasks.models import Job
 from tasks.pipeline import generate_reference_job
 from tests.factories import CaptionFactory, InstanceFactory
 from tests.openai_fake import completion
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,8 +66,8 @@ def queued_tasks(broker):
 def one_battle_run():
     instance = verified_instance()
     with_responses(instance, "llava", "otter")
-    study = create_study(name="jobs", include_reference=False)
-    return runner.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    tournament = create_tournament(name="jobs", include_reference=False)
+    return runner.create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
 
 
 def test_sweep_queues_a_reference_whose_job_was_lost_and_not_again_while_it_is_queued(
@@ -163,8 +163,8 @@ def test_judge_run_is_judged_in_chunks_with_money_counted_once(judge_server, set
     settings.JUDGE_CHUNK_ROUNDS, settings.JUDGE_CONCURRENCY = 1, 2  # one battle (two orderings) per chunk
     instance = verified_instance()
     with_responses(instance, "llava", "otter", "idefics")
-    study = create_study(name="chunks", include_reference=False)
-    run = runner.create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    tournament = create_tournament(name="chunks", include_reference=False)
+    run = runner.create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
     judge_server.default = completion("Overall, Response A is better.", prompt_tokens=100,
                                       completion_tokens=10)
 

@@ -1,13 +1,13 @@
-"""Print a preference study's leaderboards (paper Tables 3 and 4): the crowd's and each judge's."""
+"""Print a tournament's leaderboards (paper Tables 3 and 4): the crowd's and each judge's."""
 
 import re
 
 import pandas as pd
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import CHIRP_CRITERIA, PreferenceStudy
+from annotation.models import CHIRP_CRITERIA, Tournament
 from annotation.scoring import DEFAULT_ROUNDS, MIN_MATCHES
-from annotation.scoring.leaderboard import study_leaderboard
+from annotation.scoring.leaderboard import tournament_leaderboard
 
 
 def _columns(header, body):
@@ -54,10 +54,10 @@ def render_text(leaderboard):
 
 
 class Command(BaseCommand):
-    help = "Print Elo, Bradley-Terry, matches and win-rate vs. reference of a preference study, per evaluator."
+    help = "Print Elo, Bradley-Terry, matches and win-rate vs. reference of a tournament, per evaluator."
 
     def add_arguments(self, parser):
-        parser.add_argument("study", help="The preference study's name (or id).")
+        parser.add_argument("tournament", help="The tournament's name (or id).")
         parser.add_argument("--criterion", default="overall", choices=CHIRP_CRITERIA)
         parser.add_argument(
             "--rounds",
@@ -66,12 +66,12 @@ class Command(BaseCommand):
             help="Bootstrap rounds for the intervals (the dashboard and the API use the default).",
         )
 
-    def handle(self, *args, study, criterion, rounds, **options):
-        chosen = PreferenceStudy.objects.filter(name=study).first()
-        if chosen is None and re.fullmatch(r"[0-9]{1,18}", study):
-            chosen = PreferenceStudy.objects.filter(pk=int(study)).first()
+    def handle(self, *args, tournament, criterion, rounds, **options):
+        chosen = Tournament.objects.filter(name=tournament).first()
+        if chosen is None and re.fullmatch(r"[0-9]{1,18}", tournament):
+            chosen = Tournament.objects.filter(pk=int(tournament)).first()
         if chosen is None:
-            raise CommandError(f"No preference study is named “{study}”.")
+            raise CommandError(f"No tournament is named “{tournament}”.")
         if not 1 <= rounds <= 100_000:
             raise CommandError("--rounds must be between 1 and 100000.")
-        self.stdout.write(render_text(study_leaderboard(study=chosen, criterion=criterion, rounds=rounds)))
+        self.stdout.write(render_text(tournament_leaderboard(tournament=chosen, criterion=criterion, rounds=rounds)))

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.datasets import manifest, snapshots
 from annotation.exceptions import AnnotationError
-from annotation.models import PreferenceStudy, Snapshot
+from annotation.models import Snapshot, Tournament
 
 
 class Command(BaseCommand):
@@ -13,9 +13,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         commands = parser.add_subparsers(dest="action", required=True)
-        create = commands.add_parser("create", help="Freeze the benchmark and chosen studies.")
-        create.add_argument("--study", action="append", default=[], dest="studies",
-                            help="A preference study whose judgements go in (repeatable).")
+        create = commands.add_parser("create", help="Freeze the benchmark and chosen tournaments.")
+        create.add_argument("--tournament", action="append", default=[], dest="tournaments",
+                            help="A tournament whose judgements go in (repeatable).")
         create.add_argument("--note", default="")
         create.add_argument("--user", help="Username recorded as the snapshot's creator.")
         create.add_argument("--background", action="store_true",
@@ -33,19 +33,19 @@ class Command(BaseCommand):
         except AnnotationError as error:
             raise CommandError(str(error)) from None
 
-    def _create(self, *, studies, note, user, background, **_):
+    def _create(self, *, tournaments, note, user, background, **_):
         chosen = []
-        for name in studies:
-            study = PreferenceStudy.objects.filter(name=name).first()
-            if study is None:
-                raise CommandError(f"No preference study is called “{name}”.")
-            chosen.append(study)
+        for name in tournaments:
+            tournament = Tournament.objects.filter(name=name).first()
+            if tournament is None:
+                raise CommandError(f"No tournament is called “{name}”.")
+            chosen.append(tournament)
         creator = None
         if user:
             creator = get_user_model().objects.filter(username=user).first()
             if creator is None:
                 raise CommandError(f"No user is called “{user}”.")
-        snapshot = snapshots.request_snapshot(created_by=creator, studies=chosen, note=note,
+        snapshot = snapshots.request_snapshot(created_by=creator, tournaments=chosen, note=note,
                                               background=background)
         if background:
             self.stdout.write(f"{snapshot} queued.")

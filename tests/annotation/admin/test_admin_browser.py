@@ -1,5 +1,5 @@
 """The researcher's admin in headless Chromium: a family made on its own form, seed image uploaded
-there, its workflow page, and the next-action button; a study's job progress that refreshes itself.
+there, its workflow page, and the next-action button; a tournament's job progress that refreshes itself.
 
 Screenshots of the pages land in docs/screenshots/ (the README shows them).
 """
@@ -11,11 +11,11 @@ from django.contrib.auth import get_user_model
 
 from annotation.judging.runner import create_judge_run
 from annotation.models import InstructionFamily, JudgeRun, SeedImage, Stage, StageConfig
-from annotation.preferences.studies import launch_study
+from annotation.preferences.tournaments import launch_tournament
 from fixtures.images import IMAGES
 from fixtures.loader import skimage_data_dir
 from tests.paths import DOCS_SCREENSHOTS
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -89,21 +89,21 @@ def test_a_family_made_on_its_form_with_an_uploaded_seed_image_shows_its_steps_a
     assert page.errors == []
 
 
-def test_a_studys_job_progress_refreshes_by_itself(researcher_page, live_server, judge_server):
+def test_a_tournaments_job_progress_refreshes_by_itself(researcher_page, live_server, judge_server):
     page = researcher_page
     with_responses(verified_instance(), "llava", "otter")
-    study = create_study(name="Pairwise preference of the demo")
-    launch_study(study=study)
-    run = create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    tournament = create_tournament(name="Pairwise preference of the demo")
+    launch_tournament(tournament=tournament)
+    run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
     JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.RUNNING, total_calls=12, done_calls=3)
-    page.goto(f"{live_server.url}/admin/annotation/preferencestudy/{study.pk}/workflow/")
+    page.goto(f"{live_server.url}/admin/annotation/tournament/{tournament.pk}/workflow/")
     bar = page.locator(f'[data-job="judge-run-{run.pk}"] progress')
     assert bar.evaluate("bar => bar.value") == 25
     JudgeRun.objects.filter(pk=run.pk).update(done_calls=9)
     page.wait_for_function(f"""() => document.querySelector('[data-job="judge-run-{run.pk}"] progress').value === 75""",
                            timeout=10_000)
     assert "9 of 12" in page.locator(f'[data-job="judge-run-{run.pk}"]').inner_text()
-    page.screenshot(path=str(SCREENSHOTS / "study-workflow.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / "tournament-workflow.png"), full_page=True)
     assert page.errors == []
 
 

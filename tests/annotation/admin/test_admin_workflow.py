@@ -1,5 +1,5 @@
-"""The researcher's workflow in the admin: each family's and study's steps, the next action as one
-button, the family form (seed image upload, skill tags), rubric studies, and the front door."""
+"""The researcher's workflow in the admin: each family's and tournament's steps, the next action as one
+button, the family form (seed image upload, skill tags), rubric tournaments, and the front door."""
 
 import io
 import re
@@ -20,11 +20,11 @@ from annotation.models import (
     Instance,
     InstructionFamily,
     JudgeRun,
-    PreferenceStudy,
     SeedImage,
     Snapshot,
     Stage,
     StageConfig,
+    Tournament,
 )
 from tasks.models import Job as JobRecord
 from tests.factories import (
@@ -35,7 +35,7 @@ from tests.factories import (
     WorkerFactory,
     launch,
 )
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 
@@ -76,12 +76,12 @@ def family_form(**fields):
 
 
 def workflow_url(obj):
-    name = "instructionfamily" if isinstance(obj, InstructionFamily) else "preferencestudy"
+    name = "instructionfamily" if isinstance(obj, InstructionFamily) else "tournament"
     return reverse(f"admin:annotation_{name}_workflow", args=[obj.pk])
 
 
 def next_url(obj):
-    name = "instructionfamily" if isinstance(obj, InstructionFamily) else "preferencestudy"
+    name = "instructionfamily" if isinstance(obj, InstructionFamily) else "tournament"
     return reverse(f"admin:annotation_{name}_workflow_next", args=[obj.pk])
 
 
@@ -182,7 +182,7 @@ def test_a_new_familys_workflow_lists_every_step_in_order_and_offers_the_launch(
     page = researcher.get(workflow_url(family)).content.decode()
     labels = re.findall(r'<li class="workflow-step[^"]*"[^>]*>.*?<strong>([^<]+)</strong>', page, re.S)
     assert labels == ["Instruction generation", "Instruction-conditioned captions", "Candidate references",
-                      "Verification", "Model predictions", "Battles sampled", "Study launched",
+                      "Verification", "Model predictions", "Battles sampled", "Tournament launched",
                       "Human judgements", "LLM judge", "Leaderboard", "Snapshot"]
     assert "0 of 3 instances written; not launched" in page
     assert next_button(page) == ("launch_instruction_generation", "Launch instruction generation")
@@ -219,15 +219,15 @@ def test_a_family_waiting_for_a_reference_without_a_model_links_to_the_paste_pag
     assert f'href="{paste}">Paste a reference for instance #{instance.pk}</a>' in page
 
 
-def test_a_family_with_verified_instances_and_predictions_leads_to_a_new_study(researcher):
+def test_a_family_with_verified_instances_and_predictions_leads_to_a_new_tournament(researcher):
     family = FamilyFactory(target_instances=1)
     for stage in (Stage.INSTRUCTION_GENERATION, Stage.CAPTION, Stage.VERIFICATION):
         launch(family, stage)
     with_responses(verified_instance(family=family), "llava", "otter")
     page = researcher.get(workflow_url(family)).content.decode()
     assert "2 responses from 2 models on 1 verified instance" in page
-    assert ">Create a preference study</a>" in page
-    add_form = researcher.get(reverse("admin:annotation_preferencestudy_add"),
+    assert ">Create a tournament</a>" in page
+    add_form = researcher.get(reverse("admin:annotation_tournament_add"),
                               {"families": family.pk, "name": f"{family.name}: pairwise preference"})
     assert f'value="{family.name}: pairwise preference"' in add_form.content.decode()
 
@@ -253,13 +253,13 @@ def test_a_failed_reference_job_shows_its_reason_on_the_family_workflow(research
 def test_workflow_status_json_reports_a_running_judge_run(researcher, judge_server):
     instance = verified_instance()
     with_responses(instance, "llava", "otter")
-    study = create_study(name="progress study")
-    run = create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    tournament = create_tournament(name="progress tournament")
+    run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
     JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.RUNNING, total_calls=12, done_calls=3)
-    status = researcher.get(reverse("admin:annotation_preferencestudy_workflow_status", args=[study.pk])).json()
+    status = researcher.get(reverse("admin:annotation_tournament_workflow_status", args=[tournament.pk])).json()
     job = next(job for job in status["jobs"] if job["key"] == f"judge-run-{run.pk}")
     assert (job["status"], job["done"], job["total"], job["percent"], job["running"]) == ("running", 3, 12, 25, True)
-    page = researcher.get(workflow_url(study)).content.decode()
+    page = researcher.get(workflow_url(tournament)).content.decode()
     assert '<progress max="100" value="25"' in page
     assert "annotation/workflow.js" in page and "<script>" not in page.split("</head>")[1]
 
@@ -273,10 +273,10 @@ def test_the_workflow_says_jobs_will_wait_when_no_worker_answers(researcher):
     assert "No Celery worker is answering" in index
 
 
-# --- preference studies ------------------------------------------------------------------------
+# --- tournaments ------------------------------------------------------------------------
 
 
-def study_form(**fields):
+def tournament_form(**fields):
     data = {"name": "Pairwise on family", "image_kind": "all", "model_names": "[]", "include_reference": "on",
             "sampling": "all_pairs", "battle_count": "0", "matchups_per_question": "5",
             "judgements_per_pair": "5", "rubric": "", "lease_minutes": "30", "seed": "0",
@@ -286,68 +286,68 @@ def study_form(**fields):
     return data
 
 
-def test_a_rubric_study_without_a_rubric_cannot_be_saved(researcher):
-    response = researcher.post(reverse("admin:annotation_preferencestudy_add"), study_form(with_rubric="on"))
+def test_a_rubric_tournament_without_a_rubric_cannot_be_saved(researcher):
+    response = researcher.post(reverse("admin:annotation_tournament_add"), tournament_form(with_rubric="on"))
     assert response.status_code == 200
-    assert "A study that asks for rubric scores needs a rubric" in response.content.decode()
-    assert not PreferenceStudy.objects.exists()
+    assert "A tournament that asks for rubric scores needs a rubric" in response.content.decode()
+    assert not Tournament.objects.exists()
 
 
-def test_a_rubric_study_with_its_rubric_is_saved(researcher):
-    researcher.post(reverse("admin:annotation_preferencestudy_add"),
-                    study_form(with_rubric="on", rubric="Grounded in the image? 1: no ... 5: fully."))
-    assert PreferenceStudy.objects.get().with_rubric
+def test_a_rubric_tournament_with_its_rubric_is_saved(researcher):
+    researcher.post(reverse("admin:annotation_tournament_add"),
+                    tournament_form(with_rubric="on", rubric="Grounded in the image? 1: no ... 5: fully."))
+    assert Tournament.objects.get().with_rubric
 
 
-def test_saving_a_study_samples_its_battles_and_opens_its_workflow(researcher):
+def test_saving_a_tournament_samples_its_battles_and_opens_its_workflow(researcher):
     family = FamilyFactory()
     with_responses(verified_instance(family=family), "llava", "otter")
-    response = researcher.post(reverse("admin:annotation_preferencestudy_add"),
-                               study_form(families=[family.pk]), follow=True)
-    study = PreferenceStudy.objects.get()
-    assert study.battles.count() == 3  # llava, otter and the verified reference, pairwise
+    response = researcher.post(reverse("admin:annotation_tournament_add"),
+                               tournament_form(families=[family.pk]), follow=True)
+    tournament = Tournament.objects.get()
+    assert tournament.battles.count() == 3  # llava, otter and the verified reference, pairwise
     page = response.content.decode()
     assert "3 battles sampled" in page
-    assert next_button(page) == ("launch_study", "Launch the study (3 battles)")
+    assert next_button(page) == ("launch_tournament", "Launch the tournament (3 battles)")
 
 
-def test_saving_a_study_with_nothing_to_compare_says_so_and_keeps_the_study(researcher):
-    response = researcher.post(reverse("admin:annotation_preferencestudy_add"), study_form(), follow=True)
-    assert PreferenceStudy.objects.exists() and not Battle.objects.exists()
+def test_saving_a_tournament_with_nothing_to_compare_says_so_and_keeps_the_tournament(researcher):
+    response = researcher.post(reverse("admin:annotation_tournament_add"), tournament_form(), follow=True)
+    assert Tournament.objects.exists() and not Battle.objects.exists()
     page = response.content.decode()
     assert "No battles were sampled yet" in page and "Import predictions first" in page
 
 
-def test_the_studys_button_walks_launch_judge_and_snapshot(researcher, judge_server,
-                                                          django_capture_on_commit_callbacks):
+def test_the_tournaments_button_walks_launch_judge_and_snapshot(researcher, judge_server,
+                                                                django_capture_on_commit_callbacks):
     with_responses(verified_instance(), "llava")
-    study = create_study(name="walked study", judgements_per_pair=1)
-    assert next_button(researcher.get(workflow_url(study)).content.decode())[0] == "launch_study"
-    researcher.post(next_url(study), {"action": "launch_study"})
-    study.refresh_from_db()
-    assert study.launched_at
-    page = researcher.get(workflow_url(study)).content.decode()
+    tournament = create_tournament(name="walked tournament", judgements_per_pair=1)
+    assert next_button(researcher.get(workflow_url(tournament)).content.decode())[0] == "launch_tournament"
+    researcher.post(next_url(tournament), {"action": "launch_tournament"})
+    tournament.refresh_from_db()
+    assert tournament.launched_at
+    page = researcher.get(workflow_url(tournament)).content.decode()
     assert next_button(page) == ("run_judge", "Run the LLM judge")
     with django_capture_on_commit_callbacks() as callbacks:
-        researcher.post(next_url(study), {"action": "run_judge"})
+        researcher.post(next_url(tournament), {"action": "run_judge"})
     assert len(callbacks) == 1
-    run = JudgeRun.objects.get(study=study)
+    run = JudgeRun.objects.get(tournament=tournament)
     assert run.mode == JudgeRun.Mode.REFERENCE_FREE
-    page = researcher.get(workflow_url(study)).content.decode()
+    page = researcher.get(workflow_url(tournament)).content.decode()
     assert "Waiting for human judgements (0 of 1) and the LLM judge" in page
     # The judgements arrive (the crowd's and the judge's); then the snapshot is next.
-    battle = study.battles.get()
+    battle = tournament.battles.get()
     unit = battle.work_units.get()
     assignment = Assignment.objects.create(unit=unit, worker=WorkerFactory(), status=Assignment.Status.SUBMITTED,
                                            lease_expires_at=timezone.now(), submitted_at=timezone.now())
     HumanJudgement.objects.create(battle=battle, worker=assignment.worker, assignment=assignment,
                                   shown_left="A", choice="A")
     JudgeRun.objects.filter(pk=run.pk).update(status=JudgeRun.Status.DONE)
-    page = researcher.get(workflow_url(study)).content.decode()
+    page = researcher.get(workflow_url(tournament)).content.decode()
     assert next_button(page) == ("build_snapshot", "Build a snapshot")
-    researcher.post(next_url(study), {"action": "build_snapshot"})
+    researcher.post(next_url(tournament), {"action": "build_snapshot"})
     snapshot = Snapshot.objects.get()
-    assert list(snapshot.studies.all()) == [study]
+    assert list(snapshot.tournaments.all()) == [tournament]
 
 
 # --- references by hand ------------------------------------------------------------------------

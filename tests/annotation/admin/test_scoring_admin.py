@@ -5,7 +5,7 @@ from django.urls import reverse
 from annotation.judging.runner import create_judge_run
 from annotation.models import JudgeRun, ModelResponse
 from tests.annotation.preferences.test_preferences import predictions_csv, row_for
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 
@@ -20,14 +20,14 @@ def admin_client_(client):
 def test_scoring_changelists_render_with_progress(admin_client_, judge_server):
     instance = verified_instance()
     with_responses(instance, "llava", "otter")
-    study = create_study(name="admin study")
-    create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
-    for name in ("preferencestudy", "battle", "modelresponse", "humanjudgement", "judgerun", "judgement", "judgecall"):
+    tournament = create_tournament(name="admin tournament")
+    create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
+    for name in ("tournament", "battle", "modelresponse", "humanjudgement", "judgerun", "judgement", "judgecall"):
         response = admin_client_.get(reverse(f"admin:annotation_{name}_changelist"))
         assert response.status_code == 200, name
     page = admin_client_.get(reverse("admin:annotation_judgerun_changelist")).content.decode()
     assert "0/0" in page
-    page = admin_client_.get(reverse("admin:annotation_preferencestudy_changelist")).content.decode()
+    page = admin_client_.get(reverse("admin:annotation_tournament_changelist")).content.decode()
     assert "0/15" in page  # 3 battles x 5 judgements each
 
 
@@ -41,16 +41,16 @@ def test_predictions_import_view_reports_errors_by_row(admin_client_):
     assert not ModelResponse.objects.exists()
 
 
-def test_an_action_over_several_studies_reports_the_one_it_cannot_do_and_does_the_rest(admin_client_):
-    from annotation.models import PreferenceStudy, WorkUnit
+def test_an_action_over_several_tournaments_reports_the_one_it_cannot_do_and_does_the_rest(admin_client_):
+    from annotation.models import Tournament, WorkUnit
 
     with_responses(verified_instance(), "llava", "otter")
-    ready = create_study(name="Ready to launch")
-    empty = create_study(name="Nothing sampled", sample=False)
-    response = admin_client_.post(reverse("admin:annotation_preferencestudy_changelist"), {
+    ready = create_tournament(name="Ready to launch")
+    empty = create_tournament(name="Nothing sampled", sample=False)
+    response = admin_client_.post(reverse("admin:annotation_tournament_changelist"), {
         "action": "launch", "_selected_action": [empty.pk, ready.pk]}, follow=True)
     said = [str(message) for message in response.context["messages"]]
     assert any(text.startswith("Nothing sampled: ") and "sample them first" in text for text in said)
     assert "Ready to launch: launched." in said
-    assert WorkUnit.objects.filter(battle__study=ready).count() == ready.battles.count() > 0
-    assert not PreferenceStudy.objects.get(pk=empty.pk).battles.exists()
+    assert WorkUnit.objects.filter(battle__tournament=ready).count() == ready.battles.count() > 0
+    assert not Tournament.objects.get(pk=empty.pk).battles.exists()

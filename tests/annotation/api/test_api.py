@@ -6,7 +6,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import Snapshot
-from tests.export_fixtures import RAW_WORKER_IDS, judged_study_with_criteria_fixture  # noqa: F401
+from tests.export_fixtures import RAW_WORKER_IDS, judged_tournament_with_criteria_fixture  # noqa: F401
 from tests.factories import FamilyFactory, InstanceFactory
 from tests.scoring_factories import verified_instance
 
@@ -80,10 +80,10 @@ def test_instances_paginate_and_filter_by_status(api):
     assert api.get("/api/instances/", {"status": "nonsense"}).status_code == 400
 
 
-def test_judgements_show_pseudonyms_and_filter_by_study_and_model(api, judged_study_with_criteria):
-    study, run = judged_study_with_criteria
+def test_judgements_show_pseudonyms_and_filter_by_tournament_and_model(api, judged_tournament_with_criteria):
+    tournament, run = judged_tournament_with_criteria
 
-    response = api.get("/api/human-judgements/", {"study": study.pk, "model": "llava"})
+    response = api.get("/api/human-judgements/", {"tournament": tournament.pk, "model": "llava"})
 
     body = response.content.decode()
     assert response.status_code == 200 and response.json()["count"] > 0
@@ -95,22 +95,22 @@ def test_judgements_show_pseudonyms_and_filter_by_study_and_model(api, judged_st
     assert judge_rows["count"] > 0 and {r["ordering"] for r in judge_rows["results"]} == {"ab"}
 
 
-def test_study_leaderboard_has_a_board_per_evaluator(api, judged_study_with_criteria):
-    study, run = judged_study_with_criteria
+def test_tournament_leaderboard_has_a_board_per_evaluator(api, judged_tournament_with_criteria):
+    tournament, run = judged_tournament_with_criteria
 
-    boards = api.get(f"/api/studies/{study.pk}/leaderboard/", {"rounds": 20}).json()
+    boards = api.get(f"/api/tournaments/{tournament.pk}/leaderboard/", {"rounds": 20}).json()
 
     assert [b["key"] for b in boards] == ["human", f"run-{run.pk}"]
     assert {row["model"] for row in boards[0]["rows"]} >= {"llava", "otter"}
-    assert api.get(f"/api/studies/{study.pk}/leaderboard/", {"rounds": 0}).status_code == 400
+    assert api.get(f"/api/tournaments/{tournament.pk}/leaderboard/", {"rounds": 0}).status_code == 400
 
 
-def test_a_snapshot_is_requested_with_post_and_read_by_version(api, judged_study_with_criteria,
-                                                              django_capture_on_commit_callbacks):
-    study, _ = judged_study_with_criteria
+def test_a_snapshot_is_requested_with_post_and_read_by_version(api, judged_tournament_with_criteria,
+                                                               django_capture_on_commit_callbacks):
+    tournament, _ = judged_tournament_with_criteria
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        response = api.post("/api/snapshots/", {"note": "api", "studies": [study.pk]}, format="json")
+        response = api.post("/api/snapshots/", {"note": "api", "tournaments": [tournament.pk]}, format="json")
 
     assert response.status_code == 202
     assert response.json()["version"] == 1 and response.json()["status"] == "pending"
@@ -119,7 +119,7 @@ def test_a_snapshot_is_requested_with_post_and_read_by_version(api, judged_study
 
     build_snapshot(snapshot=Snapshot.objects.get(version=1))
     snapshot = api.get("/api/snapshots/1/").json()
-    assert snapshot["status"] == "done" and snapshot["studies"] == [study.pk]
+    assert snapshot["status"] == "done" and snapshot["tournaments"] == [tournament.pk]
     assert len(snapshot["content_sha256"]) == 64
     assert api.get("/api/snapshots/1/diff/").json()["added"]
     assert api.put("/api/snapshots/1/", {"note": "x"}, format="json").status_code == 405
@@ -138,7 +138,7 @@ def test_schemathesis_fuzz_finds_no_server_error(live_server, transactional_db, 
 
     from crowdbench.celery import app
 
-    request.getfixturevalue("judged_study_with_criteria")
+    request.getfixturevalue("judged_tournament_with_criteria")
     token = Token.objects.create(user=researcher).key
     headers = {"Authorization": f"Token {token}"}
     # POST /api/snapshots/ builds in the request's own thread, so a failing build shows here.

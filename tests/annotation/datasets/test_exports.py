@@ -9,7 +9,7 @@ import pytest
 from annotation.datasets import exports, formats, layouts, streams
 from annotation.datasets.imports import import_visit_bench
 from annotation.models import CHIRP_CRITERIA, Instance
-from tests.export_fixtures import CRITERIA, judged_study_with_criteria_fixture  # noqa: F401
+from tests.export_fixtures import CRITERIA, judged_tournament_with_criteria_fixture  # noqa: F401
 from tests.published_data import DATA
 from tests.scoring_factories import verified_instance
 
@@ -89,11 +89,11 @@ def _table(table, rows):
     return handle.getvalue()
 
 
-def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement(judged_study_with_criteria):
-    study, _ = judged_study_with_criteria
+def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement(judged_tournament_with_criteria):
+    tournament, _ = judged_tournament_with_criteria
     from annotation.models import HumanJudgement
 
-    text = _table(formats.HUMAN_PREFERENCES, streams.human_preference_rows(studies=[study]))
+    text = _table(formats.HUMAN_PREFERENCES, streams.human_preference_rows(tournaments=[tournament]))
     rows = _cells(text)
 
     assert text.splitlines()[0] == (
@@ -119,10 +119,10 @@ def test_human_preference_csv_has_the_published_header_and_one_row_per_judgement
         ]
 
 
-def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_study_with_criteria):
-    study, _ = judged_study_with_criteria
+def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_tournament_with_criteria):
+    tournament, _ = judged_tournament_with_criteria
     text = _table(formats.HUMAN_PREFERENCES_WIDE,
-                  streams.human_preference_rows(studies=[study], wide=True))
+                  streams.human_preference_rows(tournaments=[tournament], wide=True))
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
 
     assert "RAWWORKERID" not in text
@@ -135,10 +135,10 @@ def test_wide_preferences_add_criteria_and_pseudonyms_never_raw_ids(judged_study
         assert row["side_chosen"] == ("right" if row["criterion"] == "detail" else "left")
 
 
-def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_study_with_criteria):
-    study, run = judged_study_with_criteria
+def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_tournament_with_criteria):
+    tournament, run = judged_tournament_with_criteria
     handle = io.StringIO(newline="")
-    exports.write_table(formats.BATTLES, streams.battle_rows(studies=[study]), jsonl_file=handle)
+    exports.write_table(formats.BATTLES, streams.battle_rows(tournaments=[tournament]), jsonl_file=handle)
     records = [json.loads(line) for line in handle.getvalue().splitlines()]
 
     assert records
@@ -157,13 +157,13 @@ def test_battles_jsonl_has_the_leaderboard_fields_and_both_orderings(judged_stud
         assert all("Overall, Response A is better." in cot for cot in record["auto_evaluation_cot"])
 
 
-def test_parquet_holds_the_same_rows_as_the_csv(judged_study_with_criteria, tmp_path):
-    study, _ = judged_study_with_criteria
+def test_parquet_holds_the_same_rows_as_the_csv(judged_tournament_with_criteria, tmp_path):
+    tournament, _ = judged_tournament_with_criteria
     for table in (formats.HUMAN_PREFERENCES, formats.HUMAN_PREFERENCES_WIDE):
         csv_path, parquet_path = tmp_path / f"{table.name}.csv", tmp_path / f"{table.name}.parquet"
         with open(csv_path, "w", newline="", encoding="utf-8") as handle:
             exports.write_table(table, streams.human_preference_rows(
-                studies=[study], wide=table is formats.HUMAN_PREFERENCES_WIDE),
+                tournaments=[tournament], wide=table is formats.HUMAN_PREFERENCES_WIDE),
                 csv_file=handle, parquet_file=parquet_path, chunk_rows=3)
         from_csv = pd.read_csv(csv_path, keep_default_na=False)
         from_parquet = pd.read_parquet(parquet_path)

@@ -16,7 +16,7 @@ from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
 from annotation.models import Instance, Snapshot
 from tasks.exports import build_snapshot_job
-from tests.export_fixtures import RAW_WORKER_IDS, judged_study_with_criteria_fixture  # noqa: F401
+from tests.export_fixtures import RAW_WORKER_IDS, judged_tournament_with_criteria_fixture  # noqa: F401
 from tests.published_data import DATA
 from tests.scoring_factories import verified_instance
 
@@ -76,10 +76,10 @@ def test_a_snapshot_holds_the_published_sheets_and_its_manifest():
     assert f"{snapshot.files[0]['sha256']}  {snapshot.files[0]['name']}" in sums
 
 
-def test_manifest_names_models_judges_licences_and_citations(judged_study_with_criteria):
-    study, run = judged_study_with_criteria
+def test_manifest_names_models_judges_licences_and_citations(judged_tournament_with_criteria):
+    tournament, run = judged_tournament_with_criteria
 
-    snapshot = _snapshot(studies=[study])
+    snapshot = _snapshot(tournaments=[tournament])
 
     manifest = snapshot.manifest
     assert {m["name"] for m in manifest["models"]} >= {"llava", "otter"}
@@ -88,15 +88,15 @@ def test_manifest_names_models_judges_licences_and_citations(judged_study_with_c
     assert manifest["image_licences"][0]["licence"] == "CC BY 2.0"
     assert manifest["citations"] == [{"source_dataset": "WikiArt", "families": ["Art knowledge"],
                                       "citation": "@article{wikiart, title={WikiArt}}"}]
-    assert manifest["studies"][0]["human_judgements"] > 0
+    assert manifest["tournaments"][0]["human_judgements"] > 0
     preferences = pd.read_parquet(io.BytesIO(_read(snapshot, "human_preferences.parquet")))
-    assert len(preferences) == manifest["studies"][0]["human_judgements"]
+    assert len(preferences) == manifest["tournaments"][0]["human_judgements"]
 
 
-def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_study_with_criteria, snapshot_folder):
-    study, _ = judged_study_with_criteria
+def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_tournament_with_criteria, snapshot_folder):
+    tournament, _ = judged_tournament_with_criteria
 
-    snapshot = _snapshot(studies=[study])
+    snapshot = _snapshot(tournaments=[tournament])
 
     files = [path for path in snapshot_folder.rglob("*") if path.is_file()]
     assert len(files) == len(snapshot.files) + 3
@@ -109,10 +109,10 @@ def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_study_with_crite
     assert RAW_WORKER_IDS[0] not in json.dumps(snapshot.manifest)
 
 
-def test_the_same_data_gives_the_same_content_hash(judged_study_with_criteria):
-    study, _ = judged_study_with_criteria
+def test_the_same_data_gives_the_same_content_hash(judged_tournament_with_criteria):
+    tournament, _ = judged_tournament_with_criteria
 
-    first, second = _snapshot(studies=[study]), _snapshot(studies=[study])
+    first, second = _snapshot(tournaments=[tournament]), _snapshot(tournaments=[tournament])
 
     assert (first.version, second.version) == (1, 2)
     assert first.content_sha256 == second.content_sha256
@@ -129,15 +129,15 @@ def test_a_change_changes_the_content_hash():
     assert _snapshot().content_sha256 != first.content_sha256
 
 
-def test_a_done_snapshot_is_immutable(judged_study_with_criteria):
-    study, _ = judged_study_with_criteria
+def test_a_done_snapshot_is_immutable(judged_tournament_with_criteria):
+    tournament, _ = judged_tournament_with_criteria
     snapshot = _snapshot()
 
     snapshot.note = "rewritten"
     with pytest.raises(AnnotationError, match="immutable"):
         snapshot.save()
     with pytest.raises(AnnotationError, match="immutable"), transaction.atomic():
-        snapshot.studies.add(study)
+        snapshot.tournaments.add(tournament)
     with pytest.raises(AnnotationError, match="immutable"):
         snapshot.delete()
     assert Snapshot.objects.get().note == ""
@@ -190,20 +190,20 @@ def test_the_background_job_builds_a_requested_snapshot_and_is_idempotent():
     assert Snapshot.objects.get(pk=snapshot.pk).finished_at == first.finished_at
 
 
-def test_admin_requests_a_snapshot_and_shows_it_read_only(client, judged_study_with_criteria,
-                                                         django_capture_on_commit_callbacks):
-    study, _ = judged_study_with_criteria
+def test_admin_requests_a_snapshot_and_shows_it_read_only(client, judged_tournament_with_criteria,
+                                                          django_capture_on_commit_callbacks):
+    tournament, _ = judged_tournament_with_criteria
     user = get_user_model().objects.create_superuser("lead", password="pw")
     client.force_login(user)
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = client.post(reverse("admin:annotation_snapshot_add"),
-                               {"note": "from admin", "studies": [study.pk]})
+                               {"note": "from admin", "tournaments": [tournament.pk]})
 
     assert response.status_code == 302
     snapshot = Snapshot.objects.get()
     assert (snapshot.version, snapshot.created_by, snapshot.status) == (1, user, "pending")
-    assert list(snapshot.studies.all()) == [study]
+    assert list(snapshot.tournaments.all()) == [tournament]
     assert len(callbacks) == 1
     snapshots.build_snapshot(snapshot=snapshot)
     page = client.get(reverse("admin:annotation_snapshot_change", args=[snapshot.pk]))

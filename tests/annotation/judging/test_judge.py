@@ -15,7 +15,7 @@ from annotation.models import JudgeCall, JudgeRun
 from annotation.scoring.battles import judge_battles, judge_rubric_scores
 from tests.factories import FamilyFactory
 from tests.openai_fake import ScriptedResponse, completion, rate_limited
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 
@@ -27,19 +27,19 @@ RUBRIC = (
 )
 
 
-def one_battle_study(**options):
+def one_battle_tournament(**options):
     family = options.pop("family", None) or FamilyFactory()
     instance = verified_instance(family=family, caption=[CAPTION])
     with_responses(instance, "llava", "otter")
-    study = create_study(name=options.pop("name", "judged"), include_reference=False, **options)
-    battle = study.battles.select_related("response_a", "response_b").get()
-    return study, battle
+    tournament = create_tournament(name=options.pop("name", "judged"), include_reference=False, **options)
+    battle = tournament.battles.select_related("response_a", "response_b").get()
+    return tournament, battle
 
 
-def judge(study, mode=JudgeRun.Mode.REFERENCE_FREE, **options):
+def judge(tournament, mode=JudgeRun.Mode.REFERENCE_FREE, **options):
     # One thread, so the scripted answers meet the requests in order: A shown first, then B.
     run = create_judge_run(
-        study=study, mode=mode, concurrency=options.pop("concurrency", 1), **options
+        tournament=tournament, mode=mode, concurrency=options.pop("concurrency", 1), **options
     )
     return run_judge(run=run)
 
@@ -97,12 +97,12 @@ def test_combine_orderings_counts_wins_and_calls_equal_a_tie(winners, expected):
 
 
 def test_reference_free_judge_asks_both_orderings_with_the_papers_prompt(judge_server):
-    study, battle = one_battle_study()
+    tournament, battle = one_battle_tournament()
     judge_server.script(
         completion("Step 1: ...\nOverall, Response A is better."),
         completion("Step 1: ...\nOverall, Response 2 is better."),
     )
-    run = judge(study)
+    run = judge(tournament)
     first, second = judge_server.requests
     assert first.headers["authorization"] == "Bearer judge-key"
     assert [m["role"] for m in first.body["messages"]] == ["system", "user", "assistant", "user"]
@@ -124,11 +124,11 @@ def test_reference_free_judge_asks_both_orderings_with_the_papers_prompt(judge_s
 
 
 def test_reference_backed_judge_shows_the_verified_reference(judge_server):
-    study, battle = one_battle_study()
+    tournament, battle = one_battle_tournament()
     judge_server.script(
         completion("Overall, Response A is better."), completion("Overall, Response A is better.")
     )
-    judge(study, JudgeRun.Mode.REFERENCE_BACKED)
+    judge(tournament, JudgeRun.Mode.REFERENCE_BACKED)
     request = judge_server.requests[0]
     assert request.body["messages"][0]["content"] == REFERENCE_BACKED_SYSTEM
     assert f"High quality reference: {battle.instance.reference_output}\n" in last_user_text(
@@ -137,12 +137,12 @@ def test_reference_backed_judge_shows_the_verified_reference(judge_server):
 
 
 def test_orderings_that_disagree_make_a_tie(judge_server):
-    study, battle = one_battle_study()
+    tournament, battle = one_battle_tournament()
     # "Response A" is a in the first ordering and b in the second: one win each.
     judge_server.script(
         completion("Overall, Response A is better."), completion("Overall, Response A is better.")
     )
-    run = judge(study)
+    run = judge(tournament)
     assert sorted(run.judgements.values_list("winner", flat=True)) == ["a", "b"]
     frame = judge_battles(run=run)
     assert list(frame["winner"]) == ["tie"]
@@ -153,13 +153,13 @@ def test_orderings_that_disagree_make_a_tie(judge_server):
 
 
 def test_unparseable_answer_goes_to_the_extraction_prompt(judge_server):
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     judge_server.script(
         completion("Response B explains more, so I lean towards it."),
         completion("Overall, Response A is better."),  # b is shown first here
         completion("Final Answer: B"),
     )
-    run = judge(study)
+    run = judge(tournament)
     fallback = judge_server.requests[2]
     assert fallback.body["messages"][0]["content"] == EXTRACTION_SYSTEM
     assert len(fallback.body["messages"]) == 6  # system, two worked examples, the answer
@@ -174,13 +174,13 @@ def test_unparseable_answer_goes_to_the_extraction_prompt(judge_server):
 
 
 def test_refusal_goes_to_the_extraction_prompt_and_ends_a_tie(judge_server):
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     judge_server.script(
         refusal("I'm sorry, but I can't help with comparing these."),
         completion("Overall, Response A is better."),
         completion("Final Answer: Unknown."),
     )
-    run = judge(study)
+    run = judge(tournament)
     ab = run.judgements.get(ordering="ab")
     assert (ab.winner, ab.used_fallback, ab.refused) == ("tie", True, True)
     assert ab.cot == "I'm sorry, but I can't help with comparing these."
@@ -189,12 +189,12 @@ def test_refusal_goes_to_the_extraction_prompt_and_ends_a_tie(judge_server):
 
 
 def test_running_the_judge_again_answers_from_the_cache(judge_server):
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     judge_server.script(
         completion("Overall, Response A is better."), completion("Overall, Response B is better.")
     )
-    first = judge(study)
-    second = judge(study)
+    first = judge(tournament)
+    second = judge(tournament)
     assert len(judge_server.requests) == 2
     assert JudgeCall.objects.count() == 2
     assert (second.cached_calls, second.cost_usd, second.progress) == (2, Decimal(0), "2/2")
@@ -204,25 +204,25 @@ def test_running_the_judge_again_answers_from_the_cache(judge_server):
 
 
 def test_tokens_and_cost_are_recorded_per_run(judge_server):
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     judge_server.script(
         completion("Overall, Response A is better.", prompt_tokens=1000, completion_tokens=200),
         completion("Overall, Response A is better.", prompt_tokens=1000, completion_tokens=200),
     )
-    run = judge(study)
+    run = judge(tournament)
     # gpt-4 at $30 / $60 per million tokens.
     assert (run.prompt_tokens, run.completion_tokens) == (2000, 400)
     assert run.cost_usd == Decimal("0.084000")
 
 
 def test_rate_limits_are_retried_by_the_client(judge_server):
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     judge_server.script(
         rate_limited(),
         completion("Overall, Response A is better."),
         completion("Overall, Response B is better."),
     )
-    run = judge(study)
+    run = judge(tournament)
     assert len(judge_server.requests) == 3
     assert run.judgements.count() == 2
 
@@ -230,9 +230,9 @@ def test_rate_limits_are_retried_by_the_client(judge_server):
 def test_concurrent_calls_judge_every_battle(judge_server):
     instance = verified_instance(caption=[CAPTION])
     with_responses(instance, "llava", "otter", "idefics", "lynx")
-    study = create_study(name="many", include_reference=False)
+    tournament = create_tournament(name="many", include_reference=False)
     judge_server.default = completion("Overall, Response A is better.")
-    run = judge(study, concurrency=4)
+    run = judge(tournament, concurrency=4)
     assert len(judge_server.requests) == 12  # 6 battles, 2 orderings each
     assert run.judgements.count() == 12
     assert set(judge_battles(run=run)["winner"]) == {"tie"}
@@ -240,9 +240,9 @@ def test_concurrent_calls_judge_every_battle(judge_server):
 
 def test_a_failed_call_fails_the_run_and_a_rerun_pays_only_for_the_rest(judge_server, settings):
     settings.OPENAI_MAX_RETRIES = 0
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     judge_server.script(completion("Overall, Response A is better."), rate_limited())
-    run = create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE, concurrency=1)
+    run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE, concurrency=1)
     with pytest.raises(Exception, match="Rate limit"):
         run_judge(run=run)
     run.refresh_from_db()
@@ -260,9 +260,9 @@ def test_a_failed_call_fails_the_run_and_a_rerun_pays_only_for_the_rest(judge_se
 
 
 def test_vision_judge_sends_the_images_as_image_url_parts(judge_server):
-    study, battle = one_battle_study(family=FamilyFactory(is_multi_image=True))
+    tournament, battle = one_battle_tournament(family=FamilyFactory(is_multi_image=True))
     judge_server.script(completion("2"), completion("Assistant 1"))
-    run = judge(study, JudgeRun.Mode.VISION)
+    run = judge(tournament, JudgeRun.Mode.VISION)
     request = judge_server.requests[0]
     (message,) = request.body["messages"]
     parts = message["content"]
@@ -275,35 +275,35 @@ def test_vision_judge_sends_the_images_as_image_url_parts(judge_server):
     assert list(judge_battles(run=run)["winner"]) == ["model_b"]
 
 
-def test_vision_judge_asks_each_chirp_criterion_when_the_study_has_them(judge_server):
-    study, _ = one_battle_study(with_criteria=True)
+def test_vision_judge_asks_each_chirp_criterion_when_the_tournament_has_them(judge_server):
+    tournament, _ = one_battle_tournament(with_criteria=True)
     judge_server.default = completion("1")
-    run = judge(study, JudgeRun.Mode.VISION, concurrency=3)
+    run = judge(tournament, JudgeRun.Mode.VISION, concurrency=3)
     assert len(judge_server.requests) == 10
     assert set(run.judgements.values_list("criterion", flat=True)) == set(VISION_CRITERIA)
     assert list(judge_battles(run=run, criterion="hallucination")["winner"]) == ["tie"]
 
 
 def test_vision_judge_reasoning_is_extracted_with_chirps_prompt(judge_server):
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     judge_server.script(
         completion("Assistant 2 is more careful about the image, so I choose it."),
         completion("1"),
         completion("2"),
     )
-    run = judge(study, JudgeRun.Mode.VISION)
+    run = judge(tournament, JudgeRun.Mode.VISION)
     assert "output the number" in last_user_text(judge_server.requests[2])
     ab = run.judgements.get(ordering="ab")
     assert (ab.winner, ab.used_fallback) == ("b", True)
 
 
 def test_prometheus_judge_scores_each_response_against_the_rubric(judge_server):
-    study, battle = one_battle_study(rubric=RUBRIC)
+    tournament, battle = one_battle_tournament(rubric=RUBRIC)
     judge_server.script(
         completion("Feedback: Correct and specific. [RESULT] 4"),
         completion("Feedback: Misses the pants. [RESULT] 2"),
     )
-    run = judge(study, JudgeRun.Mode.PROMETHEUS)
+    run = judge(tournament, JudgeRun.Mode.PROMETHEUS)
     request = judge_server.requests[0]
     text = request.body["messages"][0]["content"][-1]["text"]
     assert text.startswith("###Task Description:")
@@ -318,18 +318,18 @@ def test_prometheus_judge_scores_each_response_against_the_rubric(judge_server):
 
 
 def test_prometheus_judge_needs_a_rubric(judge_server):
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     with pytest.raises(AnnotationError, match="rubric"):
-        create_judge_run(study=study, mode=JudgeRun.Mode.PROMETHEUS)
+        create_judge_run(tournament=tournament, mode=JudgeRun.Mode.PROMETHEUS)
 
 
 def test_batch_api_uploads_the_requests_and_reads_the_answers(judge_server):
-    study, _ = one_battle_study()
+    tournament, _ = one_battle_tournament()
     judge_server.script(
         completion("Overall, Response A is better."),
         completion("Overall, Response A is better.", prompt_tokens=100, completion_tokens=50),
     )
-    run = judge(study, use_batch_api=True)
+    run = judge(tournament, use_batch_api=True)
     assert len(run.batch_ids) == 1 and judge_server.batches[run.batch_ids[0]]["polls"] >= 2
     assert all(r.headers.get("x-batch") == "1" for r in judge_server.requests)
     assert JudgeCall.objects.filter(via_batch=True).count() == 2

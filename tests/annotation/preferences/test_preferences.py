@@ -10,17 +10,17 @@ from annotation.models import (
     Battle,
     HumanJudgement,
     ModelResponse,
-    PreferenceStudy,
     Stage,
+    Tournament,
     WorkUnit,
 )
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.predictions import import_predictions
-from annotation.preferences.studies import launch_study
+from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
 from annotation.scoring.battles import human_battles
 from tests.factories import FamilyFactory, WorkerFactory
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 
@@ -163,27 +163,27 @@ def two_instances_with_two_models():
     return instances
 
 
-def pairs(study):
+def pairs(tournament):
     return sorted(
         (b.instance_id, b.response_a.model_name, b.response_b.model_name)
-        for b in study.battles.select_related("response_a", "response_b")
+        for b in tournament.battles.select_related("response_a", "response_b")
     )
 
 
 def test_all_pairs_pits_every_model_and_the_reference_on_every_instance():
     two_instances_with_two_models()
-    study = create_study(name="all", sampling=PreferenceStudy.Sampling.ALL_PAIRS)
-    assert study.battles.count() == 6  # 3 "models" (llava, otter, reference) → 3 pairs × 2
+    tournament = create_tournament(name="all", sampling=Tournament.Sampling.ALL_PAIRS)
+    assert tournament.battles.count() == 6  # 3 "models" (llava, otter, reference) → 3 pairs × 2
     assert ModelResponse.objects.filter(model_name=REFERENCE_MODEL_NAME).count() == 2
 
 
 def test_k_matchups_draws_k_pairs_per_question_the_same_for_the_same_seed():
     two_instances_with_two_models()
-    first = create_study(
-        name="k1", sampling=PreferenceStudy.Sampling.K_MATCHUPS, matchups_per_question=2, seed=7
+    first = create_tournament(
+        name="k1", sampling=Tournament.Sampling.K_MATCHUPS, matchups_per_question=2, seed=7
     )
-    second = create_study(
-        name="k2", sampling=PreferenceStudy.Sampling.K_MATCHUPS, matchups_per_question=2, seed=7
+    second = create_tournament(
+        name="k2", sampling=Tournament.Sampling.K_MATCHUPS, matchups_per_question=2, seed=7
     )
     assert first.battles.count() == 4
     assert pairs(first) == pairs(second)
@@ -195,44 +195,44 @@ def test_k_matchups_draws_k_pairs_per_question_the_same_for_the_same_seed():
 
 def test_uniform_sampling_draws_the_asked_number_of_battles():
     two_instances_with_two_models()
-    study = create_study(
-        name="uniform", sampling=PreferenceStudy.Sampling.UNIFORM, battle_count=4, seed=3
+    tournament = create_tournament(
+        name="uniform", sampling=Tournament.Sampling.UNIFORM, battle_count=4, seed=3
     )
-    assert study.battles.count() == 4
-    again = create_study(
-        name="uniform-again", sampling=PreferenceStudy.Sampling.UNIFORM, battle_count=4, seed=3
+    assert tournament.battles.count() == 4
+    again = create_tournament(
+        name="uniform-again", sampling=Tournament.Sampling.UNIFORM, battle_count=4, seed=3
     )
-    assert pairs(again) == pairs(study)
+    assert pairs(again) == pairs(tournament)
 
 
 def test_sampling_can_leave_the_reference_out_and_choose_models():
     instance = verified_instance()
     with_responses(instance, "llava", "otter", "idefics")
-    study = create_study(name="chosen", include_reference=False, model_names=["llava", "otter"])
-    (battle,) = study.battles.all()
+    tournament = create_tournament(name="chosen", include_reference=False, model_names=["llava", "otter"])
+    (battle,) = tournament.battles.all()
     assert {battle.response_a.model_name, battle.response_b.model_name} == {"llava", "otter"}
 
 
-def test_a_study_with_nothing_to_compare_says_so():
+def test_a_tournament_with_nothing_to_compare_says_so():
     verified_instance()
     with pytest.raises(AnnotationError, match="nothing to compare"):
-        create_study(name="empty")
-    assert not PreferenceStudy.objects.exists()
+        create_tournament(name="empty")
+    assert not Tournament.objects.exists()
 
 
 # --- the crowd ---------------------------------------------------------------------------------
 
 
-def launched_study(**options):
+def launched_tournament(**options):
     instance = verified_instance()
     with_responses(instance, "llava")
-    study = create_study(name=options.pop("name", "crowd"), **options)
-    return launch_study(study=study)
+    tournament = create_tournament(name=options.pop("name", "crowd"), **options)
+    return launch_tournament(tournament=tournament)
 
 
 def test_launch_puts_each_battle_in_the_queue_with_its_overlap():
-    study = launched_study(judgements_per_pair=5)
-    (battle,) = study.battles.all()
+    tournament = launched_tournament(judgements_per_pair=5)
+    (battle,) = tournament.battles.all()
     unit = WorkUnit.objects.get(stage=Stage.PAIRWISE)
     assert (unit.battle, unit.key, unit.overlap, unit.instance_id) == (
         battle,
@@ -240,12 +240,12 @@ def test_launch_puts_each_battle_in_the_queue_with_its_overlap():
         5,
         battle.instance_id,
     )
-    launch_study(study=study)
+    launch_tournament(tournament=tournament)
     assert WorkUnit.objects.filter(stage=Stage.PAIRWISE).count() == 1
 
 
 def test_submission_records_the_shown_side_and_is_idempotent(worker):
-    launched_study()
+    launched_tournament()
     assignment = next_assignment(worker=worker, stage=Stage.PAIRWISE)
     task = pairwise_task(assignment=assignment)
     judgement = submit_pairwise_judgement(
@@ -263,7 +263,7 @@ def test_submission_records_the_shown_side_and_is_idempotent(worker):
 
 
 def test_sides_are_drawn_per_assignment():
-    launched_study(judgements_per_pair=20)
+    launched_tournament(judgements_per_pair=20)
     sides = set()
     for _ in range(20):
         worker = WorkerFactory()
@@ -274,8 +274,8 @@ def test_sides_are_drawn_per_assignment():
     assert sides == {"a", "b"}
 
 
-def test_chirp_criteria_are_required_and_stored_when_the_study_asks(worker):
-    launched_study(with_criteria=True)
+def test_chirp_criteria_are_required_and_stored_when_the_tournament_asks(worker):
+    launched_tournament(with_criteria=True)
     assignment = next_assignment(worker=worker, stage=Stage.PAIRWISE)
     with pytest.raises(AnnotationError, match="detail"):
         submit_pairwise_judgement(
@@ -291,7 +291,7 @@ def test_chirp_criteria_are_required_and_stored_when_the_study_asks(worker):
 
 
 def test_rubric_scores_must_be_one_to_five(worker):
-    launched_study(
+    launched_tournament(
         with_rubric=True, rubric="Is the answer correct? Score 1: wrong ... Score 5: right"
     )
     assignment = next_assignment(worker=worker, stage=Stage.PAIRWISE)
@@ -312,8 +312,8 @@ def test_rubric_scores_must_be_one_to_five(worker):
     assert judgement.rubric_scores == {"left": 4, "right": 2}
 
 
-def test_criteria_are_refused_when_the_study_does_not_ask(worker):
-    launched_study()
+def test_criteria_are_refused_when_the_tournament_does_not_ask(worker):
+    launched_tournament()
     assignment = next_assignment(worker=worker, stage=Stage.PAIRWISE)
     with pytest.raises(AnnotationError, match="only for an overall"):
         submit_pairwise_judgement(
@@ -325,8 +325,8 @@ def test_criteria_are_refused_when_the_study_does_not_ask(worker):
 
 
 def test_human_battles_map_the_shown_side_back_to_model_a_and_b():
-    study = launched_study(with_criteria=True)
-    (battle,) = Battle.objects.select_related("response_a", "response_b").filter(study=study)
+    tournament = launched_tournament(with_criteria=True)
+    (battle,) = Battle.objects.select_related("response_a", "response_b").filter(tournament=tournament)
     wanted = None
     for _ in range(3):
         worker = WorkerFactory()
@@ -343,7 +343,7 @@ def test_human_battles_map_the_shown_side_back_to_model_a_and_b():
             criteria={**CRITERIA, "detail": side},
         )
         wanted = "model_a" if llava_is_a else "model_b"
-    frame = human_battles(study=study)
+    frame = human_battles(tournament=tournament)
     assert list(frame["winner"]) == [wanted] * 3
     assert set(frame["model_a"]) == {battle.response_a.model_name}
     assert list(frame.columns[:3]) == ["model_a", "model_b", "winner"]
@@ -351,5 +351,5 @@ def test_human_battles_map_the_shown_side_back_to_model_a_and_b():
     assert set(frame["instruction_category"]) == {battle.instance.family.name}
     assert set(frame["question_id"]) == {battle.instance_id}
     assert not frame["is_multi_image"].any()
-    detail = human_battles(study=study, criterion="detail")
+    detail = human_battles(tournament=tournament, criterion="detail")
     assert list(detail["winner"]) == [wanted] * 3

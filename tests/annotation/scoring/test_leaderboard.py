@@ -13,12 +13,12 @@ from django.urls import reverse
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, LeaderboardResult, Stage
 from annotation.preferences.judgements import submit_pairwise_judgement
-from annotation.preferences.studies import launch_study
+from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
 from annotation.scoring.leaderboard import MIN_MATCHES, rubric_correlation
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
-from tests.scoring_factories import create_study, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +26,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
-def judged_study_three_workers(judge_server):
+def judged_tournament_three_workers(judge_server):
     """Two single-image and one multi-image instance, three workers on every battle, one judge."""
     for family in (FamilyFactory(name="Contextual knowledge"), FamilyFactory(name="Art knowledge")):
         with_responses(verified_instance(family=family), "llava", "otter")
@@ -35,29 +35,29 @@ def judged_study_three_workers(judge_server):
         "llava",
         "otter",
     )
-    study = create_study(name="Table 3", judgements_per_pair=3)
-    launch_study(study=study)
+    tournament = create_tournament(name="Table 3", judgements_per_pair=3)
+    launch_tournament(tournament=tournament)
     for _ in range(3):
         worker = WorkerFactory()
         while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
             submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left")
     judge_server.default = completion("Overall, Response A is better.")
-    run = create_judge_run(study=study, mode=JudgeRun.Mode.REFERENCE_FREE)
+    run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
     run_judge(run=run)
-    return study, run
+    return tournament, run
 
 
 @pytest.fixture
 def staff_client(client):
     user = get_user_model().objects.create_user("researcher", password="pw", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_preferencestudy"))
+    user.user_permissions.add(Permission.objects.get(codename="view_tournament"))
     client.force_login(user)
     return client
 
 
-def test_leaderboard_page_shows_a_table_per_evaluator(judged_study_three_workers, staff_client):
-    study, run = judged_study_three_workers
-    response = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
+def test_leaderboard_page_shows_a_table_per_evaluator(judged_tournament_three_workers, staff_client):
+    tournament, run = judged_tournament_three_workers
+    response = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk]))
     assert response.status_code == 200
     page = response.content.decode()
     assert "Human judgements" in page and f"LLM judge: {run.engine}" in page
@@ -68,44 +68,44 @@ def test_leaderboard_page_shows_a_table_per_evaluator(judged_study_three_workers
     assert "Cohen" in page
 
 
-def test_leaderboard_counts_battles_and_judgements_apart(judged_study_three_workers, staff_client):
-    study, run = judged_study_three_workers
-    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+def test_leaderboard_counts_battles_and_judgements_apart(judged_tournament_three_workers, staff_client):
+    tournament, run = judged_tournament_three_workers
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     # 3 instances x 3 pairs (llava, otter, the reference) = 9 battles; 3 workers each; the judge
     # asked both orderings of each battle.
     assert "9 battles, 27 judgements (3 per battle)." in page
     assert "9 battles, 18 judgements (2 per battle)." in page
 
 
-def test_leaderboard_warns_about_models_with_few_matches(judged_study_three_workers, staff_client):
-    study, _ = judged_study_three_workers
-    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+def test_leaderboard_warns_about_models_with_few_matches(judged_tournament_three_workers, staff_client):
+    tournament, _ = judged_tournament_three_workers
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     assert f"Fewer than {MIN_MATCHES} matches" in page
     assert page.count('class="warn" title="fewer than') > 0
 
 
-def test_judge_agreement_with_the_crowd_is_on_the_judge_board(judged_study_three_workers, staff_client):
-    study, run = judged_study_three_workers
-    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+def test_judge_agreement_with_the_crowd_is_on_the_judge_board(judged_tournament_three_workers, staff_client):
+    tournament, run = judged_tournament_three_workers
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     board = page[page.index(f'id="board-run-{run.pk}"'):]
     assert "Agreement with the crowd majority:" in board[: board.index("</section>")]
 
 
-def test_staff_without_the_study_permission_see_neither_dashboard_nor_api(judged_study_three_workers, client):
-    study, _ = judged_study_three_workers
+def test_staff_without_the_tournament_permission_see_neither_dashboard_nor_api(judged_tournament_three_workers, client):
+    tournament, _ = judged_tournament_three_workers
     client.force_login(get_user_model().objects.create_user("guest", password="pw", is_staff=True))
-    assert client.get(reverse("dashboard:leaderboard", args=[study.pk])).status_code == 403
-    assert client.get(f"/api/studies/{study.pk}/leaderboard/").status_code == 403
+    assert client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).status_code == 403
+    assert client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").status_code == 403
 
 
-def test_dashboard_and_api_show_one_stored_computation(judged_study_three_workers, staff_client):
-    study, run = judged_study_three_workers
-    staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
-    stored = LeaderboardResult.objects.get(study=study)
+def test_dashboard_and_api_show_one_stored_computation(judged_tournament_three_workers, staff_client):
+    tournament, run = judged_tournament_three_workers
+    staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk]))
+    stored = LeaderboardResult.objects.get(tournament=tournament)
 
-    api = staff_client.get(f"/api/studies/{study.pk}/leaderboard/").json()
+    api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
 
-    assert LeaderboardResult.objects.filter(study=study).count() == 1
+    assert LeaderboardResult.objects.filter(tournament=tournament).count() == 1
     assert {board["data_key"] for board in api} == {stored.data_key}
     assert [board["rows"] for board in api] == [
         [{**row, "few_matches": row["matches"] < MIN_MATCHES} for row in board["rows"]]
@@ -117,94 +117,94 @@ def test_dashboard_and_api_show_one_stored_computation(judged_study_three_worker
     assert next(board for board in api if board["key"] == f"run-{run.pk}")["agreement"]["shared"] == 9
 
 
-def test_figures_read_the_stored_result_without_recomputing(judged_study_three_workers, staff_client):
-    study, run = judged_study_three_workers
-    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
-    key = LeaderboardResult.objects.get(study=study).data_key
+def test_figures_read_the_stored_result_without_recomputing(judged_tournament_three_workers, staff_client):
+    tournament, run = judged_tournament_three_workers
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
+    key = LeaderboardResult.objects.get(tournament=tournament).data_key
     assert f"v={key}" in page
     for url in (
-        reverse("dashboard:elo_plot", args=[study.pk, "human"]),
-        reverse("dashboard:category_plot", args=[study.pk, "human"]),
-        reverse("dashboard:agreement_plot", args=[study.pk, f"run-{run.pk}"]),
+        reverse("dashboard:elo_plot", args=[tournament.pk, "human"]),
+        reverse("dashboard:category_plot", args=[tournament.pk, "human"]),
+        reverse("dashboard:agreement_plot", args=[tournament.pk, f"run-{run.pk}"]),
     ):
         with CaptureQueriesContext(connection) as queries:
             response = staff_client.get(url, {"v": key})
         assert response.status_code == 200 and response.content.startswith(PNG)
         assert "immutable" in response["Cache-Control"]
-        # the session, the user, the study and the stored result: no battle or judgement is read
+        # the session, the user, the tournament and the stored result: no battle or judgement is read
         tables = ('"annotation_humanjudgement"', '"annotation_judgement"', '"annotation_battle"')
         assert not any(table in q["sql"] for q in queries.captured_queries for table in tables), url
 
 
-def test_a_new_judgement_replaces_the_stored_result(judged_study_three_workers, staff_client):
-    study, _ = judged_study_three_workers
-    staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
-    before = LeaderboardResult.objects.get(study=study)
-    judgement = HumanJudgement.objects.filter(battle__study=study).first()
+def test_a_new_judgement_replaces_the_stored_result(judged_tournament_three_workers, staff_client):
+    tournament, _ = judged_tournament_three_workers
+    staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk]))
+    before = LeaderboardResult.objects.get(tournament=tournament)
+    judgement = HumanJudgement.objects.filter(battle__tournament=tournament).first()
     judgement.choice = "right" if judgement.choice == "left" else "left"
     judgement.save()
 
-    staff_client.get(reverse("dashboard:leaderboard", args=[study.pk]))
+    staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk]))
 
-    after = LeaderboardResult.objects.get(study=study)
+    after = LeaderboardResult.objects.get(tournament=tournament)
     assert after.data_key != before.data_key and after.pk != before.pk
 
 
 def test_a_model_name_with_dollar_signs_draws(judge_server, staff_client):
     with_responses(verified_instance(family=FamilyFactory(name="Maths $x$")), "$x^$", "$\\frac{")
-    study = create_study(name="Dollars", judgements_per_pair=1)
-    launch_study(study=study)
+    tournament = create_tournament(name="Dollars", judgements_per_pair=1)
+    launch_tournament(tournament=tournament)
     worker = WorkerFactory()
     while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
         submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left")
-    assert "$x^$" in staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
+    assert "$x^$" in staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     for name in ("elo_plot", "category_plot"):
-        response = staff_client.get(reverse(f"dashboard:{name}", args=[study.pk, "human"]))
+        response = staff_client.get(reverse(f"dashboard:{name}", args=[tournament.pk, "human"]))
         assert response.status_code == 200 and response.content.startswith(PNG)
 
 
-def test_leaderboard_plots_are_pngs(judged_study_three_workers, staff_client):
-    study, run = judged_study_three_workers
+def test_leaderboard_plots_are_pngs(judged_tournament_three_workers, staff_client):
+    tournament, run = judged_tournament_three_workers
     for url in (
-        reverse("dashboard:elo_plot", args=[study.pk, "human"]),
-        reverse("dashboard:elo_plot", args=[study.pk, f"run-{run.pk}"]),
-        reverse("dashboard:category_plot", args=[study.pk, "human"]),
-        reverse("dashboard:agreement_plot", args=[study.pk, f"run-{run.pk}"]),
+        reverse("dashboard:elo_plot", args=[tournament.pk, "human"]),
+        reverse("dashboard:elo_plot", args=[tournament.pk, f"run-{run.pk}"]),
+        reverse("dashboard:category_plot", args=[tournament.pk, "human"]),
+        reverse("dashboard:agreement_plot", args=[tournament.pk, f"run-{run.pk}"]),
     ):
         response = staff_client.get(url)
         assert response.status_code == 200, url
         assert response["Content-Type"] == "image/png"
         assert response.content.startswith(PNG)
     assert (
-        staff_client.get(reverse("dashboard:elo_plot", args=[study.pk, "run-999"])).status_code
+        staff_client.get(reverse("dashboard:elo_plot", args=[tournament.pk, "run-999"])).status_code
         == 404
     )
 
 
-def test_dashboard_is_for_staff_only(judged_study_three_workers, client):
-    study, _ = judged_study_three_workers
-    response = client.get(reverse("dashboard:leaderboard", args=[study.pk]))
+def test_dashboard_is_for_staff_only(judged_tournament_three_workers, client):
+    tournament, _ = judged_tournament_three_workers
+    response = client.get(reverse("dashboard:leaderboard", args=[tournament.pk]))
     assert response.status_code == 302 and "login" in response["Location"]
 
 
-def test_dashboard_index_lists_studies_and_judge_runs(judged_study_three_workers, staff_client):
-    study, run = judged_study_three_workers
+def test_dashboard_index_lists_tournaments_and_judge_runs(judged_tournament_three_workers, staff_client):
+    tournament, run = judged_tournament_three_workers
     page = staff_client.get(reverse("dashboard:index")).content.decode()
-    assert study.name in page and run.progress in page
+    assert tournament.name in page and run.progress in page
 
 
-def test_leaderboard_command_prints_the_tables(judged_study_three_workers):
-    study, _ = judged_study_three_workers
+def test_leaderboard_command_prints_the_tables(judged_tournament_three_workers):
+    tournament, _ = judged_tournament_three_workers
     out = StringIO()
-    call_command("leaderboard", study.name, "--rounds", "50", stdout=out)
+    call_command("leaderboard", tournament.name, "--rounds", "50", stdout=out)
     text = out.getvalue()
     assert "== Human judgements: 9 battles, 27 judgements ==" in text
     assert "Win-rate vs. reference" in text and "Single Image" in text and "Bradley-Terry" in text
     assert "Agreement of the judges with the crowd" in text
 
 
-def test_leaderboard_command_names_an_unknown_study(db):
-    with pytest.raises(CommandError, match="No preference study"):
+def test_leaderboard_command_names_an_unknown_tournament(db):
+    with pytest.raises(CommandError, match="No tournament"):
         call_command("leaderboard", "missing")
 
 
@@ -225,23 +225,23 @@ def test_rubric_correlation_matches_the_measures_worked_by_hand():
     assert rubric_correlation(crowd, scores([3, 3, 3, 3, 3]))["spearman"] is None
 
 
-def test_a_rubric_study_shows_its_judges_rubric_correlation_on_the_page_and_in_the_api(
+def test_a_rubric_tournament_shows_its_judges_rubric_correlation_on_the_page_and_in_the_api(
         judge_server, staff_client):
     for family in (FamilyFactory(name="Contextual knowledge"), FamilyFactory(name="Art knowledge")):
         with_responses(verified_instance(family=family), "llava", "otter", "idefics")
-    study = create_study(name="Rubric", judgements_per_pair=2, include_reference=False, with_rubric=True,
-                         rubric="Score 1: wrong. Score 5: right and complete.")
-    launch_study(study=study)
+    tournament = create_tournament(name="Rubric", judgements_per_pair=2, include_reference=False, with_rubric=True,
+                                   rubric="Score 1: wrong. Score 5: right and complete.")
+    launch_tournament(tournament=tournament)
     for _ in range(2):
         worker = WorkerFactory()
         while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
             submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left",
                                       rubric_scores={"left": 5, "right": 1})
     judge_server.script(*(completion(f"Feedback: scored. [RESULT] {score}") for score in (5, 1, 4, 2, 3, 5)))
-    run_judge(run=create_judge_run(study=study, mode=JudgeRun.Mode.PROMETHEUS, concurrency=1))
+    run_judge(run=create_judge_run(tournament=tournament, mode=JudgeRun.Mode.PROMETHEUS, concurrency=1))
 
-    page = staff_client.get(reverse("dashboard:leaderboard", args=[study.pk])).content.decode()
-    api = staff_client.get(f"/api/studies/{study.pk}/leaderboard/").json()
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
+    api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
 
     assert "Rubric scores of the judges against the crowd" in page
     [correlation] = [board["rubric_correlation"] for board in api if board["rubric_correlation"]]

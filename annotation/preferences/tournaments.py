@@ -1,4 +1,4 @@
-"""Preference studies (paper §4; CHIRP Appendix C.2): battles of two responses to one instance,
+"""Tournaments (paper §4; CHIRP Appendix C.2): battles of two responses to one instance,
 sampled from the imported predictions and the verified references, and launched into the crowd
 work queue."""
 
@@ -15,21 +15,21 @@ from annotation.models import (
     Battle,
     Instance,
     ModelResponse,
-    PreferenceStudy,
     Stage,
     StageConfig,
+    Tournament,
 )
 
 
-def _eligible_instances(study):
+def _eligible_instances(tournament):
     instances = Instance.objects.filter(status=Instance.Status.VERIFIED).select_related("family")
-    family_ids = list(study.families.values_list("pk", flat=True))
+    family_ids = list(tournament.families.values_list("pk", flat=True))
     if family_ids:
         instances = instances.filter(family_id__in=family_ids)
     instances = instances.prefetch_related("instanceimage_set").order_by("pk")
-    if study.image_kind == PreferenceStudy.ImageKind.ALL:
+    if tournament.image_kind == Tournament.ImageKind.ALL:
         return list(instances)
-    want_multi = study.image_kind == PreferenceStudy.ImageKind.MULTI
+    want_multi = tournament.image_kind == Tournament.ImageKind.MULTI
     return [
         i
         for i in instances
@@ -59,95 +59,95 @@ def reference_responses(*, instances):
     )
 
 
-def sample_battles(*, study):
-    """Sample the study's battles, the same ones for the same seed; returns how many were made.
+def sample_battles(*, tournament):
+    """Sample the tournament's battles, the same ones for the same seed; returns how many were made.
 
     Pairs are drawn as unordered pairs of responses to one instance; which one is A is drawn too,
     so no model is always shown as A to the judges.
     """
-    if study.battles.exists():
-        raise AnnotationError(f"“{study.name}” already has its battles.")
-    if study.launched_at:
-        raise AnnotationError(f"“{study.name}” is launched; its battles can no longer change.")
-    instances = _eligible_instances(study)
-    if study.include_reference:
+    if tournament.battles.exists():
+        raise AnnotationError(f"“{tournament.name}” already has its battles.")
+    if tournament.launched_at:
+        raise AnnotationError(f"“{tournament.name}” is launched; its battles can no longer change.")
+    instances = _eligible_instances(tournament)
+    if tournament.include_reference:
         reference_responses(instances=instances)
     responses = ModelResponse.objects.filter(instance__in=instances).order_by(
         "instance_id", "model_name"
     )
-    if study.model_names:
-        wanted = set(study.model_names) | (
-            {REFERENCE_MODEL_NAME} if study.include_reference else set()
+    if tournament.model_names:
+        wanted = set(tournament.model_names) | (
+            {REFERENCE_MODEL_NAME} if tournament.include_reference else set()
         )
         responses = responses.filter(model_name__in=wanted)
-    elif not study.include_reference:
+    elif not tournament.include_reference:
         responses = responses.exclude(model_name=REFERENCE_MODEL_NAME)
     by_instance = {}
     for response in responses:
         by_instance.setdefault(response.instance_id, []).append(response)
 
-    rng = random.Random(study.seed)
+    rng = random.Random(tournament.seed)
     pairs_by_instance = [
         list(itertools.combinations(by_instance[i.pk], 2))
         for i in instances
         if len(by_instance.get(i.pk, ())) >= 2
     ]
-    Sampling = PreferenceStudy.Sampling
-    if study.sampling == Sampling.ALL_PAIRS:
+    Sampling = Tournament.Sampling
+    if tournament.sampling == Sampling.ALL_PAIRS:
         chosen = [pair for pairs in pairs_by_instance for pair in pairs]
-    elif study.sampling == Sampling.K_MATCHUPS:
-        if study.matchups_per_question < 1:
+    elif tournament.sampling == Sampling.K_MATCHUPS:
+        if tournament.matchups_per_question < 1:
             raise AnnotationError("k matchups per question must be at least 1.")
         chosen = [
             pair
             for pairs in pairs_by_instance
-            for pair in rng.sample(pairs, min(study.matchups_per_question, len(pairs)))
+            for pair in rng.sample(pairs, min(tournament.matchups_per_question, len(pairs)))
         ]
     else:
-        if study.battle_count < 1:
+        if tournament.battle_count < 1:
             raise AnnotationError("Uniform sampling needs a number of battles of at least 1.")
         pool = [pair for pairs in pairs_by_instance for pair in pairs]
         chosen = sorted(
-            rng.sample(pool, min(study.battle_count, len(pool))),
+            rng.sample(pool, min(tournament.battle_count, len(pool))),
             key=lambda pair: (pair[0].instance_id, pair[0].model_name, pair[1].model_name),
         )
     if not chosen:
         raise AnnotationError(
-            f"“{study.name}” has nothing to compare: no verified instance with two or more "
+            f"“{tournament.name}” has nothing to compare: no verified instance with two or more "
             "responses matches its families, image kind and models. Import predictions first."
         )
     battles = []
     for first, second in chosen:
         a, b = (second, first) if rng.random() < 0.5 else (first, second)
-        battles.append(Battle(study=study, instance_id=a.instance_id, response_a=a, response_b=b))
+        battles.append(Battle(tournament=tournament, instance_id=a.instance_id, response_a=a, response_b=b))
     Battle.objects.bulk_create(battles)
     return len(battles)
 
 
-def launch_study(*, study):
-    """Put every battle of the study in the work queue, `judgements_per_pair` workers each."""
-    if not study.battles.exists():
-        raise AnnotationError(f"“{study.name}” has no battles to launch; sample them first.")
+def launch_tournament(*, tournament):
+    """Put every battle of the tournament in the work queue, `judgements_per_pair` workers each."""
+    if not tournament.battles.exists():
+        raise AnnotationError(f"“{tournament.name}” has no battles to launch; sample them first.")
     now = timezone.now()
     with transaction.atomic():
-        battles = list(study.battles.select_related("instance"))
+        battles = list(tournament.battles.select_related("instance"))
         # The queue offers a stage's units of a family only while that family's stage is launched.
         for family_id in {battle.instance.family_id for battle in battles}:
             config, _ = StageConfig.objects.get_or_create(
                 family_id=family_id,
                 stage=Stage.PAIRWISE,
                 defaults={
-                    "overlap": study.judgements_per_pair,
-                    "lease_minutes": study.lease_minutes,
+                    "overlap": tournament.judgements_per_pair,
+                    "lease_minutes": tournament.lease_minutes,
                 },
             )
             if config.launched_at is None:
                 config.launched_at = now
                 config.save(update_fields=["launched_at"])
-        make_work_units(stage=Stage.PAIRWISE, overlap=study.judgements_per_pair,
+        make_work_units(stage=Stage.PAIRWISE, overlap=tournament.judgements_per_pair,
                         specs=[(battle.unit_key, battle.instance.family_id, battle.instance, None, battle)
                                for battle in battles])
-        if study.launched_at is None:
-            study.launched_at = now
-            study.save(update_fields=["launched_at"])
-    return study
+        if tournament.launched_at is None:
+            tournament.launched_at = now
+            tournament.save(update_fields=["launched_at"])
+    return tournament

@@ -1,11 +1,11 @@
-"""The workflow of a preference study: battles, the crowd's judgements, the judge, the leaderboard
+"""The workflow of a tournament: battles, the crowd's judgements, the judge, the leaderboard
 and the snapshot, with the one next action."""
 
 
 from django.conf import settings
 from django.urls import reverse
 
-# The judge mode the workflow's button runs; the study list's actions offer the other modes.
+# The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
 from annotation.admin.workflow_steps import (
     WORKFLOW_JUDGE_MODE,
     NextAction,
@@ -24,9 +24,9 @@ from annotation.models import (
     Snapshot,
 )
 
-STUDY_STEP_LABELS = (
+TOURNAMENT_STEP_LABELS = (
     ("battles", "Battles sampled"),
-    ("launched", "Study launched"),
+    ("launched", "Tournament launched"),
     ("human_judgements", "Human judgements"),
     ("judge", "LLM judge"),
     ("leaderboard", "Leaderboard"),
@@ -34,41 +34,41 @@ STUDY_STEP_LABELS = (
 )
 
 
-def _study_counts(study):
-    battles = study.battles.count()
-    humans = HumanJudgement.objects.filter(battle__study=study).count()
-    runs = list(study.judge_runs.all())
-    latest_snapshot = study.snapshots.order_by("-version").first()
+def _tournament_counts(tournament):
+    battles = tournament.battles.count()
+    humans = HumanJudgement.objects.filter(battle__tournament=tournament).count()
+    runs = list(tournament.judge_runs.all())
+    latest_snapshot = tournament.snapshots.order_by("-version").first()
     return battles, humans, runs, latest_snapshot
 
 
-def study_steps(study, *, family=None):
-    battles, humans, runs, latest_snapshot = _study_counts(study)
-    wanted = battles * study.judgements_per_pair
+def tournament_steps(tournament, *, family=None):
+    battles, humans, runs, latest_snapshot = _tournament_counts(tournament)
+    wanted = battles * tournament.judgements_per_pair
     done_runs = [run for run in runs if run.status == JudgeRun.Status.DONE]
     running = [run for run in runs if run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)]
-    where = f" in “{study.name}”" if family is not None else ""
-    study_link = admin_url("preferencestudy_workflow", study.pk)
+    where = f" in “{tournament.name}”" if family is not None else ""
+    tournament_link = admin_url("tournament_workflow", tournament.pk)
     steps = [
         Step("battles", "Battles sampled", "done" if battles else "todo",
-             f"{plural(battles, 'battle')}{where}", study_link if family else "",
-             "The study's workflow" if family else ""),
-        Step("launched", "Study launched", "done" if study.launched_at else "todo",
-             f"launched {study.launched_at:%Y-%m-%d %H:%M}" if study.launched_at else "not launched"),
+             f"{plural(battles, 'battle')}{where}", tournament_link if family else "",
+             "The tournament's workflow" if family else ""),
+        Step("launched", "Tournament launched", "done" if tournament.launched_at else "todo",
+             f"launched {tournament.launched_at:%Y-%m-%d %H:%M}" if tournament.launched_at else "not launched"),
         Step("human_judgements", "Human judgements",
-             "done" if wanted and humans >= wanted else ("active" if study.launched_at else "todo"),
-             f"{humans} of {wanted} ({study.judgements_per_pair} per battle)",
-             admin_url("humanjudgement_changelist") + f"?battle__study__id__exact={study.pk}", "Judgements"),
+             "done" if wanted and humans >= wanted else ("active" if tournament.launched_at else "todo"),
+             f"{humans} of {wanted} ({tournament.judgements_per_pair} per battle)",
+             admin_url("humanjudgement_changelist") + f"?battle__tournament__id__exact={tournament.pk}", "Judgements"),
         Step("judge", "LLM judge",
              "done" if done_runs else ("active" if running else "todo"),
              (f"{plural(len(done_runs), 'run')} done" + (f", {len(running)} running" if running else ""))
              if runs else "no judge run yet",
-             admin_url("judgerun_changelist") + f"?study__id__exact={study.pk}", "Judge runs"),
+             admin_url("judgerun_changelist") + f"?tournament__id__exact={tournament.pk}", "Judge runs"),
         Step("leaderboard", "Leaderboard",
              "done" if humans or done_runs else "todo",
              "Elo, Bradley-Terry and win-rates from the judgements so far" if humans or done_runs
              else "appears once judgements arrive",
-             reverse("dashboard:leaderboard", args=[study.pk]), "Open the leaderboard"),
+             reverse("dashboard:leaderboard", args=[tournament.pk]), "Open the leaderboard"),
         Step("snapshot", "Snapshot",
              {Snapshot.Status.DONE: "done", Snapshot.Status.FAILED: "todo"}.get(
                  latest_snapshot.status, "active") if latest_snapshot else "todo",
@@ -80,8 +80,8 @@ def study_steps(study, *, family=None):
     return steps
 
 
-def study_workflow(study):
-    family_ids = list(study.families.values_list("pk", flat=True))
+def tournament_workflow(tournament):
+    family_ids = list(tournament.families.values_list("pk", flat=True))
     verified = Instance.objects.filter(status=Instance.Status.VERIFIED)
     if family_ids:
         verified = verified.filter(family_id__in=family_ids)
@@ -95,37 +95,37 @@ def study_workflow(study):
              admin_url("instructionfamily_changelist"), "Families"),
         Step("predictions", "Model predictions", "done" if response_count else "todo",
              f"{plural(response_count, 'response')} from {plural(models, 'model')}"
-             + (" (the verified reference counts as one)" if study.include_reference else ""),
+             + (" (the verified reference counts as one)" if tournament.include_reference else ""),
              admin_url("modelresponse_import"), "Import predictions"),
-        *study_steps(study),
+        *tournament_steps(tournament),
     ]
-    runs = list(study.judge_runs.all())
-    snapshot_rows = list(study.snapshots.all())
+    runs = list(tournament.judge_runs.all())
+    snapshot_rows = list(tournament.snapshots.all())
     jobs = recent_jobs(runs, snapshot_rows)
-    return Workflow(title=f"Workflow of “{study.name}”", steps=steps,
-                    next_action=_study_next_action(study, runs, snapshot_rows),
+    return Workflow(title=f"Workflow of “{tournament.name}”", steps=steps,
+                    next_action=_tournament_next_action(tournament, runs, snapshot_rows),
                     jobs=jobs, warnings=job_warnings(jobs))
 
 
-def _study_next_action(study, runs, snapshot_rows):
-    battles = study.battles.count()
+def _tournament_next_action(tournament, runs, snapshot_rows):
+    battles = tournament.battles.count()
     if not battles:
         return NextAction("sample_battles", "Sample battles",
-                          f"Draws the battles ({study.get_sampling_display().lower()}) from the "
-                          "verified instances and their predictions, with the study's seed.")
-    if not study.launched_at:
-        return NextAction("launch_study", f"Launch the study ({plural(battles, 'battle')})",
-                          f"Puts every battle in the annotators' queue, {study.judgements_per_pair} "
+                          f"Draws the battles ({tournament.get_sampling_display().lower()}) from the "
+                          "verified instances and their predictions, with the tournament's seed.")
+    if not tournament.launched_at:
+        return NextAction("launch_tournament", f"Launch the tournament ({plural(battles, 'battle')})",
+                          f"Puts every battle in the annotators' queue, {tournament.judgements_per_pair} "
                           "judgements each.")
     if not any(run.status != JudgeRun.Status.FAILED for run in runs):
         mode = JudgeRun.Mode(WORKFLOW_JUDGE_MODE)
         return NextAction("run_judge", "Run the LLM judge",
                           f"{mode.label}, model {settings.JUDGE_MODEL or '(JUDGE_MODEL is not set)'}; "
-                          "both orderings of every battle. Other modes are actions of the study list.")
-    humans = HumanJudgement.objects.filter(battle__study=study).count()
-    wanted = battles * study.judgements_per_pair
+                          "both orderings of every battle. Other modes are actions of the tournament list.")
+    humans = HumanJudgement.objects.filter(battle__tournament=tournament).count()
+    wanted = battles * tournament.judgements_per_pair
     judge_running = any(run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING) for run in runs)
-    leaderboard = reverse("dashboard:leaderboard", args=[study.pk])
+    leaderboard = reverse("dashboard:leaderboard", args=[tournament.pk])
     if humans < wanted or judge_running:
         waiting_for = []
         if humans < wanted:
@@ -138,7 +138,7 @@ def _study_next_action(study, runs, snapshot_rows):
     latest = snapshot_rows[0] if snapshot_rows else None
     if latest is None or latest.status == Snapshot.Status.FAILED:
         return NextAction("build_snapshot", "Build a snapshot",
-                          "Freezes the verified benchmark and this study's judgements as a new "
+                          "Freezes the verified benchmark and this tournament's judgements as a new "
                           "versioned snapshot (CSV, JSONL and Parquet).")
     if latest.status != Snapshot.Status.DONE:
         return NextAction("wait_for_snapshot", "See the snapshot being built",
