@@ -57,7 +57,7 @@ def lease_minutes_for(unit):
     return config.lease_minutes if config else DEFAULT_LEASE_MINUTES
 
 
-# What a task page shows besides the unit itself, fetched with it so rendering asks nothing more.
+# What a stage page shows besides the unit itself, fetched with it so rendering asks nothing more.
 _PAGE_RELATIONS = ("family", "instance", "reference__caption")
 
 
@@ -74,7 +74,7 @@ def held_assignment(*, worker, stage, family=None, now=None):
     )
 
 
-def next_assignment(*, worker, stage, family=None, platform_assignment_id="", platform_task_id=""):
+def next_assignment(*, worker, stage, family=None, platform_assignment_id="", platform_listing_id=""):
     """Lease the next unit of `stage` to `worker`, or return None when there is nothing for them.
 
     A worker holding an unexpired lease in the stage gets that lease back, so a reload resumes.
@@ -87,7 +87,7 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
         held = held_assignment(worker=worker, stage=stage, family=family, now=now)
         if held:
             held.worker = worker  # the caller's instance, and what it was fetched with
-            _bind(held, platform_assignment_id, platform_task_id)
+            _bind(held, platform_assignment_id, platform_listing_id)
             return held
 
         lease_minutes = StageConfig.objects.filter(family=OuterRef("family"), stage=stage).values("lease_minutes")
@@ -113,7 +113,7 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
                 leased_at=now,
                 lease_expires_at=now + timedelta(minutes=unit.lease_minutes),
                 platform_assignment_id=platform_assignment_id,
-                platform_task_id=platform_task_id,
+                platform_listing_id=platform_listing_id,
             ), now)
             if lease is None:
                 passed_over.append(unit.pk)
@@ -163,7 +163,7 @@ class ClaimConflict(AnnotationError):
     """
 
 
-def lease_unit(*, worker, unit, platform_assignment_id="", platform_task_id="", rebind=False):
+def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="", rebind=False):
     """Lease one given unit (an MTurk HIT points at its unit), under the same rules as the queue.
 
     Returns the worker's assignment on it (an existing one is returned, so a reload resumes), or
@@ -180,12 +180,12 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_task_id="", 
         Worker.objects.select_for_update().filter(pk=worker.pk).first()
         mine = Assignment.objects.filter(unit=unit, worker=worker).first()
         if platform_assignment_id:
-            _check_binding(worker, unit, platform_assignment_id, platform_task_id, rebind=rebind)
+            _check_binding(worker, unit, platform_assignment_id, platform_listing_id, rebind=rebind)
         if mine is not None:
             if mine.status == Assignment.Status.SUBMITTED:
                 raise AnnotationError("You have already done this task.")
             if mine.status == Assignment.Status.LEASED and mine.lease_expires_at > now:
-                _bind(mine, platform_assignment_id, platform_task_id)
+                _bind(mine, platform_assignment_id, platform_listing_id)
                 return mine
         open_to_worker = units_open_to(worker=worker, stage=unit.stage, now=now).filter(pk=unit.pk)
         if mine is None and not open_to_worker.exists():
@@ -204,38 +204,38 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_task_id="", 
             # An expired or returned lease of this worker's own is renewed rather than duplicated.
             mine.status, mine.leased_at, mine.lease_expires_at = Assignment.Status.LEASED, now, expires
             mine.save(update_fields=["status", "leased_at", "lease_expires_at"])
-            _bind(mine, platform_assignment_id, platform_task_id)
+            _bind(mine, platform_assignment_id, platform_listing_id)
             return mine
         return Assignment.objects.create(unit=locked, worker=worker, leased_at=now,
                                          lease_expires_at=expires,
                                          platform_assignment_id=platform_assignment_id,
-                                         platform_task_id=platform_task_id)
+                                         platform_listing_id=platform_listing_id)
 
 
-def binding_conflict(*, platform, worker, unit, platform_assignment_id, platform_task_id):
-    """Why a claim of (platform_assignment_id, platform_task_id) for `worker` (None: a worker id
+def binding_conflict(*, platform, worker, unit, platform_assignment_id, platform_listing_id):
+    """Why a claim of (platform_assignment_id, platform_listing_id) for `worker` (None: a worker id
     we have never seen) on `unit` disagrees with the pairs bound at first load, or "" when not."""
     mine = Q(unit=unit, worker=worker) if worker is not None else Q(pk__in=[])
     bound = Assignment.objects.filter(
         mine | Q(platform_assignment_id=platform_assignment_id, worker__platform=platform)
-    ).values_list("worker_id", "unit_id", "platform_assignment_id", "platform_task_id")
+    ).values_list("worker_id", "unit_id", "platform_assignment_id", "platform_listing_id")
     for worker_id, unit_id, bound_assignment_id, bound_task_id in bound:
         if worker is None or worker_id != worker.pk:
             return "This assignment is already bound to another worker."
         if unit_id != unit.pk:
             return "This assignment belongs to another task."
         if bound_assignment_id and (bound_assignment_id, bound_task_id) != (
-            platform_assignment_id, platform_task_id
+            platform_assignment_id, platform_listing_id
         ):
             return "This task is already open for you under another assignment."
     return ""
 
 
-def _check_binding(worker, unit, platform_assignment_id, platform_task_id, *, rebind):
+def _check_binding(worker, unit, platform_assignment_id, platform_listing_id, *, rebind):
     if not rebind:
         conflict = binding_conflict(platform=worker.platform, worker=worker, unit=unit,
                                     platform_assignment_id=platform_assignment_id,
-                                    platform_task_id=platform_task_id)
+                                    platform_listing_id=platform_listing_id)
         if conflict:
             raise ClaimConflict(conflict)
         return
@@ -247,14 +247,14 @@ def _check_binding(worker, unit, platform_assignment_id, platform_task_id, *, re
     ).exclude(worker=worker).update(status=Assignment.Status.RETURNED)
 
 
-def _bind(assignment, platform_assignment_id, platform_task_id):
-    if not platform_assignment_id or (assignment.platform_assignment_id, assignment.platform_task_id) == (
-        platform_assignment_id, platform_task_id
+def _bind(assignment, platform_assignment_id, platform_listing_id):
+    if not platform_assignment_id or (assignment.platform_assignment_id, assignment.platform_listing_id) == (
+        platform_assignment_id, platform_listing_id
     ):
         return
     assignment.platform_assignment_id = platform_assignment_id
-    assignment.platform_task_id = platform_task_id
-    assignment.save(update_fields=["platform_assignment_id", "platform_task_id"])
+    assignment.platform_listing_id = platform_listing_id
+    assignment.save(update_fields=["platform_assignment_id", "platform_listing_id"])
 
 
 def lock_assignment_for_submission(*, assignment_id, worker, stage):
@@ -329,14 +329,14 @@ def return_assignment(*, assignment):
     return bool(updated)
 
 
-def return_held(*, worker, stage=None, platform_task_id=None):
-    """Every lease the worker holds, in this stage or under this platform task (a study they stop,
+def return_held(*, worker, stage=None, platform_listing_id=None):
+    """Every lease the worker holds, in this stage or under this platform listing (a study they stop,
     a stage they are paused in), goes back to the pool at once; how many did."""
     held = Assignment.objects.filter(worker=worker, status=Assignment.Status.LEASED)
     if stage is not None:
         held = held.filter(unit__stage=stage)
-    if platform_task_id is not None:
-        held = held.filter(platform_task_id=platform_task_id)
+    if platform_listing_id is not None:
+        held = held.filter(platform_listing_id=platform_listing_id)
     return held.update(status=Assignment.Status.RETURNED)
 
 

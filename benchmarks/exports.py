@@ -108,7 +108,7 @@ def load(n_judgements):
         lease_end = NOW + timedelta(minutes=30)
         _copy(cursor, Assignment._meta.db_table,
               ["id", "unit_id", "worker_id", "status", "leased_at", "lease_expires_at",
-               "submitted_at", "active_seconds", "platform_assignment_id", "platform_task_id"],
+               "submitted_at", "active_seconds", "platform_assignment_id", "platform_listing_id"],
               ((j + 1, j % n_battles + 1, j // n_battles + 1, "submitted", NOW, lease_end, NOW,
                 20.0 + j % 40, "", "") for j in range(n_judgements)))
         _copy(cursor, HumanJudgement._meta.db_table,

@@ -29,7 +29,7 @@ def content_security_policy(*, frameable, staff_page=False):
     image_sources = ["'self'", "blob:", *(["data:"] if staff_page else []), *settings.IMAGE_MEDIA_ORIGINS,
                      *(f"https://{host}" for host in settings.IMAGE_URL_ALLOWED_HOSTS)]
     ancestors = ["'self'", *settings.ANNOTATOR_FRAME_ANCESTORS] if frameable else ["'none'"]
-    # Only a task page posts its assignment back to MTurk.
+    # Only a stage page posts its assignment back to MTurk.
     form_targets = ["'self'", *([] if staff_page else (_origin(url) for url in settings.MTURK_SUBMIT_ORIGINS))]
     directives = [
         "default-src 'self'",

@@ -303,7 +303,7 @@ IMAGE_URL_ALLOWED_HOSTS = env.list(
 )
 # Origins serving our own stored media when it is not on this site (an S3 bucket or its CDN).
 IMAGE_MEDIA_ORIGINS = env.list("IMAGE_MEDIA_ORIGINS", default=[])
-# How long a task page's signed token stays good; MTurk assignments may run for hours.
+# How long a stage page's signed token stays good; MTurk assignments may run for hours.
 ANNOTATOR_TOKEN_MAX_AGE_SECONDS = env.int("ANNOTATOR_TOKEN_MAX_AGE_SECONDS", default=24 * 3600)
 CLOUDRESEARCH_COMPLETE_URL = "https://connect.cloudresearch.com/participant/project/{code}/complete"
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"

@@ -1,4 +1,4 @@
-"""Annotator pages: the three ways in, the shared task page, submission and completion.
+"""Annotator pages: the three ways in, the shared stage page, submission and completion.
 
 - MTurk: a HIT's ExternalQuestion points at /work/unit/<unit_id>/ and MTurk adds assignmentId,
   hitId, workerId and turkSubmitTo; a preview comes with assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE.
@@ -46,7 +46,7 @@ from frontend.arrival import (
     study_participant,
 )
 from frontend.qualification_views import may_offer_gold, offer_gold, qualification_gate, submit_gold
-from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_task, with_notice
+from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_stage_page, with_notice
 from mturk import identity, links
 from mturk.models import CrowdStudy
 from mturk.participants import done_in_study, participants_of, stop_participating
@@ -73,7 +73,7 @@ def unit_page(request, unit_id):
     except AnnotationError as error:
         return problem_page(request, str(error))
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk)
-    return render_task(request, page, unit, assignment=assignment, grant=grant)
+    return render_stage_page(request, page, unit, assignment=assignment, grant=grant)
 
 
 def _mturk_unit(request, page, unit, params):
@@ -87,7 +87,7 @@ def _mturk_unit(request, page, unit, params):
         # MTurk's preview: show the task read-only; nothing is leased until the HIT is accepted.
         if unit.status != WorkUnit.Status.OPEN:
             return problem_page(request, "This task already has all the answers it needs.")
-        return render_task(request, page, unit, preview=True)
+        return render_stage_page(request, page, unit, preview=True)
     try:
         worker, rebind = identity.admit_mturk_worker(unit=unit, arrival=arrival)
     except identity.IdentityRefused as refused:
@@ -104,7 +104,7 @@ def _mturk_unit(request, page, unit, params):
             return gold
     try:
         assignment = lease_unit(worker=worker, unit=unit, platform_assignment_id=arrival.assignment_id,
-                                platform_task_id=arrival.hit_id, rebind=rebind)
+                                platform_listing_id=arrival.hit_id, rebind=rebind)
     except ClaimConflict:
         # Another load of this HIT bound a different pair a moment ago.
         return problem_page(request, identity.MTURK_NOT_CONFIRMED, status=403)
@@ -113,7 +113,7 @@ def _mturk_unit(request, page, unit, params):
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk,
                                    turk_submit_to=arrival.submit_origin,
                                    mturk_assignment_id=arrival.assignment_id)
-    return render_task(request, page, unit, assignment=assignment, grant=grant)
+    return render_stage_page(request, page, unit, assignment=assignment, grant=grant)
 
 
 @annotator_page
@@ -133,7 +133,7 @@ def stage_page(request, stage):
             return problem_page(request, tokens.FORGED_MESSAGE, status=403)
         if not bound_to_browser(request, worker.pk):
             return problem_page(request, identity.STUDY_NOT_CONFIRMED, status=403)
-        return _study_task(request, page, study, worker, session)
+        return _next_in_study(request, page, study, worker, session)
     try:
         arrival = links.study_arrival(request.GET)
     except links.IncompleteLink as error:
@@ -150,7 +150,7 @@ def stage_page(request, stage):
             return problem_page(request, str(refused), status=403)
         session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
                                       platform_session_id=arrival.session_id)
-        return _study_task(request, page, study, worker, session)
+        return _next_in_study(request, page, study, worker, session)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     worker = local_worker(request.user, stage=stage)
@@ -162,10 +162,10 @@ def stage_page(request, stage):
         return render(request, "annotator/nothing_waiting.html", {
             "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk)
-    return render_task(request, page, assignment.unit, assignment=assignment, grant=grant)
+    return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant)
 
 
-def _study_task(request, page, study, worker, session):
+def _next_in_study(request, page, study, worker, session):
     next_url = reverse("frontend:stage", args=[study.stage]) + "?continue=" + tokens.sign_session(session)
     gate = qualification_gate(request, worker, study.stage, next_url=next_url, study=study,
                                session=session)
@@ -180,7 +180,7 @@ def _study_task(request, page, study, worker, session):
             return gold
     assignment = next_assignment(worker=worker, stage=study.stage, family=study.family,
                                  platform_assignment_id=session.platform_session_id,
-                                 platform_task_id=study.external_id)
+                                 platform_listing_id=study.external_id)
     if assignment is None:
         if done_in_study(worker, study):
             return _completion(request, study)
@@ -191,7 +191,7 @@ def _study_task(request, page, study, worker, session):
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk,
                                    study_id=study.pk,
                                    platform_session_id=session.platform_session_id)
-    return render_task(request, page, assignment.unit, assignment=assignment, grant=grant, study=study)
+    return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant, study=study)
 
 
 def _completion(request, study):
@@ -221,7 +221,7 @@ def _active_seconds(value):
 def submit(request):
     wants_json = "application/json" in request.headers.get("Accept", "")
     try:
-        grant = tokens.read_task(request.POST.get("token", ""))
+        grant = tokens.read_form_grant(request.POST.get("token", ""))
     except tokens.TokenRefused as error:
         return refusal(request, str(error), wants_json=wants_json)
     if isinstance(grant, tokens.GoldGrant):
@@ -249,7 +249,7 @@ def submit(request):
         if wants_json:
             return JsonResponse({"ok": False, "error": str(error)}, status=400)
         study = CrowdStudy.objects.filter(pk=grant.study_id).first() if grant.study_id else None
-        return render_task(request, page, assignment.unit, assignment=assignment, grant=grant,
+        return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant,
                             study=study, posted=request.POST, error=str(error), status=400)
     if grant.turk_submit_to:
         # MTurk learns of the work only from this POST, made by the worker's browser.
@@ -259,13 +259,13 @@ def submit(request):
         if wants_json:
             return JsonResponse({"ok": True, "submission": label, "mturk": handback})
         return render(request, "annotator/mturk_handback.html", {"handback": handback})
-    next_url = with_notice(_next_task_url(assignment, grant), "saved")
+    next_url = with_notice(_next_unit_url(assignment, grant), "saved")
     if wants_json:
         return JsonResponse({"ok": True, "submission": label, "next": next_url})
     return redirect(next_url)
 
 
-def _next_task_url(assignment, grant):
+def _next_unit_url(assignment, grant):
     next_url = reverse("frontend:stage", args=[assignment.unit.stage])
     if grant.session is not None:
         next_url += "?continue=" + tokens.sign_session(grant.session)
@@ -281,7 +281,7 @@ def give_back(request):
     else at once, and the worker moves on to their next task (on MTurk: returns the HIT there)."""
     wants_json = "application/json" in request.headers.get("Accept", "")
     try:
-        grant = tokens.read_task(request.POST.get("token", ""))
+        grant = tokens.read_form_grant(request.POST.get("token", ""))
     except tokens.TokenRefused as error:
         return refusal(request, str(error), wants_json=wants_json)
     if isinstance(grant, tokens.GoldGrant):
@@ -304,7 +304,7 @@ def give_back(request):
             "message": "This task is free for someone else now. Please press “Return” on MTurk "
                        "to give the HIT back there too; you will not be charged for it."})
         return JsonResponse({"ok": True, "next": ""}) if wants_json else page
-    next_url = with_notice(_next_task_url(assignment, grant), "given-back")
+    next_url = with_notice(_next_unit_url(assignment, grant), "given-back")
     return JsonResponse({"ok": True, "next": next_url}) if wants_json else redirect(next_url)
 
 

@@ -1,4 +1,4 @@
-"""The collection stages' task pages: instruction generation (paper Fig. 11), the
+"""The collection stages' pages: instruction generation (paper Fig. 11), the
 instruction-conditioned caption (Fig. 12) and verification (Figs. 13-14), each with its gold items."""
 
 import re

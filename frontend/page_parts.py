@@ -1,5 +1,5 @@
-"""What every annotator task page is made of: the image gallery with licences, the material a gold
-item shows, and the description of a stage's page (TaskPage)."""
+"""What every annotator stage page is made of: the image gallery with licences, the material a gold
+item shows, and the description of a stage's page (StagePage)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,7 +91,7 @@ def gold_material(content):
 
 
 @dataclass(frozen=True)
-class TaskPage:
+class StagePage:
     stage: str
     template: str
     heading: str

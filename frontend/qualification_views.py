@@ -29,7 +29,7 @@ from frontend import tokens
 from frontend.arrival import IDLE_SECONDS, study_participant
 from frontend.page_parts import gold_material
 from frontend.rendering import NOTICES, problem_page, refusal
-from frontend.task_pages import PAGES
+from frontend.stage_pages import PAGES
 from mturk import identity, links, qualifications
 from mturk.exceptions import WorkerFacingError
 from mturk.models import CrowdStudy
@@ -41,7 +41,7 @@ def qualify_url(worker, stage, *, next_url=""):
     return reverse("frontend:qualify", args=[stage]) + "?q=" + tokens.sign_qualification(grant)
 
 
-def tasks_url(worker, stage):
+def stage_url(worker, stage):
     """Where a worker finds a stage's tasks on their own: only in-house annotators have such a page;
     platform workers come back through their platform's link."""
     return reverse("frontend:stage", args=[stage]) if worker.platform == Worker.Platform.LOCAL else ""
@@ -151,7 +151,7 @@ def submit_gold(request, grant, *, wants_json):
 
 @dataclass(frozen=True)
 class _TestPage:
-    """What annotator/task.html needs of a page, for the qualification test."""
+    """What annotator/stage_page.html needs of a page, for the qualification test."""
 
     stage: str
     heading: str
@@ -196,7 +196,7 @@ def _test_taker(request, stage):
     if request.user.is_authenticated:
         worker = local_worker(request.user)
         return worker, tokens.QualificationPass(worker_id=worker.pk, stage=stage,
-                                                next_url=tasks_url(worker, stage))
+                                                next_url=stage_url(worker, stage))
     return None, None
 
 

@@ -1,4 +1,4 @@
-"""How an annotator page is answered: the task page of a unit, a problem page, and the notices
+"""How an annotator page is answered: the stage page of a unit, a problem page, and the notices
 shown after an action."""
 
 
@@ -8,7 +8,7 @@ from django.shortcuts import render
 
 from frontend import tokens
 from frontend.arrival import IDLE_SECONDS
-from frontend.task_pages import PAGES
+from frontend.stage_pages import PAGES
 from mturk.participants import done_in_study
 
 
@@ -36,7 +36,7 @@ def with_notice(url, what):
     return f"{url}{'&' if '?' in url else '?'}after={what}"
 
 
-def render_task(request, page, unit, *, assignment=None, grant=None, preview=False,
+def render_stage_page(request, page, unit, *, assignment=None, grant=None, preview=False,
                  study=None, posted=None, error="", status=200):
     context = page.context(unit, posted, assignment)
     session = grant.session if grant else None

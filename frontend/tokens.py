@@ -1,4 +1,4 @@
-"""Signed tokens that bind a task page to one assignment of one worker.
+"""Signed tokens that bind a stage page to one assignment of one worker.
 
 A platform worker id in a URL is only a claim (DESIGN: "MTurk's worker side"), and inside MTurk's
 iframe Safari may drop every cookie, so neither the URL nor the session can say who is submitting.
@@ -26,7 +26,7 @@ class TokenRefused(AnnotationError):
 
 @dataclass(frozen=True)
 class AssignmentGrant:
-    """What a task page may submit: one assignment, for one worker.
+    """What a stage page may submit: one assignment, for one worker.
 
     `turk_submit_to` is where MTurk wants the assignment handed back and `mturk_assignment_id` the
     MTurk assignment the page was opened for (a token of an earlier binding of the same unit is no
@@ -142,7 +142,7 @@ def read_gold(token):
         raise TokenRefused(FORGED_MESSAGE) from None
 
 
-def read_task(token):
+def read_form_grant(token):
     """What a task form's token grants: an AssignmentGrant, or a GoldGrant for a live gold item."""
     try:
         return read_assignment(token)

@@ -16,9 +16,9 @@ from annotation.queue import (
 from annotation.workforce import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
-from frontend.qualification_views import qualify_url, tasks_url
+from frontend.qualification_views import qualify_url, stage_url
 from frontend.rendering import problem_page
-from frontend.task_pages import PAGES
+from frontend.stage_pages import PAGES
 from frontend.worker_summary import recent_work, stage_tallies
 from mturk import identity, qualifications
 
@@ -61,7 +61,7 @@ def worker_page(request):
     for row in rows:
         if row["status"] in ("not_taken", "started") or (
                 row["status"] == "failed" and row["retake_at"] <= timezone.now()):
-            row["test_url"] = qualify_url(worker, row["stage"], next_url=tasks_url(worker, row["stage"]))
+            row["test_url"] = qualify_url(worker, row["stage"], next_url=stage_url(worker, row["stage"]))
     return render(request, "annotator/worker.html", {
         "worker": worker,
         "tallies": stage_tallies(worker, only=only),

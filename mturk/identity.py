@@ -89,7 +89,7 @@ def admit_mturk_worker(*, unit, arrival):
     worker = Worker.objects.filter(platform=Worker.Platform.MTURK, external_id=arrival.worker_id).first()
     rebind = bool(binding_conflict(platform=Worker.Platform.MTURK, worker=worker, unit=unit,
                                    platform_assignment_id=arrival.assignment_id,
-                                   platform_task_id=arrival.hit_id))
+                                   platform_listing_id=arrival.hit_id))
     if rebind:
         confirm_mturk_assignment(assignment_id=arrival.assignment_id, worker_id=arrival.worker_id,
                                  hit_id=arrival.hit_id)
@@ -168,7 +168,7 @@ def mturk_assignment_confirmed(worker, assignment_id):
         return True
     try:
         confirm_mturk_assignment(assignment_id=assignment.platform_assignment_id,
-                                 worker_id=worker.external_id, hit_id=assignment.platform_task_id)
+                                 worker_id=worker.external_id, hit_id=assignment.platform_listing_id)
     except IdentityRefused:
         return False
     cache.set(key, True, 24 * 3600)

@@ -3,7 +3,7 @@ platform, reading it when a participant arrives, and the way back at the end.
 
 The study link opens the stage's page (frontend "frontend:stage") with the platform's participant,
 study and session ids, named as the platform's backend declares them (``link_parameters``). Our
-assignments store the study's id as platform_task_id and the session's as platform_assignment_id,
+assignments store the study's id as platform_listing_id and the session's as platform_assignment_id,
 and sync keys our Submission records by the same ids. At the end `completion` sends the participant
 back with the study's completion code.
 """

@@ -18,7 +18,7 @@ from mturk import identity
 
 def _submitted_in(study, worker):
     return Assignment.objects.filter(
-        worker=worker, status=Assignment.Status.SUBMITTED, platform_task_id=study.external_id,
+        worker=worker, status=Assignment.Status.SUBMITTED, platform_listing_id=study.external_id,
         unit__stage=study.stage,
     )
 
@@ -57,4 +57,4 @@ def admit_participant(*, arrival, study, known_here):
 def stop_participating(*, worker, study):
     """The participant stops: any task they hold in the study goes back to the pool. Whether they
     have earned the code is `done_in_study`'s to say."""
-    return return_held(worker=worker, platform_task_id=study.external_id)
+    return return_held(worker=worker, platform_listing_id=study.external_id)

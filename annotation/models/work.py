@@ -84,8 +84,10 @@ class Assignment(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     active_seconds = models.FloatField(null=True, blank=True,
                                        help_text="Time the worker was active on the page, for pay planning.")
+    # What the platform calls this piece of work, kept so its review and pay find it: MTurk's
+    # assignment and HIT, Prolific's session and study, Connect's assignment and project.
     platform_assignment_id = models.CharField(max_length=128, blank=True)
-    platform_task_id = models.CharField(max_length=128, blank=True)
+    platform_listing_id = models.CharField(max_length=128, blank=True)
 
     objects = AssignmentQuerySet.as_manager()
 

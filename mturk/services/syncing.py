@@ -84,7 +84,7 @@ def _attach_and_check(submission, hit):
     study = submission.study
     # The study page stores the study's platform id on every assignment done through the link.
     ours = Assignment.objects.filter(worker=worker, unit__stage=study.stage,
-                                     platform_task_id=study.external_id,
+                                     platform_listing_id=study.external_id,
                                      status=Assignment.Status.SUBMITTED)
     ours = ours.exclude(platform_submissions__in=study.submissions.exclude(pk=submission.pk))
     submission.assignments.add(*ours)

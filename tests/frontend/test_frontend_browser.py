@@ -177,7 +177,7 @@ def test_verification_by_keyboard_through_a_cloudresearch_study_to_the_completio
     assert (answers[first.pk].is_correct, answers[first.pk].problem_in_response,
             answers[first.pk].is_harmful) == (False, True, True)
     assert answers[second.pk].is_correct is True
-    assert set(Assignment.objects.values_list("platform_assignment_id", "platform_task_id")) == {
+    assert set(Assignment.objects.values_list("platform_assignment_id", "platform_listing_id")) == {
         ("CR-A1", "PRJ7")}
     assert page.errors == []
 

@@ -54,7 +54,7 @@ def test_mturk_accept_leases_the_unit_and_records_assignment_and_hit_ids():
     assignment = Assignment.objects.get()
     assert (assignment.unit, assignment.worker.platform, assignment.worker.external_id) == (
         unit, Worker.Platform.MTURK, "AW1")
-    assert (assignment.platform_assignment_id, assignment.platform_task_id) == ("3ASG", hit.hit_id)
+    assert (assignment.platform_assignment_id, assignment.platform_listing_id) == ("3ASG", hit.hit_id)
 
 
 def test_reloading_an_accepted_hit_resumes_the_same_assignment():
@@ -163,7 +163,7 @@ def test_turk_submit_to_outside_mturk_is_refused():
     assert not Assignment.objects.exists()
 
 
-def test_task_pages_may_be_framed_by_mturk_only():
+def test_stage_pages_may_be_framed_by_mturk_only():
     unit = caption_unit()
     response = Client().get(preview_url(unit))
     policy = response["Content-Security-Policy"]

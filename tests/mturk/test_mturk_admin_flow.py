@@ -82,8 +82,8 @@ def test_publish_submit_sync_approve_bonus_through_the_admin(client, mturk, caps
 
     # The worker takes the HIT on our page (MTurk passes assignmentId, hitId, workerId).
     leased = lease_unit(worker=worker, unit=unit)
-    leased.platform_assignment_id, leased.platform_task_id = ASSIGNMENT, HIT
-    leased.save(update_fields=["platform_assignment_id", "platform_task_id"])
+    leased.platform_assignment_id, leased.platform_listing_id = ASSIGNMENT, HIT
+    leased.save(update_fields=["platform_assignment_id", "platform_listing_id"])
     submit_caption(assignment_id=leased.pk, worker=worker, active_seconds=140,
                    texts=["A crowd of protesters holds signs while a man on a stage waves at them."])
     log.append(f"worker {worker.pseudonym} submitted assignment {ASSIGNMENT} on our page")

@@ -115,7 +115,7 @@ def _stored(hit, worker, assignment_id, *, submitted=True):
         unit=hit.unit, worker=worker, lease_expires_at=now + timedelta(minutes=30),
         status=Assignment.Status.SUBMITTED if submitted else Assignment.Status.LEASED,
         submitted_at=now if submitted else None, active_seconds=120,
-        platform_assignment_id=assignment_id, platform_task_id=hit.hit_id)
+        platform_assignment_id=assignment_id, platform_listing_id=hit.hit_id)
 
 
 def test_sync_pages_through_assignments_and_flags_work_we_never_stored(mturk):

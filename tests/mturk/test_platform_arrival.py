@@ -114,7 +114,7 @@ def test_a_participant_who_stops_gives_back_what_they_hold_in_that_study_only():
 
     def lease(unit, task_id, status=Assignment.Status.LEASED):
         return Assignment.objects.create(unit=unit, worker=worker, status=status,
-                                         lease_expires_at=unit.created_at, platform_task_id=task_id)
+                                         lease_expires_at=unit.created_at, platform_listing_id=task_id)
 
     held, elsewhere = lease(units[0], study.external_id), lease(units[1], "another-study")
     done = lease(units[2], study.external_id, Assignment.Status.SUBMITTED)
@@ -162,7 +162,7 @@ def test_an_mturk_worker_is_made_at_first_load_and_a_disagreeing_claim_goes_to_m
     worker, rebind = identity.admit_mturk_worker(unit=unit, arrival=first)
     assert (worker.external_id, rebind) == ("AW0001", False)
     Assignment.objects.create(unit=unit, worker=worker, lease_expires_at=unit.created_at,
-                              platform_assignment_id=first.assignment_id, platform_task_id=hit.hit_id)
+                              platform_assignment_id=first.assignment_id, platform_listing_id=hit.hit_id)
     # Somebody else's assignment id with this worker's id: MTurk says whose it is.
     claim = identity.hit_arrival(unit, hit_query(hit, assignmentId="3ASG0000000000000002"))
     mturk.expect("get_assignment", {"Assignment": mturk_assignment(

@@ -42,7 +42,7 @@ def participant(connect, study, pid, assignment_id, *, stored=True):
     if stored:
         unit = WorkUnit.objects.create(stage=Stage.PAIRWISE, key=f"b-{pid}", family=study.family)
         Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
-                                  lease_expires_at=unit.created_at, platform_task_id=PROJECT,
+                                  lease_expires_at=unit.created_at, platform_listing_id=PROJECT,
                                   platform_assignment_id=assignment_id)
     return worker
 

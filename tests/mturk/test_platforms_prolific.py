@@ -40,7 +40,7 @@ def participant(prolific, study, pid, *, status="AWAITING REVIEW", stored=True):
     if stored:
         unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"p-{pid}", family=study.family)
         Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
-                                  lease_expires_at=unit.created_at, platform_task_id=STUDY_ID,
+                                  lease_expires_at=unit.created_at, platform_listing_id=STUDY_ID,
                                   platform_assignment_id=sid)
     return worker
 

@@ -34,7 +34,7 @@ def victim_at_work(unit):
 
 def stored_state():
     return sorted(Assignment.objects.values_list(
-        "pk", "worker__external_id", "status", "platform_assignment_id", "platform_task_id"))
+        "pk", "worker__external_id", "status", "platform_assignment_id", "platform_listing_id"))
 
 
 def assert_got_nothing(response):

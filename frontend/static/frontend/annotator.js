@@ -1,6 +1,6 @@
 /* Annotator pages: drafts, active time, keyboard, images, and submission without losing work.
  * Plain JavaScript, no build step. Every feature keys off data-* attributes in the templates, so
- * a new stage page gets all of it by extending annotator/task.html. Without JavaScript the form
+ * a new stage page gets all of it by extending annotator/stage_page.html. Without JavaScript the form
  * still posts and the server answers with a page. */
 (function () {
   "use strict";

@@ -1,6 +1,6 @@
 """One entry per crowd stage: what its page shows, and how its answer is read and stored.
 
-A new stage page adds an entry to PAGES with a template extending annotator/task.html; entry
+A new stage page adds an entry to PAGES with a template extending annotator/stage_page.html; entry
 points, tokens, drafts, the timer, keyboard shortcuts and submission are shared and need no change.
 A page that can show a gold item as one of its own tasks (live gold items, paper §2.2 kept current)
 also says how to build its context from a gold item and how to read the answer to compare.
@@ -19,13 +19,13 @@ from frontend.collection_pages import (
     verification_gold_answer,
     verification_gold_context,
 )
-from frontend.page_parts import TaskPage
+from frontend.page_parts import StagePage
 from frontend.pairwise_page import pairwise_context, pairwise_gold_answer, pairwise_gold_context, post_pairwise
 
 PAGES = {
     page.stage: page
     for page in (
-        TaskPage(
+        StagePage(
             stage=Stage.INSTRUCTION_GENERATION,
             template="annotator/instruction_generation.html",
             heading="Write a new instruction",
@@ -33,7 +33,7 @@ PAGES = {
             submit=post_instruction,
             shortcuts=(("Ctrl+Enter", "submit"),),
         ),
-        TaskPage(
+        StagePage(
             stage=Stage.CAPTION,
             template="annotator/caption.html",
             heading="Describe the image for the instruction",
@@ -41,7 +41,7 @@ PAGES = {
             submit=post_caption,
             shortcuts=(("Ctrl+Enter", "submit"),),
         ),
-        TaskPage(
+        StagePage(
             stage=Stage.VERIFICATION,
             template="annotator/verification.html",
             heading="Check the response",
@@ -55,7 +55,7 @@ PAGES = {
             gold_context=verification_gold_context,
             gold_answer=verification_gold_answer,
         ),
-        TaskPage(
+        StagePage(
             stage=Stage.PAIRWISE,
             template="annotator/pairwise.html",
             heading="Compare two responses",
