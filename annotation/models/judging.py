@@ -110,6 +110,8 @@ class Judgement(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        # The admin and the API (/api/judge-judgements/) say whose: the crowd's are HumanJudgement.
+        verbose_name = "judge judgement"
         ordering = ["id"]
         constraints = [
             models.UniqueConstraint(fields=["run", "battle", "ordering", "criterion"],
