@@ -52,6 +52,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        # SQLite rebuilds a table to rename a column, from the recorded state, so a constraint that
+        # still names the old field cannot survive the rename: it is dropped first and made again.
+        *[migrations.RemoveConstraint(model_name=model_name, name=constraint.name)
+          for model_name, constraint in CONSTRAINTS_ON_TOURNAMENT],
         migrations.RenameModel("PreferenceStudy", "Tournament"),
         migrations.AlterModelOptions(name="tournament",
                                      options={"ordering": ["-created_at"], "verbose_name_plural": "tournaments"}),
@@ -70,13 +74,7 @@ class Migration(migrations.Migration):
             field=models.ManyToManyField(blank=True, related_name="snapshots", to="annotation.tournament",
                                          help_text="Tournaments whose judgements go in; none: no judgements."),
         ),
-        # The unique constraints follow their renamed column in the database by themselves; only
-        # the recorded state still names the old field.
-        migrations.SeparateDatabaseAndState(state_operations=[
-            operation
-            for model_name, constraint in CONSTRAINTS_ON_TOURNAMENT
-            for operation in (migrations.RemoveConstraint(model_name=model_name, name=constraint.name),
-                              migrations.AddConstraint(model_name=model_name, constraint=constraint))
-        ]),
+        *[migrations.AddConstraint(model_name=model_name, constraint=constraint)
+          for model_name, constraint in CONSTRAINTS_ON_TOURNAMENT],
         migrations.RunPython(forwards, backwards),
     ]

@@ -1,8 +1,14 @@
 """Data migrations, run for real on rows written in the schema before them."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
+
+from tests.paths import PROJECT
 
 BEFORE_WORK_UNIT_BATTLE = ("annotation", "0007_leaderboard_results")
 WORK_UNIT_BATTLE = ("annotation", "0008_work_unit_battle")
@@ -74,3 +80,20 @@ def test_a_preference_study_becomes_a_tournament_with_its_battles_and_its_groups
     with pytest.raises(IntegrityError), transaction.atomic():
         apps.get_model("annotation", "Battle").objects.create(
             tournament=tournament, instance_id=instance.pk, response_a_id=a.pk, response_b_id=b.pk)
+
+
+@pytest.mark.integration
+def test_every_migration_applies_and_unapplies_on_sqlite_as_make_run_uses_it(tmp_path):
+    """`make run` keeps its data in SQLite, which rebuilds a table for a schema change where
+    PostgreSQL alters it; a migration can pass here on PostgreSQL and fail there."""
+    environment = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'run.sqlite3'}",
+                   "DJANGO_SETTINGS_MODULE": "crowdbench.settings", "PYTHONPATH": str(PROJECT)}
+
+    def manage(*arguments):
+        finished = subprocess.run([sys.executable, "manage.py", *arguments, "--verbosity", "0"], cwd=PROJECT,
+                                  env=environment, capture_output=True, text=True, timeout=300)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+
+    manage("migrate")
+    manage("migrate", "annotation", BEFORE_WORK_UNIT_BATTLE[1])
+    manage("migrate")
