@@ -71,6 +71,9 @@ class FakeOpenAI:
     def __init__(self, *, default=None):
         self.default = default
         self.requests = []
+        # The client ends of the TCP connections requests came on: a client that keeps its
+        # connections open shows few, whatever the number of requests.
+        self.connections = set()
         # Fault injection: every answer waits `latency` seconds, and a `failure_rate` share of
         # requests (drawn from a seeded generator) get a 429 or a 500 instead of their answer.
         self.latency = 0.0
@@ -180,7 +183,14 @@ class FakeOpenAI:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # Keep-alive, as OpenAI's servers do: a client keeps its connections between calls.
+            # Headers and body go out as two writes; without TCP_NODELAY the second waits for the
+            # client's delayed ACK (40 ms) on a connection that stays open.
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
             def do_POST(self):
+                fake.connections.add(self.client_address)
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 try:
@@ -226,7 +236,12 @@ class FakeOpenAI:
             def log_message(self, format, *args):
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            # socketserver's listen backlog is 5: a client opening 16 connections at once had some
+            # of them dropped and retried a second later, a stall OpenAI's servers do not have.
+            request_queue_size = 128
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         name="fake-openai")
