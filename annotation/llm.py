@@ -6,6 +6,7 @@ own settings (OPENAI_* and JUDGE_*), but both are the same client with the same 
 """
 
 from decimal import Decimal
+from functools import lru_cache
 
 import openai
 from django.conf import settings
@@ -34,17 +35,21 @@ ONE_MILLION = Decimal(1_000_000)
 
 
 def client(*, api_key, base_url, missing_key):
-    """A client for the server at `base_url`; `missing_key` is the researcher's message when no
-    key is set, raised before any request is made."""
+    """The client for the server at `base_url`; `missing_key` is the researcher's message when no
+    key is set, raised before any request is made.
+
+    A process keeps one client per server and never closes it: its connections stay open from one
+    judge chunk (one job) to the next, where a client per chunk opened all of them again and left
+    the run's calls waiting on the handshakes."""
     if not api_key:
         raise AnnotationError(missing_key)
+    return _client(api_key, base_url, settings.OPENAI_MAX_RETRIES, settings.OPENAI_TIMEOUT_SECONDS)
+
+
+@lru_cache(maxsize=8)
+def _client(api_key, base_url, max_retries, timeout):
     # The client retries rate limits and server errors itself, honouring retry-after, with backoff.
-    return openai.OpenAI(
-        api_key=api_key,
-        base_url=base_url,
-        max_retries=settings.OPENAI_MAX_RETRIES,
-        timeout=settings.OPENAI_TIMEOUT_SECONDS,
-    )
+    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout)
 
 
 def reference_model_configured():

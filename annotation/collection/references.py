@@ -81,12 +81,11 @@ def generate_reference(*, instance):
 
     # Two jobs for one instance running at the same moment may both call the model; the unique
     # constraint on (instance, model, prompt_sha256) still keeps a single reference.
-    with llm.reference_client() as client:
-        response = client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": prompt}],
-            max_tokens=settings.OPENAI_MAX_OUTPUT_TOKENS,
-        )
+    response = llm.reference_client().chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=settings.OPENAI_MAX_OUTPUT_TOKENS,
+    )
     choice = response.choices[0] if response.choices else None
     text = (choice.message.content or "").strip() if choice else ""
     if not text:

@@ -102,7 +102,7 @@ def start_judge_run(*, run):
     run = JudgeRun.objects.select_related("tournament").get(pk=run.pk)
     if run.status not in ACTIVE_STATUSES:
         return []
-    llm.judge_client().close()
+    llm.judge_client()  # raises before any chunk when no key is set
     JudgeRun.objects.filter(pk=run.pk).update(
         status=JudgeRun.Status.RUNNING, started_at=run.started_at or timezone.now(), error=""
     )
@@ -126,16 +126,16 @@ def judge_chunk(*, run, index):
                             "response_b")
             .prefetch_related("instance__instanceimage_set__image")
         )
-        with llm.judge_client() as client:
-            items = _plan(run, battles)
-            primary = [request for item in items for request in item.requests]
-            calls = answer_all(run, client, primary)
-            for item in items:
-                item.answers = [calls[request_sha256(r)] for r in item.requests]
-            if run.mode == JudgeRun.Mode.PROMETHEUS:
-                _store_prometheus(run, items)
-            else:
-                _store_pairwise(run, client, items)
+        client = llm.judge_client()
+        items = _plan(run, battles)
+        primary = [request for item in items for request in item.requests]
+        calls = answer_all(run, client, primary)
+        for item in items:
+            item.answers = [calls[request_sha256(r)] for r in item.requests]
+        if run.mode == JudgeRun.Mode.PROMETHEUS:
+            _store_prometheus(run, items)
+        else:
+            _store_pairwise(run, client, items)
     return not unfinished_chunks(run)
 
 

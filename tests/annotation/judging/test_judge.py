@@ -3,6 +3,7 @@ from decimal import Decimal
 import pytest
 
 from annotation.exceptions import AnnotationError
+from annotation.judging import progress
 from annotation.judging.parsing import combine_orderings, parse_overall, parse_prometheus
 from annotation.judging.prompts import (
     EXTRACTION_SYSTEM,
@@ -236,6 +237,20 @@ def test_concurrent_calls_judge_every_battle(judge_server):
     assert len(judge_server.requests) == 12  # 6 battles, 2 orderings each
     assert run.judgements.count() == 12
     assert set(judge_battles(run=run)["winner"]) == {"tie"}
+
+
+def test_a_run_of_several_chunks_keeps_its_connections_from_one_chunk_to_the_next(judge_server, settings):
+    # Each chunk is a job of its own; a client per chunk opened every connection again, and the
+    # calls waited on the handshakes (benchmarks/judge.py).
+    settings.JUDGE_CHUNK_ROUNDS = 1
+    instance = verified_instance(caption=[CAPTION])
+    with_responses(instance, "llava", "otter", "idefics", "lynx")
+    tournament = create_tournament(name="chunked", include_reference=False)
+    judge_server.default = completion("Overall, Response A is better.")
+    run = judge(tournament, concurrency=2)
+    assert len(progress.chunks(run)) == 6  # one battle (two orderings) per chunk
+    assert run.judgements.count() == 12
+    assert len(judge_server.connections) <= 2
 
 
 def test_a_failed_call_fails_the_run_and_a_rerun_pays_only_for_the_rest(judge_server, settings):
