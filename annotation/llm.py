@@ -5,6 +5,7 @@ References (paper §2.1) and the judge (§4) may be served by different servers,
 own settings (OPENAI_* and JUDGE_*), but both are the same client with the same retries.
 """
 
+import os
 from decimal import Decimal
 from functools import lru_cache
 
@@ -43,11 +44,12 @@ def client(*, api_key, base_url, missing_key):
     the run's calls waiting on the handshakes."""
     if not api_key:
         raise AnnotationError(missing_key)
-    return _client(api_key, base_url, settings.OPENAI_MAX_RETRIES, settings.OPENAI_TIMEOUT_SECONDS)
+    # Keyed by process too: a forked Celery or gunicorn child must not share its parent's sockets.
+    return _client(api_key, base_url, settings.OPENAI_MAX_RETRIES, settings.OPENAI_TIMEOUT_SECONDS, os.getpid())
 
 
 @lru_cache(maxsize=8)
-def _client(api_key, base_url, max_retries, timeout):
+def _client(api_key, base_url, max_retries, timeout, process_id):
     # The client retries rate limits and server errors itself, honouring retry-after, with backoff.
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout)
 
