@@ -23,6 +23,7 @@ from annotation.admin.workflow_steps import (
     recent_jobs,
 )
 from annotation.models import (
+    REFERENCE_MODEL_NAME,
     Instance,
     InstructionFamily,
     JudgeRun,
@@ -58,7 +59,9 @@ def family_workflow(family):
         WorkUnit.objects.filter(family=family, status=WorkUnit.Status.OPEN, stage__in=CROWD_STAGES)
         .values_list("stage").annotate(n=Count("pk")).order_by()
     )
-    responses = ModelResponse.objects.filter(instance__family=family, instance__status=S.VERIFIED)
+    # The verified reference is stored as a response once battles are drawn; it is no prediction.
+    responses = ModelResponse.objects.filter(instance__family=family, instance__status=S.VERIFIED).exclude(
+        model_name=REFERENCE_MODEL_NAME)
     models = responses.values("model_name").distinct().count()
     response_count = responses.count()
     is_new = family.source == InstructionFamily.Source.NEW

@@ -17,6 +17,7 @@ from annotation.admin.workflow_steps import (
     recent_jobs,
 )
 from annotation.models import (
+    REFERENCE_MODEL_NAME,
     HumanJudgement,
     Instance,
     JudgeRun,
@@ -85,7 +86,8 @@ def tournament_workflow(tournament):
     verified = Instance.objects.filter(status=Instance.Status.VERIFIED)
     if family_ids:
         verified = verified.filter(family_id__in=family_ids)
-    responses = ModelResponse.objects.filter(instance__in=verified)
+    # The verified reference is stored as a response once battles are drawn; it is no prediction.
+    responses = ModelResponse.objects.filter(instance__in=verified).exclude(model_name=REFERENCE_MODEL_NAME)
     response_count = responses.count()
     models = responses.values("model_name").distinct().count()
     scope = "its families" if family_ids else "every family"
@@ -95,7 +97,7 @@ def tournament_workflow(tournament):
              admin_url("instructionfamily_changelist"), "Families"),
         Step("predictions", "Model predictions", "done" if response_count else "todo",
              f"{plural(response_count, 'response')} from {plural(models, 'model')}"
-             + (" (the verified reference counts as one)" if tournament.include_reference else ""),
+             + (" (the verified reference takes part as one more)" if tournament.include_reference else ""),
              admin_url("modelresponse_import"), "Import predictions"),
         *tournament_steps(tournament),
     ]

@@ -26,6 +26,7 @@ from annotation.models import (
     StageConfig,
     Tournament,
 )
+from annotation.preferences.tournaments import reference_responses
 from tasks.models import Job as JobRecord
 from tests.factories import (
     CaptionFactory,
@@ -316,6 +317,18 @@ def test_saving_a_tournament_with_nothing_to_compare_says_so_and_keeps_the_tourn
     assert Tournament.objects.exists() and not Battle.objects.exists()
     page = response.content.decode()
     assert "No battles were sampled yet" in page and "Import predictions first" in page
+
+
+def test_verified_references_alone_are_no_model_predictions_on_either_workflow(researcher):
+    # Drawing battles stores each verified reference as a response; before any prediction is
+    # imported, that used to read as "Model predictions: done".
+    instance = verified_instance()
+    tournament = Tournament.objects.create(name="references only")
+    reference_responses(instances=[instance])
+    for page in (researcher.get(workflow_url(tournament)).content.decode(),
+                 researcher.get(workflow_url(instance.family)).content.decode()):
+        predictions = re.search(r"Model predictions.*?</li>", page, re.S).group(0)
+        assert "0 responses from 0 models" in predictions and "DONE" not in predictions.upper()
 
 
 def test_the_tournaments_button_walks_launch_judge_and_snapshot(researcher, judge_server,
