@@ -105,12 +105,18 @@ def tournament_workflow(tournament):
     snapshot_rows = list(tournament.snapshots.all())
     jobs = recent_jobs(runs, snapshot_rows)
     return Workflow(title=f"Workflow of “{tournament.name}”", steps=steps,
-                    next_action=_tournament_next_action(tournament, runs, snapshot_rows),
+                    next_action=_tournament_next_action(tournament, runs, snapshot_rows, response_count),
                     jobs=jobs, warnings=job_warnings(jobs))
 
 
-def _tournament_next_action(tournament, runs, snapshot_rows):
+def _tournament_next_action(tournament, runs, snapshot_rows, response_count):
     battles = tournament.battles.count()
+    if not battles and not response_count:
+        return NextAction("import_predictions", "Import predictions",
+                          "No verified instance this tournament draws from has a model's prediction "
+                          "yet. On the import page, download a family's verified sheet, add a "
+                          "“<model> prediction” column per model, and import it.",
+                          url=admin_url("modelresponse_import"))
     if not battles:
         return NextAction("sample_battles", "Sample battles",
                           f"Draws the battles ({tournament.get_sampling_display().lower()}) from the "

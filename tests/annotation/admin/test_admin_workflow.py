@@ -329,6 +329,10 @@ def test_verified_references_alone_are_no_model_predictions_on_either_workflow(r
                  researcher.get(workflow_url(instance.family)).content.decode()):
         predictions = re.search(r"Model predictions.*?</li>", page, re.S).group(0)
         assert "0 responses from 0 models" in predictions and "DONE" not in predictions.upper()
+    page = researcher.get(workflow_url(tournament)).content.decode()
+    import_page = reverse("admin:annotation_modelresponse_import")
+    assert f'class="button default workflow-button" href="{import_page}">Import predictions</a>' in page
+    assert next_button(page) is None  # not "Sample battles", which could only say there is nothing
 
 
 def test_the_tournaments_button_walks_launch_judge_and_snapshot(researcher, judge_server,
