@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from annotation.scoring import bradley_terry
+from tests.annotation.scoring.simulation import simulated_battles
 
 TOLERANCE_ELO = 1e-8
 
@@ -45,18 +46,6 @@ def newton_solve(battles, scale=400.0, base=10.0, initial=1000.0):
     return pd.Series(theta - theta.mean() + initial, index=models)
 
 
-def simulated(strengths, n, seed, tie_rate=0.15):
-    rng = np.random.default_rng(seed)
-    names = np.array(list(strengths))
-    elo = np.array(list(strengths.values()), dtype=float)
-    a = rng.integers(0, len(names), n)
-    b = (a + rng.integers(1, len(names), n)) % len(names)
-    p_a = 1.0 / (1.0 + 10.0 ** ((elo[b] - elo[a]) / 400.0))
-    winner = np.where(rng.random(n) < p_a, "model_a", "model_b")
-    winner = np.where(rng.random(n) < tie_rate, "tie", winner)
-    return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
-
-
 @pytest.mark.parametrize(
     ("strengths", "n", "seed"),
     [
@@ -66,7 +55,7 @@ def simulated(strengths, n, seed, tie_rate=0.15):
     ],
 )
 def test_bradley_terry_equals_independent_newton_solve_within_1e_8(strengths, n, seed):
-    battles = simulated(strengths, n, seed)
+    battles = simulated_battles(strengths, n, seed=seed, tie_rate=0.15)
     ours = bradley_terry.bradley_terry(battles).sort_index()
     exact = newton_solve(battles).sort_index()
     difference = float((ours - exact).abs().max())
@@ -75,7 +64,7 @@ def test_bradley_terry_equals_independent_newton_solve_within_1e_8(strengths, n,
 
 
 def test_each_bootstrap_round_is_an_exact_fit_of_its_resampled_counts():
-    battles = simulated({"a": 1100, "b": 1000, "c": 950, "d": 900}, 500, seed=5)
+    battles = simulated_battles({"a": 1100, "b": 1000, "c": 950, "d": 900}, 500, seed=5, tie_rate=0.15)
     samples = bradley_terry.bootstrap_bradley_terry_samples(battles, rounds=3, seed=11)
     # Rebuild round 0's resampled counts exactly as the bootstrap draws them.
     counts = bradley_terry.pair_counts(battles)

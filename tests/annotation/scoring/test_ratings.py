@@ -8,6 +8,7 @@ import pytest
 
 from annotation.scoring import bradley_terry, ratings, tables
 from annotation.scoring.plots import category_heatmap, elo_interval_plot
+from tests.annotation.scoring.simulation import simulated_battles
 
 
 def frame(rows, **extra):
@@ -15,20 +16,6 @@ def frame(rows, **extra):
     for name, values in extra.items():
         battles[name] = values
     return battles
-
-
-def simulated_battles(strengths, n, *, seed, tie_rate=0.1):
-    """Battles between uniformly drawn pairs, won with Bradley-Terry probabilities on the Elo
-    scale, with a share of ties that carries no information about strength."""
-    rng = np.random.default_rng(seed)
-    names = np.array(list(strengths))
-    elo = np.array(list(strengths.values()), dtype=float)
-    a = rng.integers(0, len(names), n)
-    b = (a + rng.integers(1, len(names), n)) % len(names)
-    p_a = 1.0 / (1.0 + 10.0 ** ((elo[b] - elo[a]) / 400.0))
-    winner = np.where(rng.random(n) < p_a, "model_a", "model_b")
-    winner = np.where(rng.random(n) < tie_rate, "tie", winner)
-    return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
 
 
 def reference_online_elo(battles, k=4, scale=400, base=10, initial=1000):
