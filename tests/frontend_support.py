@@ -161,6 +161,13 @@ def unit_url(unit, **query):
     return f"/work/unit/{unit.pk}/?{mturk_query(**query)}"
 
 
+def accept(client, unit, **query):
+    """An MTurk worker opens the HIT they accepted: the unit's page, answered 200."""
+    response = client.get(unit_url(unit, **query))
+    assert response.status_code == 200, response.content
+    return response
+
+
 def preview_url(unit):
     """The page MTurk shows in a HIT's preview: no assignment, no worker id."""
     query = {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": published_hit(unit).hit_id}

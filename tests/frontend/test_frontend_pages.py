@@ -11,6 +11,7 @@ from frontend import tokens
 from tests.factories import ImageAssetFactory
 from tests.frontend_support import (
     XSS_INSTRUCTION,
+    accept,
     caption_unit,
     preview_url,
     published_hit,
@@ -22,12 +23,6 @@ from tests.mturk_wire import assignment as mturk_assignment
 pytestmark = pytest.mark.django_db
 
 CAPTION = "A white cup of coffee with latte art in the shape of a heart, steam rising, on a saucer."
-
-
-def accept(client, unit, **query):
-    response = client.get(unit_url(unit, **query))
-    assert response.status_code == 200, response.content
-    return response, response.context["token"]
 
 
 def submit(client, token, *, accept_json=True, **fields):
@@ -66,7 +61,7 @@ def test_reloading_an_accepted_hit_resumes_the_same_assignment():
 
 def test_submit_stores_the_answer_for_the_tokens_worker_whatever_the_url_claims():
     unit = caption_unit()
-    _, token = accept(Client(), unit, worker_id="AHONEST")
+    token = accept(Client(), unit, worker_id="AHONEST").context["token"]
     response = Client().post("/work/submit/?workerId=AMALLORY&assignmentId=X",
                              {"token": token, "caption-0": CAPTION, "workerId": "AMALLORY"},
                              headers={"Accept": "application/json"})
@@ -78,7 +73,7 @@ def test_submit_stores_the_answer_for_the_tokens_worker_whatever_the_url_claims(
 
 def test_altered_token_is_refused_and_nothing_is_stored():
     unit = caption_unit()
-    _, token = accept(Client(), unit)
+    token = accept(Client(), unit).context["token"]
     value, stamp, signature = token.rsplit(":", 2)
     forged = f"{value}:{stamp}:{signature[:-2]}{'AA' if signature[-2:] != 'AA' else 'BB'}"
     response = submit(Client(), forged, **{"caption-0": CAPTION})
@@ -89,7 +84,7 @@ def test_altered_token_is_refused_and_nothing_is_stored():
 
 def test_token_for_another_workers_assignment_cannot_be_made_without_the_salt():
     unit = caption_unit()
-    _, token = accept(Client(), unit, worker_id="AVICTIM")
+    accept(Client(), unit, worker_id="AVICTIM")
     victim_assignment = Assignment.objects.get()
     attacker = Worker.objects.create(platform=Worker.Platform.MTURK, external_id="AATTACKER")
     # Signed with our key but not for this purpose (another salt, e.g. a study-session token).
@@ -102,7 +97,7 @@ def test_token_for_another_workers_assignment_cannot_be_made_without_the_salt():
 
 def test_expired_token_is_refused_with_a_message_to_reload(settings):
     unit = caption_unit()
-    _, token = accept(Client(), unit)
+    token = accept(Client(), unit).context["token"]
     settings.ANNOTATOR_TOKEN_MAX_AGE_SECONDS = -1
     response = submit(Client(), token, **{"caption-0": CAPTION})
     assert response.status_code == 403
@@ -111,7 +106,7 @@ def test_expired_token_is_refused_with_a_message_to_reload(settings):
 
 def test_submit_needs_no_csrf_cookie_because_the_token_is_the_defence():
     unit = caption_unit()
-    _, token = accept(Client(), unit)
+    token = accept(Client(), unit).context["token"]
     strict = Client(enforce_csrf_checks=True)
     assert submit(strict, token, **{"caption-0": CAPTION}).status_code == 200
     assert Caption.objects.count() == 1
@@ -119,7 +114,7 @@ def test_submit_needs_no_csrf_cookie_because_the_token_is_the_defence():
 
 def test_submitting_twice_stores_one_answer():
     unit = caption_unit()
-    _, token = accept(Client(), unit)
+    token = accept(Client(), unit).context["token"]
     first = submit(Client(), token, **{"caption-0": CAPTION}).json()
     second = submit(Client(), token, **{"caption-0": CAPTION + " Again."}).json()
     assert first["submission"] == second["submission"]
@@ -128,7 +123,7 @@ def test_submitting_twice_stores_one_answer():
 
 def test_mturk_submit_hands_back_to_external_submit_with_the_assignment_id():
     unit = caption_unit()
-    _, token = accept(Client(), unit, assignment_id="3ASGX")
+    token = accept(Client(), unit, assignment_id="3ASGX").context["token"]
     result = submit(Client(), token, **{"caption-0": CAPTION, "active_seconds": "42.5"}).json()
     caption = Caption.objects.get()
     assert result["mturk"] == {
@@ -140,7 +135,7 @@ def test_mturk_submit_hands_back_to_external_submit_with_the_assignment_id():
 
 def test_without_javascript_the_handback_is_a_form_to_mturk():
     unit = caption_unit()
-    _, token = accept(Client(), unit, assignment_id="3ASGY")
+    token = accept(Client(), unit, assignment_id="3ASGY").context["token"]
     response = submit(Client(), token, accept_json=False, **{"caption-0": CAPTION})
     assert response.status_code == 200
     assert b'action="https://workersandbox.mturk.com/mturk/externalSubmit"' in response.content
@@ -149,7 +144,7 @@ def test_without_javascript_the_handback_is_a_form_to_mturk():
 
 def test_refused_answer_without_javascript_shows_why_and_keeps_the_text():
     unit = caption_unit()
-    _, token = accept(Client(), unit)
+    token = accept(Client(), unit).context["token"]
     response = submit(Client(), token, accept_json=False, **{"caption-0": "Too short <b>x</b>"})
     assert response.status_code == 400
     assert b"too short" in response.content
@@ -238,7 +233,7 @@ def test_unknown_study_is_refused():
 
 def test_verification_answer_is_read_from_the_form():
     unit = verification_unit()
-    _, token = accept(Client(), unit)
+    token = accept(Client(), unit).context["token"]
     response = submit(Client(), token, verdict="incorrect", problem="both", harmful="yes")
     assert response.status_code == 200, response.content
     verification = Verification.objects.get()
@@ -248,7 +243,8 @@ def test_verification_answer_is_read_from_the_form():
 
 def test_worker_page_shows_their_own_work_escaped(mturk):
     unit = caption_unit()
-    page, token = accept(Client(), unit, assignment_id="3ASGMINE", worker_id="AMINE")
+    page = accept(Client(), unit, assignment_id="3ASGMINE", worker_id="AMINE")
+    token = page.context["token"]
     submit(Client(), token, **{"caption-0": CAPTION + " <script>x()</script>"})
     # Submitted on MTurk by the hand-back, the assignment is one MTurk now confirms.
     mturk.expect("get_assignment", {"Assignment": mturk_assignment(

@@ -11,21 +11,15 @@ from tests.frontend_support import (
     LONG_RESPONSE,
     RUBRIC,
     XSS_RESPONSE,
+    accept,
     pairwise_unit,
     preview_url,
-    unit_url,
 )
 from tests.paths import SEEDS
 
 pytestmark = pytest.mark.django_db
 
 SHORT = "The cat is watching a bird outside the window."
-
-
-def accept(client, unit, **query):
-    response = client.get(unit_url(unit, **query))
-    assert response.status_code == 200, response.content
-    return response
 
 
 def submit(token, **fields):
