@@ -2,6 +2,7 @@ import factory
 from django.utils import timezone
 
 from annotation.models import (
+    Assignment,
     Caption,
     ImageAsset,
     Instance,
@@ -11,6 +12,7 @@ from annotation.models import (
     Stage,
     StageConfig,
     Worker,
+    WorkUnit,
 )
 
 
@@ -96,3 +98,12 @@ def awaiting_reference(**instance_fields):
     instance.current_caption = CaptionFactory(instance=instance)
     instance.save()
     return instance
+
+
+def submitted_in_study(study, worker, *, key, platform_assignment_id):
+    """A unit of the crowd study's stage that `worker` submitted from that study, bound to the
+    platform's ids as a study link binds them."""
+    unit = WorkUnit.objects.create(stage=study.stage, key=key, family=study.family)
+    return Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
+                                     lease_expires_at=unit.created_at, platform_listing_id=study.external_id,
+                                     platform_assignment_id=platform_assignment_id)

@@ -7,12 +7,12 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from annotation.models import Assignment, Stage, WorkUnit
+from annotation.models import Stage
 from mturk import links
 from mturk.models import CrowdStudy, Submission
 from mturk.platforms.cloudresearch import payments_csv
 from mturk.services import reviewing, syncing
-from tests.factories import FamilyFactory, WorkerFactory, launch
+from tests.factories import FamilyFactory, WorkerFactory, launch, submitted_in_study
 from tests.mturk_wire import make_researcher
 
 pytestmark = pytest.mark.django_db
@@ -40,10 +40,7 @@ def participant(connect, study, pid, assignment_id, *, stored=True):
         "status": "Pending", "payment": 0.2, "bonus": 0,
         "completion": {"completionCode": None, "submissionType": "Redirect"}}
     if stored:
-        unit = WorkUnit.objects.create(stage=Stage.PAIRWISE, key=f"b-{pid}", family=study.family)
-        Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
-                                  lease_expires_at=unit.created_at, platform_listing_id=PROJECT,
-                                  platform_assignment_id=assignment_id)
+        submitted_in_study(study, worker, key=f"b-{pid}", platform_assignment_id=assignment_id)
     return worker
 
 

@@ -4,12 +4,12 @@ from decimal import Decimal
 
 import pytest
 
-from annotation.models import Assignment, Stage, WorkUnit
+from annotation.models import Stage
 from mturk import links
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Submission
 from mturk.services import reviewing, syncing
-from tests.factories import FamilyFactory, WorkerFactory, launch
+from tests.factories import FamilyFactory, WorkerFactory, launch, submitted_in_study
 from tests.mturk_wire import make_researcher
 
 pytestmark = pytest.mark.django_db
@@ -38,10 +38,7 @@ def participant(prolific, study, pid, *, status="AWAITING REVIEW", stored=True):
                                  "status": status, "started_at": "2026-11-20T10:00:00Z",
                                  "completed_at": "2026-11-20T10:04:00Z"}
     if stored:
-        unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"p-{pid}", family=study.family)
-        Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
-                                  lease_expires_at=unit.created_at, platform_listing_id=STUDY_ID,
-                                  platform_assignment_id=sid)
+        submitted_in_study(study, worker, key=f"p-{pid}", platform_assignment_id=sid)
     return worker
 
 
