@@ -27,13 +27,19 @@ def latest_schema_afterwards(transactional_db):
     migrate_to(*MigrationExecutor(connection).loader.graph.leaf_nodes())
 
 
-def test_existing_pairwise_units_are_pointed_at_the_battle_their_key_names(latest_schema_afterwards):
-    apps = migrate_to(BEFORE_WORK_UNIT_BATTLE)
+def instance_with_two_responses(apps):
+    """A family, an instance of it and two models' responses, in the schema `apps` describes."""
     family = apps.get_model("annotation", "InstructionFamily").objects.create(name="Animals")
     instance = apps.get_model("annotation", "Instance").objects.create(family=family, instruction="Why?")
     response = apps.get_model("annotation", "ModelResponse").objects
     a = response.create(instance=instance, model_name="model-a", text="A")
     b = response.create(instance=instance, model_name="model-b", text="B")
+    return family, instance, a, b
+
+
+def test_existing_pairwise_units_are_pointed_at_the_battle_their_key_names(latest_schema_afterwards):
+    apps = migrate_to(BEFORE_WORK_UNIT_BATTLE)
+    family, instance, a, b = instance_with_two_responses(apps)
     # Before 0009 a tournament was a PreferenceStudy and a battle's field was `study`.
     study = apps.get_model("annotation", "PreferenceStudy").objects.create(name="Tournament")
     battle = apps.get_model("annotation", "Battle").objects.create(
@@ -56,11 +62,7 @@ TOURNAMENT = ("annotation", "0009_preference_study_is_tournament")
 def test_a_preference_study_becomes_a_tournament_with_its_battles_and_its_groups_permissions(
         latest_schema_afterwards):
     apps = migrate_to(BEFORE_TOURNAMENT)
-    family = apps.get_model("annotation", "InstructionFamily").objects.create(name="Animals")
-    instance = apps.get_model("annotation", "Instance").objects.create(family=family, instruction="Why?")
-    response = apps.get_model("annotation", "ModelResponse").objects
-    a = response.create(instance=instance, model_name="model-a", text="A")
-    b = response.create(instance=instance, model_name="model-b", text="B")
+    family, instance, a, b = instance_with_two_responses(apps)
     study = apps.get_model("annotation", "PreferenceStudy").objects.create(name="Pilot")
     study.families.add(family)
     apps.get_model("annotation", "Battle").objects.create(study=study, instance=instance, response_a=a, response_b=b)
