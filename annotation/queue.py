@@ -11,10 +11,12 @@ from datetime import timedelta
 from django.db import connections, transaction
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
+from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Stage, StageConfig, Worker, WorkUnit
+from annotation.models.instances import page_images
 from annotation.workforce import may_work
 
 DEFAULT_LEASE_MINUTES = 30
@@ -61,17 +63,53 @@ def lease_minutes_for(unit):
 _PAGE_RELATIONS = ("family", "instance", "reference__caption")
 
 
-def held_assignment(*, worker, stage, family=None, now=None):
-    """The worker's unexpired lease in `stage` (and `family`), with its unit, or None."""
-    return (
-        Assignment.objects.filter(
-            worker=worker, unit__stage=stage, status=Assignment.Status.LEASED,
-            lease_expires_at__gt=now or timezone.now(),
-        )
-        .filter(Q(unit__family=family) if family is not None else Q())
-        .select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS))
-        .first()
+def _held_leases(*, worker, stage, family, now):
+    leases = Assignment.objects.filter(
+        worker=worker, unit__stage=stage, status=Assignment.Status.LEASED, lease_expires_at__gt=now,
     )
+    return leases.filter(unit__family=family) if family is not None else leases
+
+
+def _current_transaction():
+    connection = connections[Assignment.objects.db]
+    return connection.atomic_blocks[0] if connection.in_atomic_block else None
+
+
+def locked_for_leasing(workers):
+    """The first worker of `workers` (None if there is none), locked against their own other
+    requests (two tabs, a double click) until the current transaction ends.
+
+    A "next unit" request that fetches its worker so takes the lock `next_assignment` needs in
+    the same round trip; `next_assignment` called in the same transaction does not lock again.
+    """
+    transaction_now = _current_transaction()
+    if transaction_now is None:
+        raise TransactionManagementError("locked_for_leasing needs a transaction to hold its lock.")
+    worker = workers.select_for_update(of=("self",)).first()
+    if worker is not None:
+        worker.locked_in = transaction_now
+    return worker
+
+
+def _lock(worker):
+    if getattr(worker, "locked_in", None) is not _current_transaction():
+        Worker.objects.select_for_update().filter(pk=worker.pk).values_list("pk").first()
+
+
+def held_assignment(*, worker, stage, family=None, now=None):
+    """The worker's unexpired lease in `stage` (and `family`), with its unit and what its page
+    shows, or None."""
+    return _with_page(_held_leases(worker=worker, stage=stage, family=family, now=now or timezone.now()))
+
+
+def _with_page(leases):
+    held = (
+        leases.select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS))
+        .annotate(page_images=page_images("unit__instance")).first()
+    )
+    if held is not None:
+        _keep_page_images(held.unit, held.page_images)
+    return held
 
 
 def next_assignment(*, worker, stage, family=None, platform_assignment_id="", platform_listing_id=""):
@@ -81,19 +119,17 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
     Platform ids (a crowd study's id and the participant's platform session) are stored with the lease.
     """
     now = timezone.now()
-    with transaction.atomic():
-        # Serialise one worker's own requests (two tabs, a double click) without blocking others.
-        Worker.objects.select_for_update().filter(pk=worker.pk).values_list("pk").first()
-        held = held_assignment(worker=worker, stage=stage, family=family, now=now)
-        if held:
-            held.worker = worker  # the caller's instance, and what it was fetched with
-            _bind(held, platform_assignment_id, platform_listing_id)
-            return held
-
+    with transaction.atomic(savepoint=False):
+        _lock(worker)
+        # Asked only now that the lock is held, in a statement of its own: a request of the same
+        # worker that held the lock before has committed its lease, and only a new statement's
+        # snapshot sees it. The candidate query asks it too, so the usual request asks nothing more.
+        held_lease = _held_leases(worker=worker, stage=stage, family=family, now=now).values("pk")[:1]
         lease_minutes = StageConfig.objects.filter(family=OuterRef("family"), stage=stage).values("lease_minutes")
         candidates = (
             units_open_to(worker=worker, stage=stage, family=family, now=now)
-            .annotate(lease_minutes=Coalesce(Subquery(lease_minutes[:1]), DEFAULT_LEASE_MINUTES))
+            .annotate(lease_minutes=Coalesce(Subquery(lease_minutes[:1]), DEFAULT_LEASE_MINUTES),
+                      held_lease_id=Subquery(held_lease), page_images=page_images("instance"))
             .select_related(*_PAGE_RELATIONS)
             .order_by("id")
         )
@@ -105,8 +141,9 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
                 # Every candidate is locked by another request, but with an overlap above one a
                 # locked unit may still have room once that request commits: wait for it.
                 unit = remaining.select_for_update(of=("self",)).first()
-            if unit is None:
-                return None
+            if unit is None or unit.held_lease_id is not None:
+                return _resumed(worker, stage, family, now, unit and unit.held_lease_id,
+                                platform_assignment_id, platform_listing_id)
             lease = _lease_if_room(Assignment(
                 unit=unit,
                 worker=worker,
@@ -118,7 +155,23 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
             if lease is None:
                 passed_over.append(unit.pk)
                 continue
+            _keep_page_images(unit, unit.page_images)
             return lease
+
+
+def _resumed(worker, stage, family, now, held_lease_id, platform_assignment_id, platform_listing_id):
+    """The lease the worker holds, when they hold one (a reload, a second tab), or None."""
+    leases = _held_leases(worker=worker, stage=stage, family=family, now=now)
+    held = _with_page(leases.filter(pk=held_lease_id) if held_lease_id is not None else leases)
+    if held is not None:
+        held.worker = worker  # the caller's instance, and what it was fetched with
+        _bind(held, platform_assignment_id, platform_listing_id)
+    return held
+
+
+def _keep_page_images(unit, rows):
+    if unit.instance is not None:
+        unit.instance.keep_page_images(rows)
 
 
 def _lease_if_room(lease, now):

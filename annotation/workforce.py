@@ -35,12 +35,20 @@ def may_work(worker, stage):
     return checks is not None and _allowed(worker.platform, **checks)
 
 
+def _local_identity(user):
+    return {"platform": Worker.Platform.LOCAL, "external_id": f"user-{user.pk}"}
+
+
+def local_workers(user, *, stage=None):
+    """The in-house annotator's Worker if they have one yet, with its standing in `stage`."""
+    workers = workers_with_standing(stage) if stage else Worker.objects
+    return workers.filter(**_local_identity(user))
+
+
 def local_worker(user, *, stage=None):
     """The in-house annotator's Worker, made at their first task; with its standing in `stage`."""
     workers = workers_with_standing(stage) if stage else Worker.objects
-    worker, _ = workers.get_or_create(
-        platform=Worker.Platform.LOCAL, external_id=f"user-{user.pk}", defaults={"user": user}
-    )
+    worker, _ = workers.get_or_create(**_local_identity(user), defaults={"user": user})
     return worker
 
 

@@ -17,6 +17,7 @@ current and is never stored as work.
 
 
 from django.contrib.auth.views import redirect_to_login
+from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -33,11 +34,12 @@ from annotation.queue import (
     ClaimConflict,
     held_assignment,
     lease_unit,
+    locked_for_leasing,
     next_assignment,
     return_assignment,
     units_open_to,
 )
-from annotation.workforce import local_worker
+from annotation.workforce import local_worker, local_workers
 from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.arrival import (
@@ -128,12 +130,17 @@ def stage_page(request, stage):
             return problem_page(request, str(error), status=403)
         study = CrowdStudy.objects.select_related("family").filter(
             pk=session.study_id, stage=stage).first()
-        worker = participants_of(study).filter(pk=session.worker_id).first() if study else None
-        if study is None or worker is None:
+        if study is None:
             return problem_page(request, tokens.FORGED_MESSAGE, status=403)
-        if not bound_to_browser(request, worker.pk):
-            return problem_page(request, identity.STUDY_NOT_CONFIRMED, status=403)
-        return _next_in_study(request, page, study, worker, session)
+        # The request every participant makes after every answer: fetching the worker takes the
+        # lock their lease needs in the same round trip.
+        with transaction.atomic():
+            worker = locked_for_leasing(participants_of(study).filter(pk=session.worker_id))
+            if worker is None:
+                return problem_page(request, tokens.FORGED_MESSAGE, status=403)
+            if not bound_to_browser(request, worker.pk):
+                return problem_page(request, identity.STUDY_NOT_CONFIRMED, status=403)
+            return _next_in_study(request, page, study, worker, session)
     try:
         arrival = links.study_arrival(request.GET)
     except links.IncompleteLink as error:
@@ -153,11 +160,14 @@ def stage_page(request, stage):
         return _next_in_study(request, page, study, worker, session)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
-    worker = local_worker(request.user, stage=stage)
-    gate = qualification_gate(request, worker, stage, next_url=request.get_full_path())
-    if gate is not None:
-        return gate
-    assignment = next_assignment(worker=worker, stage=stage)
+    with transaction.atomic():
+        worker = locked_for_leasing(local_workers(request.user, stage=stage))
+        if worker is None:  # their first task
+            worker = local_worker(request.user, stage=stage)
+        gate = qualification_gate(request, worker, stage, next_url=request.get_full_path())
+        if gate is not None:
+            return gate
+        assignment = next_assignment(worker=worker, stage=stage)
     if assignment is None:
         return render(request, "annotator/nothing_waiting.html", {
             "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})

@@ -1,8 +1,8 @@
 """Instances: the benchmark's items, image(s) and an instruction of a family."""
 
 from django.db import models
-from django.db.models import Count, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Aggregate, Count, JSONField, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce, JSONObject
 from django.db.models.lookups import GreaterThan
 
 from annotation.models.families import ImageAsset, InstructionFamily
@@ -47,7 +47,43 @@ class Instance(models.Model):
         return self.family.is_multi_image or len(self.instanceimage_set.all()) > 1
 
     def ordered_images(self):
+        if hasattr(self, "_page_images"):
+            return self._page_images
         return [link.image for link in self.instanceimage_set.select_related("image")]
+
+    def keep_page_images(self, rows):
+        """Keep the images `page_images` fetched with this instance, for `ordered_images`."""
+        rows = sorted(rows or [], key=lambda row: row["position"])
+        self._page_images = [
+            ImageAsset.from_db(self._state.db, list(_PAGE_IMAGE_FIELDS), [row[name] for name in _PAGE_IMAGE_FIELDS])
+            for row in rows
+        ]
+
+
+# What a page shows of an image (`page_parts.gallery`); any other field is loaded when first read.
+_PAGE_IMAGE_FIELDS = ("id", "file", "url", "width", "height", "licence", "author")
+
+
+class _JSONArrayAgg(Aggregate):
+    """The aggregated JSON values as one JSON array, on PostgreSQL and SQLite alike."""
+
+    function = "JSONB_AGG"
+    output_field = JSONField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, function="JSON_GROUP_ARRAY", **extra_context)
+
+
+def page_images(instance_path):
+    """The images of the instance at `instance_path` as one JSON value, so the query that fetches a
+    work unit for its page fetches its gallery too (hand it to `Instance.keep_page_images`)."""
+    rows = (
+        InstanceImage.objects.filter(instance=OuterRef(instance_path)).order_by().values("instance")
+        .annotate(rows=_JSONArrayAgg(JSONObject(
+            position="position", **{name: f"image__{name}" for name in _PAGE_IMAGE_FIELDS})))
+        .values("rows")
+    )
+    return Subquery(rows, output_field=JSONField())
 
 
 def multi_image_q(instance_path=""):

@@ -6,10 +6,11 @@ from django.utils import timezone
 from annotation import queue
 from annotation.collection.verification import submit_verification
 from annotation.exceptions import AnnotationError
-from annotation.models import Assignment, Stage, WorkUnit
+from annotation.models import Assignment, InstanceImage, Stage, Worker, WorkUnit
 from tests.factories import (
     CaptionFactory,
     FamilyFactory,
+    ImageAssetFactory,
     InstanceFactory,
     ReferenceFactory,
     WorkerFactory,
@@ -142,3 +143,50 @@ def test_own_expired_lease_on_a_given_unit_is_renewed(worker):
     Assignment.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     renewed = queue.lease_unit(worker=worker, unit=unit)
     assert renewed.pk == first.pk and renewed.lease_expires_at > timezone.now()
+
+
+def test_a_lease_and_a_held_lease_come_with_their_units_images_in_page_order(worker, django_assert_num_queries):
+    family = FamilyFactory(is_multi_image=True)
+    instance = InstanceFactory(family=family, image_count=0)
+    # Stored out of page order, so that only the positions can put them right.
+    images = {position: ImageAssetFactory() for position in (2, 0, 1)}
+    for position, image in images.items():
+        InstanceImage.objects.create(instance=instance, image=image, position=position)
+    launch(family, Stage.CAPTION)
+    WorkUnit.objects.create(stage=Stage.CAPTION, key="k", family=family, instance=instance)
+    in_page_order = [images[position].url for position in range(3)]
+
+    leased = queue.next_assignment(worker=worker, stage=Stage.CAPTION)
+    with django_assert_num_queries(0):
+        assert [image.url for image in leased.unit.instance.ordered_images()] == in_page_order
+        assert not any(image.file for image in leased.unit.instance.ordered_images())
+    held = queue.held_assignment(worker=worker, stage=Stage.CAPTION)
+    with django_assert_num_queries(0):
+        assert [image.licence for image in held.unit.instance.ordered_images()] == ["CC BY 2.0"] * 3
+        assert [image.url for image in held.unit.instance.ordered_images()] == in_page_order
+
+
+def test_a_unit_whose_instance_has_no_image_yet_leases_with_an_empty_gallery(worker):
+    family = FamilyFactory()
+    instance = InstanceFactory(family=family, image_count=0)
+    launch(family, Stage.CAPTION)
+    WorkUnit.objects.create(stage=Stage.CAPTION, key="k", family=family, instance=instance)
+    leased = queue.next_assignment(worker=worker, stage=Stage.CAPTION)
+    assert leased.unit.instance.ordered_images() == []
+
+
+def test_leasing_again_in_one_transaction_after_a_submit_gives_the_next_unit(worker):
+    family = FamilyFactory()
+    units = make_units(family, Stage.INSTRUCTION_GENERATION, 2)
+    first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    queue.mark_submitted(first)
+    second = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    assert [first.unit, second.unit] == units
+
+
+def test_locking_a_worker_for_a_lease_outside_a_transaction_is_refused(transactional_db):
+    from django.db.transaction import TransactionManagementError
+
+    worker = WorkerFactory()
+    with pytest.raises(TransactionManagementError):
+        queue.locked_for_leasing(Worker.objects.filter(pk=worker.pk))

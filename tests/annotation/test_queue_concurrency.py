@@ -4,11 +4,11 @@ import threading
 from collections import Counter
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from annotation import queue
 from annotation.collection.instructions import submit_instruction
-from annotation.models import Assignment, Instance, Stage, WorkUnit
+from annotation.models import Assignment, Instance, Stage, Worker, WorkUnit
 from tests.factories import FamilyFactory, ImageAssetFactory, WorkerFactory, launch
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -69,6 +69,24 @@ def test_one_worker_asking_twenty_times_at_once_gets_one_lease():
     leases = run_at_once([
         lambda: queue.next_assignment(worker=worker, stage=Stage.CAPTION) for _ in range(THREADS)
     ])
+
+    assert {lease.pk for lease in leases} == {Assignment.objects.get().pk}
+
+
+def test_one_participant_asking_twenty_times_at_once_as_the_study_page_does_gets_one_lease():
+    """The study page locks the worker as it fetches them, then leases in the same transaction."""
+    family = FamilyFactory()
+    launch(family, Stage.CAPTION, overlap=2)
+    for n in range(5):
+        WorkUnit.objects.create(stage=Stage.CAPTION, key=f"k{n}", family=family, overlap=2)
+    worker = WorkerFactory()
+
+    def ask_as_the_page_does():
+        with transaction.atomic():
+            locked = queue.locked_for_leasing(Worker.objects.filter(pk=worker.pk))
+            return queue.next_assignment(worker=locked, stage=Stage.CAPTION, family=family)
+
+    leases = run_at_once([ask_as_the_page_does for _ in range(THREADS)])
 
     assert {lease.pk for lease in leases} == {Assignment.objects.get().pk}
 
