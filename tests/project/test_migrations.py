@@ -84,10 +84,9 @@ def test_a_preference_study_becomes_a_tournament_with_its_battles_and_its_groups
             tournament=tournament, instance_id=instance.pk, response_a_id=a.pk, response_b_id=b.pk)
 
 
-@pytest.mark.integration
-def test_every_migration_applies_and_unapplies_on_sqlite_as_make_run_uses_it(tmp_path):
-    """`make run` keeps its data in SQLite, which rebuilds a table for a schema change where
-    PostgreSQL alters it; a migration can pass here on PostgreSQL and fail there."""
+@pytest.fixture
+def manage_on_sqlite(tmp_path):
+    """`manage.py` against a fresh SQLite file, as `make run` keeps its data; returns its output."""
     environment = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'run.sqlite3'}",
                    "DJANGO_SETTINGS_MODULE": "crowdbench.settings", "PYTHONPATH": str(PROJECT)}
 
@@ -95,7 +94,43 @@ def test_every_migration_applies_and_unapplies_on_sqlite_as_make_run_uses_it(tmp
         finished = subprocess.run([sys.executable, "manage.py", *arguments, "--verbosity", "0"], cwd=PROJECT,
                                   env=environment, capture_output=True, text=True, timeout=300)
         assert finished.returncode == 0, finished.stderr[-3000:]
+        return finished.stdout
 
-    manage("migrate")
-    manage("migrate", "annotation", BEFORE_WORK_UNIT_BATTLE[1])
-    manage("migrate")
+    return manage
+
+
+@pytest.mark.integration
+def test_every_migration_applies_and_unapplies_on_sqlite_as_make_run_uses_it(manage_on_sqlite):
+    """`make run` keeps its data in SQLite, which rebuilds a table for a schema change where
+    PostgreSQL alters it; a migration can pass here on PostgreSQL and fail there."""
+    manage_on_sqlite("migrate")
+    manage_on_sqlite("migrate", "annotation", BEFORE_WORK_UNIT_BATTLE[1])
+    manage_on_sqlite("migrate")
+
+
+# What `make run` does after migrating, and then a lease on one of the demo's units through the
+# queue, its images fetched with it (a JSON aggregate whose SQL differs between the two databases).
+_LEASE_A_DEMO_UNIT = """
+from annotation.models import InstanceImage, Stage, Worker
+from annotation.queue import held_assignment, next_assignment
+
+annotator = Worker.objects.create(platform=Worker.Platform.LOCAL, external_id="sqlite-check")
+for stage in Stage.values:
+    lease = next_assignment(worker=annotator, stage=stage)
+    if lease is not None and lease.unit.instance is not None:
+        break
+instance = lease.unit.instance
+stored = [link.image_id for link in InstanceImage.objects.filter(instance=instance).order_by("position")]
+assert [image.pk for image in instance.ordered_images()] == stored, stored
+held = held_assignment(worker=annotator, stage=stage).unit.instance
+assert [image.pk for image in held.ordered_images()] == stored, stored
+print("leased", stage, "with", len(stored), "images")
+"""
+
+
+@pytest.mark.integration
+def test_the_demo_loads_and_a_unit_leases_with_its_images_on_sqlite_as_make_run_uses_it(manage_on_sqlite):
+    manage_on_sqlite("migrate")
+    manage_on_sqlite("load_demo")
+    leased = manage_on_sqlite("shell", "--command", _LEASE_A_DEMO_UNIT)
+    assert "leased" in leased and "with 0 images" not in leased, leased
