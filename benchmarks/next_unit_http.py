@@ -9,8 +9,9 @@ It fills the database `crowdbench_bench_annotator` as benchmarks/annotator_pages
 (caption units behind a Prolific study), counts the queries of one next-unit request in-process
 (what `tests/annotation/test_next_unit_queries.py` bounds), then starts gunicorn with DEBUG off and
 --workers sync workers, as the compose file's `web` service does. Each simulated participant is
-a thread with its own cookie jar that loads the next unit through the study link and submits a
-caption, waiting a random time (uniform, mean --think) before each request. Two loads: 20
+a thread with its own cookie jar that, as annotator.js does, arrives through the study link, then
+submits a caption and loads the page the answer names, waiting a random time (uniform, mean
+--think) before each request. Two loads: 20
 participants thinking ~1 s (10 units each), and 200 thinking ~10 s (3 units each). Every load runs
 --repeat times against each configuration, alternating, each time on fresh units; it prints p50
 and p95 of the next-unit request (client-side: HTTP, routing, queue, template) as min and median
@@ -18,6 +19,7 @@ over the repetitions. The load generator shares the machine's CPUs with the serv
 """
 
 import argparse
+import json
 import os
 import random
 import signal
@@ -48,21 +50,29 @@ LOADS = ((20, 1.0, 10), (200, 10.0, 3))  # participants, mean think seconds, uni
 CONFIGURATIONS = (("persistent connections (CONN_MAX_AGE=60)", 60), ("a connection per request (0)", 0))
 
 
-def queries_per_next_unit():
+def queries_per_request():
+    """Queries of a participant's next unit after a submit (the page the submit sends the browser
+    to), and of their first arrival through the study link (admitting them as a new worker)."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     browser = Client()
     url = study_url("caption", "BENCH-CAPTION", "QUERY-COUNT")
-    first = browser.get(url)
-    browser.post("/work/submit/", {"token": TOKEN.search(first.content.decode())[1], "caption-0": CAPTION})
-    with CaptureQueriesContext(connection) as sent:
-        browser.get(url)
-    return len(sent)
+    # Counted at once: the next request's start empties the connection's query log.
+    with CaptureQueriesContext(connection) as arriving:
+        first = browser.get(url)
+    first_arrival = len(arriving)
+    saved = browser.post("/work/submit/", {"token": TOKEN.search(first.content.decode())[1],
+                                           "caption-0": CAPTION})
+    with CaptureQueriesContext(connection) as next_unit:
+        browser.get(saved["Location"])
+    return len(next_unit), first_arrival
 
 
 def participant(base, name, think, units, barrier, next_unit_times, errors):
+    """A browser as annotator.js drives it: the study link once, then after each submit the page
+    the answer names."""
     opener = build_opener(HTTPCookieProcessor(CookieJar()))
     pace = random.Random(name)
     url = base + study_url("caption", "BENCH-CAPTION", name)
@@ -81,7 +91,7 @@ def participant(base, name, think, units, barrier, next_unit_times, errors):
             body = urlencode({"token": token[1], "caption-0": CAPTION, "active_seconds": "30"}).encode()
             with opener.open(Request(base + "/work/submit/", data=body,
                                      headers={"Accept": "application/json"}), timeout=120) as answer:
-                answer.read()
+                url = base + json.loads(answer.read())["next"]
     except Exception as error:  # noqa: BLE001 - reported after the run
         errors.append(error)
 
@@ -114,7 +124,7 @@ def main():
     set_up_django(database_url, 60)
     needed = sum(p * u for p, _, u in LOADS) * args.repeat * len(CONFIGURATIONS)
     seed(needed + 50)
-    queries = queries_per_next_unit()
+    next_unit_queries, arrival_queries = queries_per_request()
 
     results = {}
     for repetition in range(args.repeat):
@@ -132,7 +142,8 @@ def main():
 
     print(f"gunicorn, {args.workers} sync workers, DEBUG off, PostgreSQL on loopback, {os.cpu_count()} CPUs; "
           f"{args.repeat} repetitions, configurations alternating")
-    print(f"queries per next-unit request (a study participant's next unit after a submit): {queries}")
+    print(f"queries per request: {next_unit_queries} for a study participant's next unit after a submit "
+          f"(goal: at most 6), {arrival_queries} for a participant's first arrival through the study link")
     print(f"{'participants':<14}{'configuration':<44}{'p50 ms min/median':>20}{'p95 ms min/median':>20}")
     for (participants, label), runs in results.items():
         p50s, p95s = [r[0] * 1000 for r in runs], [r[1] * 1000 for r in runs]

@@ -48,7 +48,11 @@ def admit_participant(*, arrival, study, known_here):
     """
     worker, created = participants_of(study).get_or_create(
         platform=study.platform, external_id=arrival.participant_id)
-    if not created and not known_here(worker.pk):
+    if created:
+        # A row just made carries none of the annotations: one query for them all, where each
+        # check of the request (standing twice, progress once) would otherwise ask its own.
+        return participants_of(study).get(pk=worker.pk)
+    if not known_here(worker.pk):
         identity.confirm_participant(study=study, participant_id=arrival.participant_id,
                                      platform_session_id=arrival.session_id)
     return worker

@@ -23,6 +23,10 @@ CAPTION = "A white cup of espresso on a red saucer, a spoon resting on the sauce
 STUDY_NEXT_UNIT = 6
 # A reload of the page of a held lease: the held lease with its page instead of the insert.
 STUDY_RELOAD = 6
+# A new participant's first arrival through the study link (once per participant): the study;
+# the worker looked up, made (BEGIN, INSERT, COMMIT) and fetched again with standing and progress;
+# then BEGIN, their lock, the candidate, the lease, COMMIT.
+STUDY_FIRST_ARRIVAL = 11
 # Django's session and its user instead of the study (the session's user must be checked
 # against the database to honour a password change or a logout elsewhere).
 IN_HOUSE_NEXT_UNIT = 7
@@ -50,6 +54,15 @@ def test_a_study_participants_next_unit_after_a_submit_and_a_reload(django_asser
     assert reloaded.status_code == 200, _log(sent)
     assert reloaded.context["assignment"] == following.context["assignment"]
     assert reloaded.context["gallery"] == following.context["gallery"]
+
+
+def test_a_new_participants_first_arrival(django_assert_max_num_queries):
+    caption_unit()
+    study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION)
+    with django_assert_max_num_queries(STUDY_FIRST_ARRIVAL) as sent:
+        arrived = Client().get(prolific_link(Stage.CAPTION))
+    assert arrived.status_code == 200, _log(sent)
+    assert arrived.context["assignment"].worker.external_id == "P1"
 
 
 def test_an_in_house_annotators_next_unit_and_a_reload(django_assert_max_num_queries):
