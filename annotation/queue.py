@@ -7,6 +7,7 @@ another request has locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind
 """
 
 from datetime import timedelta
+from functools import partial
 
 from django.db import connections, transaction
 from django.db.models import Count, F, OuterRef, Q, Subquery
@@ -70,9 +71,9 @@ def _held_leases(*, worker, stage, family, now):
     return leases.filter(unit__family=family) if family is not None else leases
 
 
-def _current_transaction():
+def _innermost_atomic_block():
     connection = connections[Assignment.objects.db]
-    return connection.atomic_blocks[0] if connection.in_atomic_block else None
+    return connection.atomic_blocks[-1] if connection.in_atomic_block else None
 
 
 def locked_for_leasing(workers):
@@ -80,36 +81,27 @@ def locked_for_leasing(workers):
     requests (two tabs, a double click) until the current transaction ends.
 
     A "next unit" request that fetches its worker so takes the lock `next_assignment` needs in
-    the same round trip; `next_assignment` called in the same transaction does not lock again.
+    the same round trip; `next_assignment` called while that lock is held does not lock again.
     """
-    transaction_now = _current_transaction()
-    if transaction_now is None:
+    block = _innermost_atomic_block()
+    if block is None:
         raise TransactionManagementError("locked_for_leasing needs a transaction to hold its lock.")
     worker = workers.select_for_update(of=("self",)).first()
     if worker is not None:
-        worker.locked_in = transaction_now
+        worker.locked_in = block
     return worker
 
 
 def _lock(worker):
-    if getattr(worker, "locked_in", None) is not _current_transaction():
+    # A lock taken in a block that has ended is gone (PostgreSQL lets go of a row lock when the
+    # savepoint that took it rolls back), so it counts only while its block is still open.
+    locked_in = getattr(worker, "locked_in", None)
+    if not any(block is locked_in for block in connections[Assignment.objects.db].atomic_blocks):
         Worker.objects.select_for_update().filter(pk=worker.pk).values_list("pk").first()
 
 
-def held_assignment(*, worker, stage, family=None, now=None):
-    """The worker's unexpired lease in `stage` (and `family`), with its unit and what its page
-    shows, or None."""
-    return _with_page(_held_leases(worker=worker, stage=stage, family=family, now=now or timezone.now()))
-
-
-def _with_page(leases):
-    held = (
-        leases.select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS))
-        .annotate(page_images=page_images("unit__instance")).first()
-    )
-    if held is not None:
-        _keep_page_images(held.unit, held.page_images)
-    return held
+def holds_a_lease(*, worker, stage, family=None):
+    return _held_leases(worker=worker, stage=stage, family=family, now=timezone.now()).exists()
 
 
 def next_assignment(*, worker, stage, family=None, platform_assignment_id="", platform_listing_id=""):
@@ -117,6 +109,8 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
 
     A worker holding an unexpired lease in the stage gets that lease back, so a reload resumes.
     Platform ids (a crowd study's id and the participant's platform session) are stored with the lease.
+    Inside the caller's transaction it takes no savepoint (two round trips on the busiest request):
+    an error raised here fails the caller's transaction too.
     """
     now = timezone.now()
     with transaction.atomic(savepoint=False):
@@ -133,17 +127,25 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
             .select_related(*_PAGE_RELATIONS)
             .order_by("id")
         )
+        resume = partial(_resumed, worker=worker, stage=stage, family=family, now=now,
+                         platform_assignment_id=platform_assignment_id, platform_listing_id=platform_listing_id)
         passed_over = []
         while True:
             remaining = candidates.exclude(pk__in=passed_over)
             unit = remaining.select_for_update(skip_locked=True, of=("self",)).first()
             if unit is None:
+                # Nothing unlocked, which says nothing of a held lease: ask before waiting.
+                if held := resume():
+                    return held
                 # Every candidate is locked by another request, but with an overlap above one a
                 # locked unit may still have room once that request commits: wait for it.
                 unit = remaining.select_for_update(of=("self",)).first()
-            if unit is None or unit.held_lease_id is not None:
-                return _resumed(worker, stage, family, now, unit and unit.held_lease_id,
-                                platform_assignment_id, platform_listing_id)
+                if unit is None:
+                    return None
+            # A lease seen here may have been submitted or given back since (from another tab,
+            # which does not take this lock): then the unit in hand is leased instead.
+            if unit.held_lease_id is not None and (held := resume(held_lease_id=unit.held_lease_id)):
+                return held
             lease = _lease_if_room(Assignment(
                 unit=unit,
                 worker=worker,
@@ -159,13 +161,20 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
             return lease
 
 
-def _resumed(worker, stage, family, now, held_lease_id, platform_assignment_id, platform_listing_id):
+def _resumed(*, worker, stage, family, now, platform_assignment_id, platform_listing_id, held_lease_id=None):
     """The lease the worker holds, when they hold one (a reload, a second tab), or None."""
     leases = _held_leases(worker=worker, stage=stage, family=family, now=now)
-    held = _with_page(leases.filter(pk=held_lease_id) if held_lease_id is not None else leases)
-    if held is not None:
-        held.worker = worker  # the caller's instance, and what it was fetched with
-        _bind(held, platform_assignment_id, platform_listing_id)
+    if held_lease_id is not None:
+        leases = leases.filter(pk=held_lease_id)
+    held = (
+        leases.select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS))
+        .annotate(page_images=page_images("unit__instance")).first()
+    )
+    if held is None:
+        return None
+    _keep_page_images(held.unit, held.page_images)
+    held.worker = worker  # the caller's instance, and what it was fetched with
+    _bind(held, platform_assignment_id, platform_listing_id)
     return held
 
 

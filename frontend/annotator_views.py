@@ -18,7 +18,7 @@ current and is never stored as work.
 
 from django.contrib.auth.views import redirect_to_login
 from django.db import transaction
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -32,7 +32,7 @@ from annotation.models import (
 )
 from annotation.queue import (
     ClaimConflict,
-    held_assignment,
+    holds_a_lease,
     lease_unit,
     locked_for_leasing,
     next_assignment,
@@ -133,14 +133,15 @@ def stage_page(request, stage):
         if study is None:
             return problem_page(request, tokens.FORGED_MESSAGE, status=403)
         # The request every participant makes after every answer: fetching the worker takes the
-        # lock their lease needs in the same round trip.
+        # lock their lease needs in the same round trip. The page is rendered once it is let go.
         with transaction.atomic():
             worker = locked_for_leasing(participants_of(study).filter(pk=session.worker_id))
             if worker is None:
                 return problem_page(request, tokens.FORGED_MESSAGE, status=403)
             if not bound_to_browser(request, worker.pk):
                 return problem_page(request, identity.STUDY_NOT_CONFIRMED, status=403)
-            return _next_in_study(request, page, study, worker, session)
+            outcome = _lease_in_study(request, page, study, worker, session)
+        return _study_page(request, page, study, worker, session, outcome)
     try:
         arrival = links.study_arrival(request.GET)
     except links.IncompleteLink as error:
@@ -157,7 +158,8 @@ def stage_page(request, stage):
             return problem_page(request, str(refused), status=403)
         session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
                                       platform_session_id=arrival.session_id)
-        return _next_in_study(request, page, study, worker, session)
+        outcome = _lease_in_study(request, page, study, worker, session)
+        return _study_page(request, page, study, worker, session, outcome)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     with transaction.atomic():
@@ -175,33 +177,40 @@ def stage_page(request, stage):
     return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant)
 
 
-def _next_in_study(request, page, study, worker, session):
+def _lease_in_study(request, page, study, worker, session):
+    """The participant's next lease in the study (None: nothing for them), or the page that comes
+    first: the qualification test, why they are paused, or a gold item."""
     next_url = reverse("frontend:stage", args=[study.stage]) + "?continue=" + tokens.sign_session(session)
     gate = qualification_gate(request, worker, study.stage, next_url=next_url, study=study,
                                session=session)
     if gate is not None:
         return gate
-    if may_offer_gold(page, worker) and held_assignment(worker=worker, stage=study.stage,
-                                                        family=study.family) is None:
+    if may_offer_gold(page, worker) and not holds_a_lease(worker=worker, stage=study.stage,
+                                                          family=study.family):
         gold = offer_gold(request, page, worker, study.stage, next_url=next_url,
                            units=units_open_to(worker=worker, stage=study.stage, family=study.family),
                            study=study, session=session)
         if gold is not None:
             return gold
-    assignment = next_assignment(worker=worker, stage=study.stage, family=study.family,
-                                 platform_assignment_id=session.platform_session_id,
-                                 platform_listing_id=study.external_id)
-    if assignment is None:
+    return next_assignment(worker=worker, stage=study.stage, family=study.family,
+                           platform_assignment_id=session.platform_session_id,
+                           platform_listing_id=study.external_id)
+
+
+def _study_page(request, page, study, worker, session, outcome):
+    if isinstance(outcome, HttpResponse):
+        return outcome
+    if outcome is None:
         if done_in_study(worker, study):
             return _completion(request, study)
         return problem_page(
             request, "There are no tasks for you right now. Please return the study on your "
             "platform; you have not been charged any time.", heading="No tasks right now",
         )
-    grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk,
+    grant = tokens.AssignmentGrant(assignment_id=outcome.pk, worker_id=worker.pk,
                                    study_id=study.pk,
                                    platform_session_id=session.platform_session_id)
-    return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant, study=study)
+    return render_stage_page(request, page, outcome.unit, assignment=outcome, grant=grant, study=study)
 
 
 def _completion(request, study):

@@ -1,6 +1,8 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation import queue
@@ -160,7 +162,8 @@ def test_a_lease_and_a_held_lease_come_with_their_units_images_in_page_order(wor
     with django_assert_num_queries(0):
         assert [image.url for image in leased.unit.instance.ordered_images()] == in_page_order
         assert not any(image.file for image in leased.unit.instance.ordered_images())
-    held = queue.held_assignment(worker=worker, stage=Stage.CAPTION)
+    held = queue.next_assignment(worker=worker, stage=Stage.CAPTION)  # a reload: the lease it holds
+    assert held == leased
     with django_assert_num_queries(0):
         assert [image.licence for image in held.unit.instance.ordered_images()] == ["CC BY 2.0"] * 3
         assert [image.url for image in held.unit.instance.ordered_images()] == in_page_order
@@ -190,3 +193,28 @@ def test_locking_a_worker_for_a_lease_outside_a_transaction_is_refused(transacti
     worker = WorkerFactory()
     with pytest.raises(TransactionManagementError):
         queue.locked_for_leasing(Worker.objects.filter(pk=worker.pk))
+
+
+def _worker_locks(captured):
+    return [query["sql"] for query in captured
+            if query["sql"].startswith('SELECT "annotation_worker"') and "FOR UPDATE" in query["sql"]]
+
+
+def test_a_worker_locked_for_leasing_is_not_locked_again_but_a_lock_rolled_back_is(worker):
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 2)
+    with transaction.atomic():
+        locked = queue.locked_for_leasing(Worker.objects.filter(pk=worker.pk))
+        with CaptureQueriesContext(connection) as leasing:
+            queue.next_assignment(worker=locked, stage=Stage.INSTRUCTION_GENERATION)
+    assert _worker_locks(leasing) == []
+
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                locked = queue.locked_for_leasing(Worker.objects.filter(pk=worker.pk))
+                raise RuntimeError("the savepoint that took the lock rolls back, and the lock with it")
+        except RuntimeError:
+            pass
+        with CaptureQueriesContext(connection) as leasing:
+            queue.next_assignment(worker=locked, stage=Stage.INSTRUCTION_GENERATION)
+    assert len(_worker_locks(leasing)) == 1

@@ -91,6 +91,40 @@ def test_one_participant_asking_twenty_times_at_once_as_the_study_page_does_gets
     assert {lease.pk for lease in leases} == {Assignment.objects.get().pk}
 
 
+def test_a_held_lease_submitted_from_another_tab_while_leasing_gives_the_next_unit_instead():
+    """The other tab's submit takes no worker lock: it may land between the statement that saw
+    the held lease and the one that fetches it."""
+    family = FamilyFactory()
+    launch(family, Stage.CAPTION)
+    units = [WorkUnit.objects.create(stage=Stage.CAPTION, key=f"k{n}", family=family) for n in range(2)]
+    worker = WorkerFactory()
+    held = queue.next_assignment(worker=worker, stage=Stage.CAPTION)
+    submitted = []
+
+    def submit_in_the_other_tab():
+        with transaction.atomic():
+            assignment, _ = queue.lock_assignment_for_submission(
+                assignment_id=held.pk, worker=worker, stage=Stage.CAPTION)
+            queue.mark_submitted(assignment)
+        connection.close()
+
+    def after_the_candidate_query(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if '"held_lease_id"' in sql and not submitted:
+            submitted.append(True)
+            other_tab = threading.Thread(target=submit_in_the_other_tab)
+            other_tab.start()
+            other_tab.join(timeout=30)
+        return result
+
+    with connection.execute_wrapper(after_the_candidate_query):
+        lease = queue.next_assignment(worker=worker, stage=Stage.CAPTION)
+
+    assert submitted
+    assert lease is not None and lease.unit == units[1]
+    assert Assignment.objects.get(pk=held.pk).status == Assignment.Status.SUBMITTED
+
+
 def test_twenty_workers_draining_the_queue_fill_every_unit_exactly():
     family = FamilyFactory(target_instances=8)
     launch(family, Stage.INSTRUCTION_GENERATION, overlap=3)

@@ -112,7 +112,7 @@ def test_every_migration_applies_and_unapplies_on_sqlite_as_make_run_uses_it(man
 # queue, its images fetched with it (a JSON aggregate whose SQL differs between the two databases).
 _LEASE_A_DEMO_UNIT = """
 from annotation.models import InstanceImage, Stage, Worker
-from annotation.queue import held_assignment, next_assignment
+from annotation.queue import next_assignment
 
 annotator = Worker.objects.create(platform=Worker.Platform.LOCAL, external_id="sqlite-check")
 for stage in Stage.values:
@@ -122,7 +122,7 @@ for stage in Stage.values:
 instance = lease.unit.instance
 stored = [link.image_id for link in InstanceImage.objects.filter(instance=instance).order_by("position")]
 assert [image.pk for image in instance.ordered_images()] == stored, stored
-held = held_assignment(worker=annotator, stage=stage).unit.instance
+held = next_assignment(worker=annotator, stage=stage).unit.instance  # the lease it holds
 assert [image.pk for image in held.ordered_images()] == stored, stored
 print("leased", stage, "with", len(stored), "images")
 """
