@@ -61,7 +61,8 @@ def lease_minutes_for(unit):
 
 
 # What a stage page shows besides the unit itself, fetched with it so rendering asks nothing more.
-_PAGE_RELATIONS = ("family", "instance", "reference__caption")
+_PAGE_RELATIONS = ("family", "instance", "reference__caption", "battle__tournament", "battle__response_a",
+                   "battle__response_b")
 
 
 def _held_leases(*, worker, stage, family, now):

@@ -13,6 +13,7 @@ from annotation.models import (
     HumanJudgement,
     Side,
     Stage,
+    WorkUnit,
 )
 from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
 
@@ -20,6 +21,13 @@ RUBRIC_SCORES = range(1, 6)
 
 
 def battle_of(unit):
+    """The unit's battle with its tournament, instance and responses: the ones the queue fetched
+    with the unit when it did (its instance is the unit's, images included), else one query."""
+    if WorkUnit._meta.get_field("battle").is_cached(unit) and unit.battle is not None:
+        battle = unit.battle
+        if unit.instance_id == battle.instance_id and WorkUnit._meta.get_field("instance").is_cached(unit):
+            battle.instance = unit.instance
+        return battle
     return Battle.objects.select_related("tournament", "instance", "response_a", "response_b").get(
         pk=unit.battle_id
     )

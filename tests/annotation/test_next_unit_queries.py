@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from annotation.models import Stage, Worker
-from tests.frontend_support import caption_unit, logged_in, prolific_link, study
+from tests.frontend_support import caption_unit, logged_in, pairwise_unit, prolific_link, study
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,6 +31,8 @@ STUDY_FIRST_ARRIVAL = 11
 # against the database to honour a password change or a logout elsewhere).
 IN_HOUSE_NEXT_UNIT = 7
 IN_HOUSE_RELOAD = 7
+# A battle's page shows its tournament's settings and two responses: they come with the unit too.
+IN_HOUSE_PAIRWISE_NEXT_UNIT = 7
 
 
 def _log(captured):
@@ -80,3 +82,19 @@ def test_an_in_house_annotators_next_unit_and_a_reload(django_assert_max_num_que
     assert reloaded.status_code == 200, _log(sent)
     assert reloaded.context["assignment"] == following.context["assignment"]
     assert reloaded.context["gallery"] == following.context["gallery"]
+
+
+def test_an_in_house_annotators_next_battle_comes_with_its_responses_and_images(django_assert_max_num_queries):
+    pairwise_unit()
+    pairwise_unit(seed=1)
+    annotator = logged_in()
+    first = annotator.get(f"/work/{Stage.PAIRWISE}/")
+    saved = annotator.post("/work/submit/", {"token": first.context["token"], "choice": "left"})
+    with django_assert_max_num_queries(IN_HOUSE_PAIRWISE_NEXT_UNIT) as sent:
+        following = annotator.get(saved["Location"])
+    assert following.status_code == 200, _log(sent)
+    assert following.context["assignment"].unit != first.context["assignment"].unit
+    assert following.context["gallery"][0].src
+    assert {following.context["left"], following.context["right"]} == {
+        following.context["assignment"].unit.battle.response_a.text,
+        following.context["assignment"].unit.battle.response_b.text}
