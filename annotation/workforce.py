@@ -39,16 +39,18 @@ def _local_identity(user):
     return {"platform": Worker.Platform.LOCAL, "external_id": f"user-{user.pk}"}
 
 
+def _with_standing_in(stage):
+    return workers_with_standing(stage) if stage else Worker.objects
+
+
 def local_workers(user, *, stage=None):
     """The in-house annotator's Worker if they have one yet, with its standing in `stage`."""
-    workers = workers_with_standing(stage) if stage else Worker.objects
-    return workers.filter(**_local_identity(user))
+    return _with_standing_in(stage).filter(**_local_identity(user))
 
 
 def local_worker(user, *, stage=None):
     """The in-house annotator's Worker, made at their first task; with its standing in `stage`."""
-    workers = workers_with_standing(stage) if stage else Worker.objects
-    worker, _ = workers.get_or_create(**_local_identity(user), defaults={"user": user})
+    worker, _ = _with_standing_in(stage).get_or_create(**_local_identity(user), defaults={"user": user})
     return worker
 
 
