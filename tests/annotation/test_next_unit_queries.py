@@ -39,23 +39,31 @@ def _log(captured):
     return "\n".join(query["sql"][:140] for query in captured)
 
 
+def _next_unit_and_a_reload(browser, first, answer, *, next_unit, reload, max_queries):
+    """Submit `answer` to the first page, load the page the submit names (the next unit) and load
+    it again (a reload of the held lease), each within its bound of queries; the next unit's page."""
+    saved = browser.post("/work/submit/", {"token": first.context["token"], **answer})
+    with max_queries(next_unit) as sent:
+        following = browser.get(saved["Location"])
+    assert following.status_code == 200, _log(sent)
+    assert following.context["assignment"].unit != first.context["assignment"].unit
+    with max_queries(reload) as sent:
+        reloaded = browser.get(saved["Location"])
+    assert reloaded.status_code == 200, _log(sent)
+    assert reloaded.context["assignment"] == following.context["assignment"]
+    assert reloaded.context["gallery"] == following.context["gallery"]
+    return following
+
+
 def test_a_study_participants_next_unit_after_a_submit_and_a_reload(django_assert_max_num_queries):
     for _ in range(3):
         caption_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION)
     browser = Client()
     first = browser.get(prolific_link(Stage.CAPTION))
-    saved = browser.post("/work/submit/", {"token": first.context["token"], "caption-0": CAPTION})
-    with django_assert_max_num_queries(STUDY_NEXT_UNIT) as sent:
-        following = browser.get(saved["Location"])
-    assert following.status_code == 200, _log(sent)
-    assert following.context["assignment"].unit != first.context["assignment"].unit
+    following = _next_unit_and_a_reload(browser, first, {"caption-0": CAPTION}, next_unit=STUDY_NEXT_UNIT,
+                                        reload=STUDY_RELOAD, max_queries=django_assert_max_num_queries)
     assert following.context["gallery"][0].src, "the unit's image came with it"
-    with django_assert_max_num_queries(STUDY_RELOAD) as sent:
-        reloaded = browser.get(saved["Location"])
-    assert reloaded.status_code == 200, _log(sent)
-    assert reloaded.context["assignment"] == following.context["assignment"]
-    assert reloaded.context["gallery"] == following.context["gallery"]
 
 
 def test_a_new_participants_first_arrival(django_assert_max_num_queries):
@@ -72,16 +80,8 @@ def test_an_in_house_annotators_next_unit_and_a_reload(django_assert_max_num_que
         caption_unit()
     annotator = logged_in()
     first = annotator.get(f"/work/{Stage.CAPTION}/")
-    saved = annotator.post("/work/submit/", {"token": first.context["token"], "caption-0": CAPTION})
-    with django_assert_max_num_queries(IN_HOUSE_NEXT_UNIT) as sent:
-        following = annotator.get(saved["Location"])
-    assert following.status_code == 200, _log(sent)
-    assert following.context["assignment"].unit != first.context["assignment"].unit
-    with django_assert_max_num_queries(IN_HOUSE_RELOAD) as sent:
-        reloaded = annotator.get(saved["Location"])
-    assert reloaded.status_code == 200, _log(sent)
-    assert reloaded.context["assignment"] == following.context["assignment"]
-    assert reloaded.context["gallery"] == following.context["gallery"]
+    _next_unit_and_a_reload(annotator, first, {"caption-0": CAPTION}, next_unit=IN_HOUSE_NEXT_UNIT,
+                            reload=IN_HOUSE_RELOAD, max_queries=django_assert_max_num_queries)
 
 
 def test_an_in_house_annotators_next_battle_comes_with_its_responses_and_images(django_assert_max_num_queries):
