@@ -67,20 +67,70 @@ def encode_battles(battles: pd.DataFrame) -> EncodedBattles:
 # --- Online Elo -------------------------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
-def _play(ratings, a, b, score_a, k, alpha):
-    # 1 / (1 + base ** ((rb - ra) / scale)) written with exp: alpha = ln(base) / scale.
-    expected_a = 1.0 / (1.0 + math.exp(alpha * (ratings[b] - ratings[a])))
+# The expected score 1 / (1 + base ** ((rb - ra) / scale)) is computed as 1 / (1 + exp(gap)) with
+# gap = alpha * (rb - ra), alpha = ln(base) / scale. libm's exp is a call that no loop can
+# vectorise, and it was most of the bootstrap's time, so exp is computed here: round gap / ln 2 to
+# an integer k, take r = gap - k ln 2 (|r| <= ln 2 / 2; ln 2 in two parts so that k ln 2 is exact),
+# exp(r) - 1 by its Taylor series to r**13 (truncation under 1e-17), and 2**k from k's bits. It
+# differs from glibc's exp by at most 1 ulp (10,000,000 draws over [-12, 12]: 12% differ by
+# 1 ulp), so ratings still agree with FastChat's to about 1e-11. It has no branch, so a loop of it
+# compiles to SIMD; beyond |gap| of 700 (2**k would leave the double range) libm's exp is used.
+_FAST_EXP_LIMIT = 700.0
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # fdlibm's ln 2 split: the high part has 32 zero low bits
+_LN2_LO = 1.90821492927058770002e-10
+_ROUNDING_SHIFT = 6755399441055744.0  # 1.5 * 2**52: adding it rounds to an integer in the low bits
+_TAYLOR = tuple(1.0 / math.factorial(n) for n in range(14))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _fast_exp(gap):
+    shifted = gap * _LOG2E + _ROUNDING_SHIFT
+    k = shifted - _ROUNDING_SHIFT
+    r = (gap - k * _LN2_HI) - k * _LN2_LO
+    r2 = r * r
+    r4 = r2 * r2
+    # Estrin's scheme: shorter dependency chains than Horner's for the same operations
+    low = (_TAYLOR[1] + r * _TAYLOR[2]) + r2 * (_TAYLOR[3] + r * _TAYLOR[4])
+    middle = (_TAYLOR[5] + r * _TAYLOR[6]) + r2 * (_TAYLOR[7] + r * _TAYLOR[8])
+    high = (_TAYLOR[9] + r * _TAYLOR[10]) + r2 * (_TAYLOR[11] + r * _TAYLOR[12]) + r4 * _TAYLOR[13]
+    exp_r_minus_1 = r * (low + r4 * (middle + r4 * high))
+    # The low bits of shifted hold k; adding the exponent bias and shifting them into the exponent
+    # field keeps only k + 1023, which is 2**k as a double for |gap| < _FAST_EXP_LIMIT.
+    k_bits = np.float64(shifted).view(np.uint64)
+    two_to_k = np.uint64((k_bits + np.uint64(1023)) << np.uint64(52)).view(np.float64)
+    return two_to_k + two_to_k * exp_r_minus_1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _fast_expected_score(gap):
+    """Valid only for |gap| < _FAST_EXP_LIMIT; branch-free so that loops of it vectorise."""
+    return 1.0 / (1.0 + _fast_exp(gap))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _expected_score(gap, fast):
+    """Model a's expected score, given the fast one computed ahead (perhaps as SIMD)."""
+    if abs(gap) < _FAST_EXP_LIMIT:
+        return fast
+    return 1.0 / (1.0 + math.exp(gap))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _play(ratings, a, b, score_a, k, expected_a):
     update = k * (score_a - expected_a)
     ratings[a] += update
     ratings[b] -= update
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _online_elo_kernel(model_a, model_b, score_a, n_models, k, alpha, initial):
     ratings = np.full(n_models, initial)
     for i in range(score_a.shape[0]):
-        _play(ratings, model_a[i], model_b[i], score_a[i], k, alpha)
+        a = model_a[i]
+        b = model_b[i]
+        gap = alpha * (ratings[b] - ratings[a])
+        _play(ratings, a, b, score_a[i], k, _expected_score(gap, _fast_expected_score(gap)))
     return ratings
 
 
@@ -163,13 +213,16 @@ def _bootstrap_indices_kernel(n, rounds, seed):
     return out
 
 
-# Rounds are played in blocks of four per thread so that the four independent rating chains
-# overlap in the pipeline (one chain waits on exp and a division at every battle), and each
-# battle is packed into one int64 (model_a, model_b, score). Both measured ~25% faster on 31,735
-# battles. A leaderboard has few distinct packed battles (15 models: at most 630), so the kernel
-# reads each drawn battle as a 2-byte index into that small table: a million battles are then a
-# 2 MB array that stays in cache, where the packed int64s were 8 MB read at random.
-_ROUND_BLOCK = 4
+# Each thread plays _LANES rounds side by side, in two passes over every _BATCH battles: first it
+# draws each lane's battles and looks them up, an independent load per draw that the CPU can
+# overlap with the next ones, then it plays them, where each lane's expected score depends on its
+# last update. In the second pass the expected scores of all lanes are computed in one loop that
+# compiles to SIMD. Each battle is packed into one int64 (model_a, model_b, score). A leaderboard
+# has few distinct packed battles (15 models: at most 630), so a drawn battle is read as a 2-byte
+# index into that small table: a million battles are then a 2 MB array, where the packed int64s
+# were 8 MB read at random.
+_LANES = 16
+_BATCH = 256
 _CODE_BITS = 28
 _CODE_MASK = (1 << _CODE_BITS) - 1
 
@@ -185,33 +238,49 @@ def _pack(enc: EncodedBattles) -> tuple[np.ndarray, np.ndarray]:
     return table, which.astype(index_type)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _bootstrap_elo_kernel(table, which, n_models, rounds, seed, k, alpha, initial):
     n = which.shape[0]
     out = np.empty((rounds, n_models))
-    n_blocks = (rounds + _ROUND_BLOCK - 1) // _ROUND_BLOCK
+    n_blocks = (rounds + _LANES - 1) // _LANES
     for block in prange(n_blocks):
-        first = block * _ROUND_BLOCK
-        width = min(_ROUND_BLOCK, rounds - first)
-        ratings = np.full((_ROUND_BLOCK, n_models), initial)
-        states = np.empty(_ROUND_BLOCK, dtype=np.uint64)
-        for q in range(width):
-            states[q] = _round_state(seed, first + q)
-        for _ in range(n):
-            for q in range(width):
-                state, i = _draw(states[q], n)
-                states[q] = state
-                code = table[which[i]]
-                _play(
-                    ratings[q],
-                    code & _CODE_MASK,
-                    (code >> _CODE_BITS) & _CODE_MASK,
-                    0.5 * (code >> (2 * _CODE_BITS)),
-                    k,
-                    alpha,
-                )
-        for q in range(width):
-            out[first + q, :] = ratings[q]
+        first = block * _LANES
+        lanes = min(_LANES, rounds - first)
+        ratings = np.full((lanes, n_models), initial)
+        states = np.empty(lanes, dtype=np.uint64)
+        for lane in range(lanes):
+            states[lane] = _round_state(seed, first + lane)
+        drawn = np.empty((_BATCH, lanes), dtype=np.int64)
+        gaps = np.empty(lanes)
+        fast_expected = np.empty(lanes)
+        for start in range(0, n, _BATCH):
+            steps = min(_BATCH, n - start)
+            for lane in range(lanes):
+                state = states[lane]
+                for step in range(steps):
+                    state, i = _draw(state, n)
+                    drawn[step, lane] = table[which[i]]
+                states[lane] = state
+            for step in range(steps):
+                for lane in range(lanes):
+                    code = drawn[step, lane]
+                    a = code & _CODE_MASK
+                    b = (code >> _CODE_BITS) & _CODE_MASK
+                    gaps[lane] = alpha * (ratings[lane, b] - ratings[lane, a])
+                for lane in range(lanes):
+                    fast_expected[lane] = _fast_expected_score(gaps[lane])
+                for lane in range(lanes):
+                    code = drawn[step, lane]
+                    _play(
+                        ratings[lane],
+                        code & _CODE_MASK,
+                        (code >> _CODE_BITS) & _CODE_MASK,
+                        0.5 * (code >> (2 * _CODE_BITS)),
+                        k,
+                        _expected_score(gaps[lane], fast_expected[lane]),
+                    )
+        for lane in range(lanes):
+            out[first + lane, :] = ratings[lane]
     return out
 
 

@@ -78,6 +78,51 @@ def test_online_elo_equals_reference_loop_on_random_battles():
     pd.testing.assert_series_equal(ours.sort_index(), theirs.sort_index(), check_names=False, rtol=0, atol=1e-9)
 
 
+def test_expected_score_agrees_with_libm_exp_to_an_ulp_or_two():
+    # The kernels compute exp themselves so that it vectorises; rating gaps of any size a
+    # leaderboard reaches, and the edges of the range where that exp is used, must give libm's
+    # expected score to within two units in the last place.
+    limit = ratings._FAST_EXP_LIMIT
+    gaps = np.concatenate(
+        [
+            np.random.default_rng(0).uniform(-12.0, 12.0, 20_000),
+            np.random.default_rng(1).uniform(-limit, limit, 2_000),
+            [0.0, -0.0, 1e-300, -1e-300, 0.5 * math.log(2), limit - 1e-9, -limit + 1e-9],
+        ]
+    )
+    ours = np.array([ratings._expected_score(g, ratings._fast_expected_score(g)) for g in gaps])
+    libm = np.array([1.0 / (1.0 + math.exp(g)) for g in gaps])
+    assert np.all(np.abs(ours - libm) <= 2 * np.spacing(libm))
+
+
+# A K that puts two ratings 1000 / alpha apart after one battle, alpha = ln(10) / 400: the next
+# expected score is 1 / (1 + exp(+-1000)), beyond the range of the kernels' own exp.
+K_FOR_A_GAP_OF_1000 = 1000 / (math.log(10) / 400)
+
+
+def test_gaps_beyond_the_fast_exp_range_give_libm_expected_scores():
+    # exactly 1 for the favourite, so a repeat win changes nothing, and 0 for the underdog, so an
+    # upset is worth the whole K
+    k = K_FOR_A_GAP_OF_1000
+    battles = frame([("A", "B", "model_a"), ("A", "B", "model_a"), ("B", "A", "model_a")])
+    elo = ratings.online_elo(battles, k=k)
+    assert elo["B"] == pytest.approx(1000 + k / 2, rel=1e-15)
+    assert elo["A"] == pytest.approx(1000 - k / 2, rel=1e-15)
+
+
+def test_bootstrap_with_huge_k_equals_online_elo_on_the_same_draws():
+    k = K_FOR_A_GAP_OF_1000
+    battles = simulated_battles({"a": 1100, "b": 1000, "c": 900}, 300, seed=4)
+    samples = ratings.bootstrap_elo_samples(battles, rounds=20, seed=3, k=k)
+    assert (samples.abs() > k / 4).any().any()
+    indices = ratings.bootstrap_indices(len(battles), 20, seed=3)
+    for r in range(20):
+        expected = ratings.online_elo(battles.iloc[indices[:, r]], k=k)
+        pd.testing.assert_series_equal(
+            samples.iloc[r][expected.index], expected, check_names=False, rtol=1e-12, atol=1e-6
+        )
+
+
 def test_online_elo_depends_on_battle_order():
     battles = frame([("A", "B", "model_a"), ("A", "B", "model_b")])
     reversed_order = battles.iloc[::-1]
@@ -89,12 +134,13 @@ def test_unknown_winner_is_rejected():
         ratings.online_elo(frame([("A", "B", "A")]))
 
 
-def test_bootstrap_rounds_equal_reference_loop_on_the_same_draws():
+@pytest.mark.parametrize("rounds", [6, 37])  # fewer rounds than a thread plays side by side, and not a multiple
+def test_bootstrap_rounds_equal_reference_loop_on_the_same_draws(rounds):
     battles = simulated_battles({"a": 1100, "b": 1000, "c": 950, "d": 900}, 400, seed=5)
-    samples = ratings.bootstrap_elo_samples(battles, rounds=6, seed=11)
-    indices = ratings.bootstrap_indices(len(battles), 6, seed=11)
-    assert indices.shape == (len(battles), 6)
-    for r in range(6):
+    samples = ratings.bootstrap_elo_samples(battles, rounds=rounds, seed=11)
+    indices = ratings.bootstrap_indices(len(battles), rounds, seed=11)
+    assert indices.shape == (len(battles), rounds)
+    for r in range(rounds):
         expected = reference_online_elo(battles.iloc[indices[:, r]])
         got = samples.iloc[r]
         for model, value in expected.items():
