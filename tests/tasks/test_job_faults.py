@@ -97,11 +97,21 @@ def test_kill_9_of_the_worker_mid_run_stores_every_judgement_once(start_worker, 
     assert run.progress == "30/30" and run.prompt_tokens == 100 * 30
 
 
-def _cut_every_other_database_connection():
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-        return cursor.fetchone()[0]
+def _cut_the_workers_database_connections(worker):
+    """Terminate every other connection to the test database, once there is one: the suite runs
+    with DATABASE_CONN_MAX_AGE=0, so between two tasks the worker holds none. Returns how many."""
+    cut = 0
+
+    def cut_some():
+        nonlocal cut
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            cut = cursor.fetchone()[0]
+        return cut >= 1
+
+    wait_for(cut_some, what="a database connection of the worker's to cut", worker=worker)
+    return cut
 
 
 def test_database_connections_cut_mid_run_lose_nothing(start_worker, openai_server):
@@ -114,7 +124,7 @@ def test_database_connections_cut_mid_run_lose_nothing(start_worker, openai_serv
         wait_for(lambda n=threshold: JudgeCall.objects.filter(run=run).count() >= n, what="calls",
                  worker=worker)
         stored_before = set(JudgeCall.objects.values_list("request_sha256", flat=True))
-        assert _cut_every_other_database_connection() >= 1
+        _cut_the_workers_database_connections(worker)
     wait_for(lambda: finished(run), what="the run to finish", worker=worker)
 
     figures = counts(run, openai_server, stored_before=stored_before)
@@ -141,7 +151,7 @@ def test_database_connections_cut_mid_reference_generation_lose_nothing(start_wo
     cuts = []
     for threshold in (2, 5):
         wait_for(lambda n=threshold: made() >= n, what="references", worker=worker)
-        cuts.append(_cut_every_other_database_connection())
+        cuts.append(_cut_the_workers_database_connections(worker))
     wait_for(lambda: made() == len(instances), what="every reference", worker=worker)
 
     per_instance = Counter(Reference.objects.filter(instance__in=instances).values_list("instance", flat=True))
@@ -149,7 +159,6 @@ def test_database_connections_cut_mid_reference_generation_lose_nothing(start_wo
                "duplicated": sum(n - 1 for n in per_instance.values()),
                "lost": len(instances) - len(per_instance), "connections_cut": cuts}
     print(f"\n{figures}")
-    assert all(cut >= 1 for cut in cuts)
     assert (figures["references"], figures["lost"], figures["duplicated"]) == (8, 0, 0)
     assert set(Instance.objects.filter(pk__in=[i.pk for i in instances]).values_list("status", flat=True)) \
         == {Instance.Status.AWAITING_VERIFICATION}
