@@ -222,13 +222,20 @@ def bt_benchmarks(report, battles, strengths, *, rounds, seed=0):
     )
 
 
+def positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 1,000,000-battle FastChat reference")
     parser.add_argument("--full", action="store_true",
                         help="run FastChat's algorithm for all 1,000 rounds on 1,000,000 battles "
-                             "(its index matrix takes 8 GB; about two minutes)")
-    parser.add_argument("--repeat", type=int, default=3,
+                             "(its index matrix takes 8 GB; one to three minutes a repetition)")
+    parser.add_argument("--repeat", type=positive, default=3,
                         help="repetitions of each Elo bootstrap, ours and FastChat's interleaved (default 3)")
     args = parser.parse_args(argv)
 
