@@ -67,8 +67,8 @@ class CsvWriter:
 
     `cell_texts`, per column, turns a value into its text (default: values are text already). A
     value that is the very object the same column held in the record before (a battle's texts,
-    shared by its judgements' rows; True and False) is neither turned into text nor quoted again:
-    its quoted form is kept per column.
+    shared by its judgements' rows) is neither turned into text nor quoted again: its quoted form
+    is kept per column. True and False, which flip from row to row, are quoted once per column.
     """
 
     def __init__(self, handle, *, line_terminator="\n", ends_with_newline=True, cell_texts=None):
@@ -79,15 +79,26 @@ class CsvWriter:
         self.started = False
         self._last_cells = ()
         self._last_quoted = []
+        self._quoted_booleans = {}
+
+    def _quoted(self, column, cell):
+        text = self.cell_texts[column](cell) if self.cell_texts else cell
+        return csv_line((text,)) if _MAY_NEED_QUOTES.search(text) else text
 
     def writerow(self, cells):
         if len(self._last_cells) != len(cells):
             self._last_cells, self._last_quoted = (None,) * len(cells), [""] * len(cells)
-        quoted, texts = self._last_quoted, self.cell_texts
+        quoted, booleans = self._last_quoted, self._quoted_booleans
         for column, (cell, before) in enumerate(zip(cells, self._last_cells, strict=True)):
-            if cell is not before:
-                text = texts[column](cell) if texts else cell
-                quoted[column] = csv_line((text,)) if _MAY_NEED_QUOTES.search(text) else text
+            if cell is before:
+                continue
+            if cell is True or cell is False:
+                key = (column, cell)
+                if key not in booleans:
+                    booleans[key] = self._quoted(column, cell)
+                quoted[column] = booleans[key]
+            else:
+                quoted[column] = self._quoted(column, cell)
         self._last_cells = tuple(cells)
         line = ",".join(quoted)
         if self.ends_with_newline:
