@@ -32,7 +32,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support import fresh_database  # noqa: E402
+from benchmarks.support import analyse_as_autovacuum_would, fresh_database  # noqa: E402
 
 DATABASE_NAME = "crowdbench_bench_annotator"
 CAPTION = ("A white cup of espresso on a red saucer, a spoon resting on the saucer, on a wooden "
@@ -113,6 +113,7 @@ def seed(units):
     ):
         CrowdStudy.objects.create(platform="prolific", stage=stage, family=family,
                                   name=study_id, external_id=study_id, completion_code="BENCH")
+    analyse_as_autovacuum_would()
     return WorkUnit.objects.filter(stage=Stage.CAPTION).count()
 
 

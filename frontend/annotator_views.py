@@ -245,9 +245,10 @@ def submit(request):
         return refusal(request, str(error), wants_json=wants_json)
     if isinstance(grant, tokens.GoldGrant):
         return submit_gold(request, grant, wants_json=wants_json)
+    # Only what every submit reads: the page's own parts are fetched when it is shown again with an
+    # error, since PostgreSQL plans every join of this query on every submit.
     assignment = (
-        Assignment.objects.select_related("worker", "unit__family", "unit__instance",
-                                          "unit__reference__caption")
+        Assignment.objects.select_related("worker", "unit")
         .filter(pk=grant.assignment_id, worker_id=grant.worker_id).first()
     )
     if assignment is None:
