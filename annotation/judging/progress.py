@@ -8,7 +8,7 @@ delivery of any of them exits at once.
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 
 from annotation.models import CHIRP_CRITERIA, JudgeCall, Judgement, JudgeRun
 
@@ -54,15 +54,26 @@ def chunks(run):
 
 def unfinished_chunks(run):
     """Indexes of the chunks with a judgement still missing."""
-    stored = dict(
-        Judgement.objects.filter(run=run).values("battle_id").annotate(n=Count("pk"))
-        .values_list("battle_id", "n")
+    judged = set(_judged_battles(run).values_list("battle_id", flat=True))
+    return [index for index, ids in enumerate(chunks(run)) if not judged.issuperset(ids)]
+
+
+def chunk_is_judged(run, battle_ids):
+    return _judged_battles(run).filter(battle_id__in=battle_ids).count() == len(set(battle_ids))
+
+
+def run_is_judged(run):
+    """Every battle of the run's tournament judged: counted by the database, where reading the
+    whole run's judgements after every chunk grew with the run."""
+    return _judged_battles(run).count() == run.tournament.battles.count()
+
+
+def _judged_battles(run):
+    """The battles with all the run's judgements stored, as rows of battle_id."""
+    return (
+        Judgement.objects.filter(run=run).values("battle_id").annotate(stored=Count("pk"))
+        .filter(stored__gte=_judgements_per_battle(run))
     )
-    expected = _judgements_per_battle(run)
-    return [
-        index for index, ids in enumerate(chunks(run))
-        if any(stored.get(battle_id, 0) < expected for battle_id in ids)
-    ]
 
 
 def refresh_counters(run):
@@ -73,14 +84,14 @@ def refresh_counters(run):
         cost=Sum("cost_usd"),
     )
     judgements = Judgement.objects.filter(run=run)
-    used = set()
-    for field_name in ("call", "fallback_call", "call_b"):
-        used.update(judgements.exclude(**{f"{field_name}__isnull": True})
-                    .values_list(f"{field_name}_id", flat=True))
-    cached = JudgeCall.objects.filter(pk__in=used).exclude(run=run).count()
+    # Calls the run's judgements use but another run paid for, found by the database: loading
+    # their ids into Python on every recount grew with the run.
+    used = (Q(pk__in=judgements.values("call")) | Q(pk__in=judgements.values("fallback_call"))
+            | Q(pk__in=judgements.values("call_b")))
+    cached = JudgeCall.objects.filter(used).exclude(run=run).count()
     fallback = judgements.exclude(fallback_call__isnull=True).values("fallback_call").distinct().count()
     JudgeRun.objects.filter(pk=run.pk).update(
-        total_calls=len(_battle_ids(run)) * _calls_per_battle(run) + fallback,
+        total_calls=run.tournament.battles.count() * _calls_per_battle(run) + fallback,
         done_calls=paid["n"] + cached,
         cached_calls=cached,
         fallback_calls=fallback,

@@ -18,7 +18,14 @@ from annotation.judging.parsing import (
     parse_overall,
     parse_prometheus,
 )
-from annotation.judging.progress import chunks, criteria, refresh_counters, unfinished_chunks
+from annotation.judging.progress import (
+    chunk_is_judged,
+    chunks,
+    criteria,
+    refresh_counters,
+    run_is_judged,
+    unfinished_chunks,
+)
 from annotation.judging.prompts import extraction_request, pairwise_request, prometheus_request, request_sha256
 from annotation.models import Judgement, JudgeRun
 from crowdbench.jobs import enqueue
@@ -119,7 +126,7 @@ def judge_chunk(*, run, index):
     if run.status not in ACTIVE_STATUSES:
         return False
     run_chunks = chunks(run)
-    if index < len(run_chunks) and index in unfinished_chunks(run):
+    if index < len(run_chunks) and not chunk_is_judged(run, run_chunks[index]):
         battles = list(
             run.tournament.battles.filter(pk__in=run_chunks[index]).order_by("pk")
             .select_related("instance__family", "instance__current_caption", "response_a",
@@ -136,13 +143,13 @@ def judge_chunk(*, run, index):
             _store_prometheus(run, items)
         else:
             _store_pairwise(run, client, items)
-    return not unfinished_chunks(run)
+    return run_is_judged(run)
 
 
 def finish_judge_run(*, run):
     """Mark the run done once every chunk is judged; until then it stays running."""
-    run = JudgeRun.objects.get(pk=run.pk)
-    if run.status in ACTIVE_STATUSES and not unfinished_chunks(run):
+    run = JudgeRun.objects.select_related("tournament").get(pk=run.pk)
+    if run.status in ACTIVE_STATUSES and run_is_judged(run):
         refresh_counters(run)
         JudgeRun.objects.filter(pk=run.pk).update(
             status=JudgeRun.Status.DONE, error="", finished_at=timezone.now()

@@ -1,6 +1,9 @@
+import re
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from annotation.exceptions import AnnotationError
 from annotation.judging import progress
@@ -251,6 +254,26 @@ def test_a_run_of_several_chunks_keeps_its_connections_from_one_chunk_to_the_nex
     assert len(progress.chunks(run)) == 6  # one battle (two orderings) per chunk
     assert run.judgements.count() == 12
     assert len(judge_server.connections) <= 2
+
+
+def test_a_runs_recount_sends_the_same_statements_however_many_battles_it_judged(judge_server):
+    # The counters are recounted after every chunk: one that read the run's call ids into Python
+    # and sent them back grew with the run, and so did the run's time between its chunks.
+    judge_server.default = completion("Overall, Response A is better.")
+    small, _ = one_battle_tournament(name="small")
+    small_run = judge(small)
+    instance = verified_instance(caption=[CAPTION])
+    with_responses(instance, "llava", "otter", "idefics", "lynx")
+    large_run = judge(create_tournament(name="large", include_reference=False), concurrency=4)
+    assert large_run.judgements.count() >= 6 * small_run.judgements.count()
+
+    def recount_statements(run):
+        with CaptureQueriesContext(connection) as captured:
+            progress.refresh_counters(run)
+            assert progress.run_is_judged(run)
+        return [re.sub(r"\d+", "N", query["sql"]) for query in captured]
+
+    assert recount_statements(small_run) == recount_statements(large_run)
 
 
 def test_a_failed_call_fails_the_run_and_a_rerun_pays_only_for_the_rest(judge_server, settings):
