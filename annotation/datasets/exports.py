@@ -69,7 +69,13 @@ class CsvWriter:
     value that is the very object the same column held in the record before (a battle's texts,
     shared by its judgements' rows) is neither turned into text nor quoted again: its quoted form
     is kept per column. True and False, which flip from row to row, are quoted once per column.
+
+    Records are held and written to the file in blocks of RECORDS_PER_WRITE, so `flush()` must
+    follow the last one: a write per record, each first copying its kilobyte of text to add the
+    line end, was a quarter of the time spent writing the human preference CSV.
     """
+
+    RECORDS_PER_WRITE = 2048
 
     def __init__(self, handle, *, line_terminator="\n", ends_with_newline=True, cell_texts=None):
         self.handle = handle
@@ -80,17 +86,19 @@ class CsvWriter:
         self._last_cells = ()
         self._last_quoted = []
         self._quoted_booleans = {}
+        self._held = []
 
     def _quoted(self, column, cell):
         text = self.cell_texts[column](cell) if self.cell_texts else cell
         return csv_line((text,)) if _MAY_NEED_QUOTES.search(text) else text
 
     def writerow(self, cells):
-        if len(self._last_cells) != len(cells):
-            self._last_cells, self._last_quoted = (None,) * len(cells), [""] * len(cells)
+        last = self._last_cells
+        if len(last) != len(cells):
+            last, self._last_quoted = (None,) * len(cells), [""] * len(cells)
         quoted, booleans = self._last_quoted, self._quoted_booleans
-        for column, (cell, before) in enumerate(zip(cells, self._last_cells, strict=True)):
-            if cell is before:
+        for column, cell in enumerate(cells):
+            if cell is last[column]:
                 continue
             if cell is True or cell is False:
                 key = (column, cell)
@@ -100,12 +108,21 @@ class CsvWriter:
             else:
                 quoted[column] = self._quoted(column, cell)
         self._last_cells = tuple(cells)
-        line = ",".join(quoted)
+        held = self._held
         if self.ends_with_newline:
-            self.handle.write(line + self.line_terminator)
+            held.append(",".join(quoted))
+            held.append(self.line_terminator)
         else:
-            self.handle.write((self.line_terminator if self.started else "") + line)
+            if self.started:
+                held.append(self.line_terminator)
+            held.append(",".join(quoted))
         self.started = True
+        if len(held) >= 2 * self.RECORDS_PER_WRITE:
+            self.flush()
+
+    def flush(self):
+        self.handle.write("".join(self._held))
+        self._held.clear()
 
 
 def csv_writer(handle, table=None, *, cell_texts=None):
@@ -170,17 +187,20 @@ def write_table(table: Table, rows: Iterable[tuple], *, csv_file=None, spreadshe
     header = table.header
     writers = []
     cell_writers = _cell_writers(table)
+    csv_writers = []
 
     if csv_file is not None:
         # The header goes through the same cell texts: a column name is text already.
         writer = csv_writer(csv_file, table, cell_texts=cell_writers)
         writer.writerow(header)
         writers.append(writer.writerow)
+        csv_writers.append(writer)
     if spreadsheet_file is not None:
         sheet = csv_writer(spreadsheet_file, table, cell_texts=[
             lambda value, text=text: neutralise_formula(text(value)) for text in cell_writers])
         sheet.writerow(header)
         writers.append(sheet.writerow)
+        csv_writers.append(sheet)
     if jsonl_file is not None:
         writers.append(
             lambda row, f=jsonl_file: f.write(
@@ -198,6 +218,8 @@ def write_table(table: Table, rows: Iterable[tuple], *, csv_file=None, spreadshe
             for write in writers:
                 write(row)
             count += 1
+        for held_records in csv_writers:
+            held_records.flush()
     finally:
         if parquet is not None:
             parquet.close()

@@ -45,6 +45,7 @@ def test_a_cell_holding_cr_lf_or_both_is_always_quoted(terminator):
     writer = exports.CsvWriter(out, line_terminator=terminator)
     for cell in ("a\rb", "a\nb", "a\r\nb"):
         writer.writerow(["x", cell])
+    writer.flush()
     assert out.getvalue() == terminator.join(['x,"a\rb"', 'x,"a\nb"', 'x,"a\r\nb"', ""])
 
 

@@ -217,18 +217,22 @@ def test_spreadsheet_variant_neutralises_while_the_exact_csv_keeps_the_text():
     assert sheet_row["instruction_category"] == exact_row["instruction_category"]
 
 
-def test_csv_writer_quotes_each_cell_as_the_csv_module_does_when_cells_repeat():
+@pytest.mark.parametrize("ends_with_newline", [True, False])
+def test_csv_writer_quotes_each_cell_as_the_csv_module_does_when_cells_repeat(ends_with_newline):
     # Cells from an alphabet of everything that matters to CSV quoting, rows sharing cell objects
-    # the way a battle's judgements share its texts: each record must equal the csv module's.
+    # the way a battle's judgements share its texts: each record must equal the csv module's. More
+    # records than the writer holds before writing, so some are written in every block.
     alphabet = ['"', ",", "\r", "\n", "\r\n", " ", "'", "=", "\t", "\x00", "\u2028", "\x0b", "é", "a", ""]
     chance = random.Random(7)
     shared = ["".join(chance.choice(alphabet) for _ in range(chance.randint(0, 6))) for _ in range(5)]
     rows = []
-    for _ in range(2000):
+    for _ in range(2 * exports.CsvWriter.RECORDS_PER_WRITE + 7):
         fresh = "".join(chance.choice(alphabet) for _ in range(chance.randint(0, 6)))
         rows.append([chance.choice(shared), fresh, chance.choice(shared), chance.choice(["True", "False"])])
     buffer = io.StringIO()
-    writer = exports.CsvWriter(buffer, line_terminator="\n")
+    writer = exports.CsvWriter(buffer, line_terminator="\n", ends_with_newline=ends_with_newline)
     for row in rows:
         writer.writerow(row)
-    assert buffer.getvalue() == "".join(exports.csv_line(row) + "\n" for row in rows)
+    writer.flush()
+    records = "\n".join(exports.csv_line(row) for row in rows)
+    assert buffer.getvalue() == (records + "\n" if ends_with_newline else records)
