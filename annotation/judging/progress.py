@@ -63,9 +63,11 @@ def chunk_is_judged(run, battle_ids):
 
 
 def run_is_judged(run):
-    """Every battle of the run's tournament judged: counted by the database, where reading the
-    whole run's judgements after every chunk grew with the run."""
-    return _judged_battles(run).count() == run.tournament.battles.count()
+    """Every battle of the run's tournament judged: asked of the database, where reading the whole
+    run's judgements after every chunk grew with the run. Asked battle by battle, not as a count
+    of judged battles: a battle moved to another tournament keeps its judgements."""
+    judged = _judged_battles(run).values("battle_id")
+    return not run.tournament.battles.exclude(pk__in=judged).exists()
 
 
 def _judged_battles(run):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from annotation.exceptions import AnnotationError
 from annotation.judging import progress, runner
 from annotation.llm import REFERENCE_KEY_MISSING
-from annotation.models import Instance, JudgeRun
+from annotation.models import Battle, Instance, JudgeRun, Tournament
 from tasks import outbox
 from tasks.jobs import _lock_ids, job_key
 from tasks.judging import run_judge_job
@@ -179,6 +179,29 @@ def test_judge_run_is_judged_in_chunks_with_money_counted_once(judge_server, set
 
     assert (run.status, run.progress, run.judgements.count()) == (JudgeRun.Status.DONE, "6/6", 6)
     assert (run.prompt_tokens, run.completion_tokens, len(judge_server.requests)) == (600, 60, 6)
+
+
+def test_a_battle_moved_to_another_tournament_neither_ends_a_run_early_nor_holds_it_open(
+        judge_server, settings):
+    # A battle can be moved in the admin and keeps its judgements: the run is judged when every
+    # battle still in its tournament is, whatever it judged elsewhere.
+    settings.JUDGE_CHUNK_ROUNDS, settings.JUDGE_CONCURRENCY = 1, 2  # one battle per chunk
+    instance = verified_instance()
+    with_responses(instance, "llava", "otter", "idefics")
+    tournament = create_tournament(name="moved", include_reference=False)
+    first = tournament.battles.order_by("pk").first()
+    run = runner.create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
+    judge_server.default = completion("Overall, Response A is better.")
+    assert runner.start_judge_run(run=run) == [0, 1, 2]
+    runner.judge_chunk(run=run, index=0)
+    runner.judge_chunk(run=run, index=1)
+
+    # Two battles judged, one of them now elsewhere: one of the two left is still to judge.
+    Battle.objects.filter(pk=first.pk).update(tournament=Tournament.objects.create(name="elsewhere"))
+    assert runner.finish_judge_run(run=run).status == JudgeRun.Status.RUNNING
+    assert progress.unfinished_chunks(run) == [1]
+    assert runner.judge_chunk(run=run, index=1) is True
+    assert runner.finish_judge_run(run=run).status == JudgeRun.Status.DONE
 
 
 @pytest.mark.parametrize("status", [JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING,
