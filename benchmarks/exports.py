@@ -12,7 +12,7 @@ as battles, and enough workers' judgements to reach N (one work unit per battle 
 assignment per judgement, as the pipeline stores them). It then times
 
 - annotation.datasets.exports writing the published human preference CSV (server-side cursor, rows written
-  one by one), and its Parquet twin;
+  in blocks of 2,048), and its Parquet twin;
 - PostgreSQL's own ``COPY (SELECT ...) TO STDOUT WITH CSV`` of the same columns, the ceiling for
   anything that has to leave the database;
 
