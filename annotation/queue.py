@@ -1,16 +1,17 @@
 """The one work queue every crowd stage draws from.
 
 A worker asks for the next unit of a stage and gets a lease on one that still has room under its
-overlap, which they have never held before and (for verification) whose instruction or caption they
-did not write. Leases expire and give their slot back. On PostgreSQL, concurrent requests skip rows
-another request has locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind them.
+overlap, about an item (an instance to caption, a reference, a battle) they have never held or
+answered before, and (for verification) whose instruction or caption they did not write. Leases
+expire and give their slot back. On PostgreSQL, concurrent requests skip rows another request has
+locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind them.
 """
 
 from datetime import timedelta
 from functools import partial
 
 from django.db import connections, transaction
-from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
@@ -35,6 +36,23 @@ def slots_taken(now):
     return Coalesce(Subquery(taken), 0)
 
 
+# What one answer of a stage is about: a worker answers it once, whatever units name it (an
+# instruction-generation task is its own item: a worker may write many of a family's instances).
+ITEM_OF_STAGE = {
+    Stage.INSTRUCTION_GENERATION: "pk",
+    Stage.CAPTION: "instance",
+    Stage.VERIFICATION: "reference",
+    Stage.PAIRWISE: "battle",
+}
+
+
+def _items_held_or_answered(worker, stage):
+    """The worker's assignments (any state) on a unit about the same item as the outer unit."""
+    item = ITEM_OF_STAGE[stage]
+    return Assignment.objects.filter(worker=worker, unit__stage=stage,
+                                     **{f"unit__{item}": OuterRef(item)})
+
+
 def units_open_to(*, worker, stage, family=None, now=None):
     """Open units of a launched stage that this worker may take, with room under their overlap."""
     if not may_work(worker, stage):
@@ -46,7 +64,7 @@ def units_open_to(*, worker, stage, family=None, now=None):
         status=WorkUnit.Status.OPEN,
         family__stage_configs__stage=stage,
         family__stage_configs__launched_at__isnull=False,
-    ).exclude(assignments__worker=worker)
+    ).exclude(Exists(_items_held_or_answered(worker, stage)))
     if family is not None:
         units = units.filter(family=family)
     if stage == Stage.VERIFICATION:

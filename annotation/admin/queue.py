@@ -13,8 +13,8 @@ from annotation.models import (
 
 @admin.register(WorkUnit)
 class WorkUnitAdmin(admin.ModelAdmin):
-    list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "created_at"]
-    list_filter = ["stage", "status", "family"]
+    list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "surplus", "created_at"]
+    list_filter = ["stage", "status", "surplus", "family"]
     search_fields = ["key", "family__name"]
     raw_id_fields = ["instance", "reference", "battle"]
 

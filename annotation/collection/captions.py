@@ -5,6 +5,7 @@ import logging
 from django.db import transaction
 
 from annotation import llm
+from annotation.collection.stages import close_units_no_longer_owed
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Caption,
@@ -56,7 +57,7 @@ def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
                 )
         caption = Caption.objects.create(
             instance=instance, texts=texts, author=worker, assignment=assignment,
-            round=instance.captions.count() + 1,
+            round=instance.caption_round,
         )
         unit_done = mark_submitted(assignment, active_seconds=active_seconds)
         if unit_done and instance.status == Instance.Status.AWAITING_CAPTION:
@@ -67,7 +68,7 @@ def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
 def add_caption(*, instance, texts, author=None):
     """A caption from a researcher or an import; it becomes the instance's current caption."""
     caption = Caption.objects.create(instance=instance, texts=list(texts), author=author,
-                                     round=instance.captions.count() + 1)
+                                     round=instance.caption_round)
     use_caption(instance=instance, caption=caption)
     return caption
 
@@ -76,6 +77,8 @@ def use_caption(*, instance, caption):
     instance.current_caption = caption
     instance.status = Instance.Status.AWAITING_REFERENCE
     instance.save(update_fields=["current_caption", "status", "updated_at"])
+    # A caption a researcher added ends the round too: its crowd task asks for nothing more.
+    close_units_no_longer_owed(stage=Stage.CAPTION, instance=instance)
     queue_reference_generation(instance_id=instance.pk)
 
 

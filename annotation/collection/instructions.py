@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from annotation.collection.stages import caption_key, open_unit_if_launched
+from annotation.collection.stages import create_work_units
 from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
@@ -73,8 +73,7 @@ def submit_instruction(*, assignment_id, worker, instruction, images, active_sec
         )
         InstructionSubmission.objects.create(assignment=assignment, instance=instance)
         mark_submitted(assignment, active_seconds=active_seconds)
-        open_unit_if_launched(family=family, stage=Stage.CAPTION, key=caption_key(instance),
-                               instance=instance)
+        create_work_units(family=family, stage=Stage.CAPTION, instance=instance)
     return instance
 
 

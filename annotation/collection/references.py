@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation import llm
-from annotation.collection.stages import open_unit_if_launched
+from annotation.collection.stages import create_work_units
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Instance,
@@ -135,9 +135,7 @@ def store_reference(*, instance, text, source, caption=None, created_by=None, **
             status=Instance.Status.AWAITING_VERIFICATION, updated_at=timezone.now()
         )
         instance.status = Instance.Status.AWAITING_VERIFICATION
-        open_unit_if_launched(family=instance.family, stage=Stage.VERIFICATION,
-                               key=f"reference-{reference.pk}", instance=instance,
-                               reference=reference)
+        create_work_units(family=instance.family, stage=Stage.VERIFICATION, reference=reference)
     return reference
 
 

@@ -1,12 +1,24 @@
-"""Launching a family's stage and making its work units (paper §2.1, Fig. 3): every stage's units are made here."""
+"""Launching a family's stage and making its work units (paper §2.1, Fig. 3): every stage's units are made here.
+
+What a stage owes and what it has made have one definition (`owed_units`): the units its items
+need, keyed by facts that do not change while they are worked on, less the keys already made.
+The sweep asks it, the job that makes units makes exactly it, and a new instance, reference or
+battle opens its unit through it, so no path can make a unit that exists.
+"""
 
 import logging
+from dataclasses import dataclass
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import CharField, Count, Exists, F, OuterRef, Q, Sum, Value
+from django.db.models.functions import Cast, Concat, Greatest
 from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
 from annotation.models import (
+    Assignment,
+    Battle,
     Instance,
     InstructionFamily,
     Reference,
@@ -19,13 +31,44 @@ from crowdbench.jobs import enqueue
 logger = logging.getLogger(__name__)
 
 
+# --- unit identities: one place for every stage -------------------------------------------------
+# As SQL, so the sweep finds owed units in the database however many items a stage has.
+
+
+def _key(*parts):
+    return Concat(*(Cast(part, CharField()) if isinstance(part, str) else part for part in parts),
+                  output_field=CharField())
+
+
+def slot_key(family_id, number):
+    """The `number`th instruction-generation task of a family (one new instance each)."""
+    return f"family-{family_id}-slot-{number}"
+
+
+# The caption task of an instance's current caption round.
+CAPTION_KEY = _key(Value("instance-"), "pk", Value("-round-"), "caption_round")
+REFERENCE_KEY = _key(Value("reference-"), "pk")
+BATTLE_KEY = _key(Value("battle-"), "pk")
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    """A unit a stage needs: its identity and what it is about."""
+
+    key: str
+    family_id: int
+    overlap: int
+    instance: Instance | None = None
+    reference: Reference | None = None
+    battle: Battle | None = None
+
+
+# --- launching ----------------------------------------------------------------------------------
+
+
 def stage_config(*, family, stage):
     config, _ = StageConfig.objects.get_or_create(family=family, stage=stage)
     return config
-
-
-def is_launched(*, family, stage):
-    return StageConfig.objects.filter(family=family, stage=stage, launched_at__isnull=False).exists()
 
 
 def launch_stage(*, family, stage, overlap=None, lease_minutes=None):
@@ -41,72 +84,114 @@ def launch_stage(*, family, stage, overlap=None, lease_minutes=None):
             config.overlap = overlap
         if lease_minutes is not None:
             config.lease_minutes = lease_minutes
+        try:
+            config.clean()
+        except ValidationError as error:
+            raise AnnotationError(" ".join(error.messages)) from None
         config.launched_at = config.launched_at or timezone.now()
         config.save()
         enqueue("tasks.create_work_units", family.pk, stage)
     return config
 
 
-def _unit_specs(family, stage):
-    """(key, instance, reference) of every unit the stage needs now."""
-    if stage == Stage.PAIRWISE:
-        # Battles belong to a tournament, which makes their units when it is launched
-        # (annotation/preferences/tournaments.py: launch_tournament); a family alone does not say which battles.
-        return []
-    if stage == Stage.INSTRUCTION_GENERATION:
-        made = family.instances.exclude(status=Instance.Status.DISCARDED).count()
-        open_slots = family.work_units.filter(stage=stage, status=WorkUnit.Status.OPEN).count()
-        start = family.work_units.filter(stage=stage).count()
-        missing = max(0, family.target_instances - made - open_slots)
-        return [(f"family-{family.pk}-slot-{start + k + 1}", None, None) for k in range(missing)]
+# --- what a stage owes ------------------------------------------------------------------------
+
+
+def _slots_owed(family):
+    """The instruction-generation tasks a family still needs: its target, less its instances that
+    are not discarded and the answers its open tasks may still bring. Numbered on from the slots
+    already made, so makers taking turns (`create_work_units`) never name a slot twice."""
+    units = family.work_units.filter(stage=Stage.INSTRUCTION_GENERATION)
+    made = units.count()
+    submitted = Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
+    # Room first, instances second: a submit that commits between the two counts twice (one task
+    # too few, made by the next sweep), never not at all (one task too many, paid for).
+    open_room = (
+        units.filter(status=WorkUnit.Status.OPEN).annotate(submitted=submitted)
+        .aggregate(room=Sum(Greatest(F("overlap") - F("submitted"), 0)))["room"] or 0
+    )
+    live = family.instances.exclude(status=Instance.Status.DISCARDED).count()
+    missing = max(0, family.target_instances - live - open_room)
+    return [UnitSpec(key=slot_key(family.pk, made + number), family_id=family.pk, overlap=1)
+            for number in range(1, missing + 1)]
+
+
+def _not_made(items, stage, key):
+    """`items` annotated with their unit's key, less those whose unit exists."""
+    made = WorkUnit.objects.filter(stage=stage, key=OuterRef("unit_key"))
+    return items.annotate(unit_key=key).exclude(Exists(made))
+
+
+def _owed_of_items(family, stage, config, *, instance=None, reference=None):
+    """The units the stage's items need and lack (of one item when one is named): every stage but
+    instruction generation, whose tasks have no item until they are answered."""
     if stage == Stage.CAPTION:
         instances = family.instances.filter(status=Instance.Status.AWAITING_CAPTION)
-        return [(caption_key(instance), instance, None) for instance in instances]
-    references = Reference.objects.filter(
-        instance__family=family,
-        instance__status=Instance.Status.AWAITING_VERIFICATION,
-        verdict=Reference.Verdict.PENDING,
-    ).select_related("instance")
-    return [(f"reference-{ref.pk}", ref.instance, ref) for ref in references]
+        if instance is not None:
+            instances = instances.filter(pk=instance.pk)
+        return [UnitSpec(key=instance.unit_key, family_id=family.pk, overlap=config.overlap, instance=instance)
+                for instance in _not_made(instances, stage, CAPTION_KEY)]
+    if stage == Stage.VERIFICATION:
+        references = Reference.objects.filter(
+            instance__family=family,
+            instance__status=Instance.Status.AWAITING_VERIFICATION,
+            verdict=Reference.Verdict.PENDING,
+        )
+        if reference is not None:
+            references = references.filter(pk=reference.pk)
+        return [UnitSpec(key=reference.unit_key, family_id=family.pk, overlap=config.overlap,
+                         instance=reference.instance, reference=reference)
+                for reference in _not_made(references, stage, REFERENCE_KEY).select_related("instance")]
+    # Battles are sampled per tournament, and each asks the judgements its tournament says.
+    battles = Battle.objects.filter(instance__family=family, tournament__launched_at__isnull=False)
+    return [UnitSpec(key=battle.unit_key, family_id=family.pk, overlap=battle.tournament.judgements_per_pair,
+                     instance=battle.instance, battle=battle)
+            for battle in _not_made(battles, stage, BATTLE_KEY).select_related("instance", "tournament")]
+
+
+def owed_units(*, family, stage, instance=None, reference=None):
+    """The units a launched stage needs and has not made (of one item when one is named): the one
+    definition of owed work."""
+    config = StageConfig.objects.filter(family=family, stage=stage, launched_at__isnull=False).first()
+    if config is None:
+        return []
+    if stage == Stage.INSTRUCTION_GENERATION:
+        return _slots_owed(family)
+    return _owed_of_items(family, stage, config, instance=instance, reference=reference)
 
 
 def units_owed(*, family, stage):
     """True when a launched stage lacks units it needs (its creation job was lost or never ran)."""
-    if not is_launched(family=family, stage=stage):
-        return False
-    keys = {key for key, _, _ in _unit_specs(family, stage)}
-    return WorkUnit.objects.filter(stage=stage, key__in=keys).count() < len(keys)
+    return bool(owed_units(family=family, stage=stage))
 
 
-def caption_key(instance):
-    return f"instance-{instance.pk}-round-{instance.captions.count() + 1}"
-
-
-def make_work_units(*, stage, overlap, specs):
-    """Make the work units of a stage from (key, family id, instance, reference, battle) specs: the
-    one place every stage's units are made, the pairwise stage's included. A key already made is
-    left as it is, so making the same units again makes nothing twice. Returns how many were new."""
-    units = [WorkUnit(stage=stage, key=key, family_id=family_id, instance=instance, reference=reference,
-                      battle=battle, overlap=overlap)
-             for key, family_id, instance, reference, battle in specs]
+def _make_units(*, stage, specs):
+    """Make the work units of `specs` (UnitSpecs of one stage). A key already made is left as it is,
+    so making the same units again makes nothing twice. Returns how many were new."""
+    units = [WorkUnit(stage=stage, key=spec.key, family_id=spec.family_id, instance=spec.instance,
+                      reference=spec.reference, battle=spec.battle, overlap=spec.overlap)
+             for spec in specs]
     keys = [unit.key for unit in units]
     before = WorkUnit.objects.filter(stage=stage, key__in=keys).count()
     WorkUnit.objects.bulk_create(units, ignore_conflicts=True)
     return WorkUnit.objects.filter(stage=stage, key__in=keys).count() - before
 
 
-def create_work_units(*, family, stage):
-    """Create the units a launched stage needs; running it again creates nothing twice."""
-    if not is_launched(family=family, stage=stage):
-        return 0
-    config = stage_config(family=family, stage=stage)
-    return make_work_units(stage=stage, overlap=config.overlap,
-                           specs=[(key, family.pk, instance, reference, None)
-                                  for key, instance, reference in _unit_specs(family, stage)])
+def create_work_units(*, family, stage, instance=None, reference=None):
+    """Make what a launched stage owes (for one item when one is named); running it again, at any
+    moment, makes nothing twice. Returns how many units were made."""
+    with transaction.atomic():
+        if stage == Stage.INSTRUCTION_GENERATION:
+            # Makers of a family's slots take turns: slots are numbered on from those already made,
+            # which a maker must see committed before it counts. Other stages' keys name their item.
+            StageConfig.objects.select_for_update().filter(family=family, stage=stage).first()
+        return _make_units(stage=stage, specs=owed_units(family=family, stage=stage, instance=instance,
+                                                               reference=reference))
 
 
-def open_unit_if_launched(*, family, stage, key, instance=None, reference=None):
-    """Open the unit a new instance or reference needs at once, when its stage is launched."""
-    if is_launched(family=family, stage=stage):
-        make_work_units(stage=stage, overlap=stage_config(family=family, stage=stage).overlap,
-                        specs=[(key, family.pk, instance, reference, None)])
+def close_units_no_longer_owed(*, stage, **item):
+    """Close the open units of `stage` about an item (instance=..., reference=...) that has moved on
+    (its caption was chosen, its instance was decided): nobody is asked for work no longer used.
+    Answers already in are kept. Returns how many closed."""
+    return WorkUnit.objects.filter(stage=stage, status=WorkUnit.Status.OPEN, **item) \
+        .update(status=WorkUnit.Status.CANCELLED)

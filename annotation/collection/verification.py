@@ -6,7 +6,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.collection.stages import caption_key, open_unit_if_launched, stage_config
+from annotation.collection.stages import close_units_no_longer_owed, create_work_units, stage_config
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Instance,
@@ -99,23 +99,29 @@ def decide_reference(*, reference):
 
 
 def _settle_instance(*, instance, reference, config):
+    # Whatever the verdict, the instance's other candidates (a reference pasted while the model's
+    # was being verified) are no longer asked about.
+    close_units_no_longer_owed(stage=Stage.VERIFICATION, instance=instance)
     if reference.verdict == Reference.Verdict.CORRECT:
         instance.status = Instance.Status.VERIFIED
         instance.reference_output = instance.reference_output or reference.text
     elif (
         config.on_incorrect == StageConfig.IncorrectAction.RECAPTION
         and reference.problem_in_caption
-        and instance.captions.count() < config.max_caption_rounds
+        and instance.caption_round < config.max_caption_rounds
     ):
         instance.status = Instance.Status.AWAITING_CAPTION
         instance.current_caption = None
-        instance.save(update_fields=["status", "current_caption", "updated_at"])
-        open_unit_if_launched(family=instance.family, stage=Stage.CAPTION,
-                               key=caption_key(instance), instance=instance)
+        instance.caption_round += 1
+        instance.save(update_fields=["status", "current_caption", "caption_round", "updated_at"])
+        create_work_units(family=instance.family, stage=Stage.CAPTION, instance=instance)
         return
     else:
         instance.status = Instance.Status.DISCARDED
     instance.save(update_fields=["status", "reference_output", "updated_at"])
+    if instance.status == Instance.Status.DISCARDED:
+        # Its replacement is asked for at once, not when the sweep next looks.
+        create_work_units(family=instance.family, stage=Stage.INSTRUCTION_GENERATION)
 
 
 def record_imported_verdict(*, reference, reference_correct, problem_in_caption, problem_in_response):

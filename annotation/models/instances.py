@@ -28,6 +28,10 @@ class Instance(models.Model):
                               db_index=True)
     current_caption = models.ForeignKey("Caption", null=True, blank=True, on_delete=models.SET_NULL,
                                         related_name="+")
+    # Which round of captioning the instance is in: 1, and one more each time verification sends
+    # it back for a new caption. Its caption unit is made for this round, so the unit's identity
+    # does not move while the round's captions come in.
+    caption_round = models.PositiveSmallIntegerField(default=1)
     # Kept from imported sheets so a published dataset round-trips unchanged.
     reference_output = models.TextField(blank=True)
     public_images_metadata = models.JSONField(default=dict, blank=True)

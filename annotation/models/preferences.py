@@ -161,10 +161,6 @@ class Battle(models.Model):
     def __str__(self):
         return f"Battle #{self.pk}: {self.response_a.model_name} vs {self.response_b.model_name}"
 
-    @property
-    def unit_key(self):
-        return f"battle-{self.pk}"
-
 
 class Side(models.TextChoices):
     """Where a response was shown to a worker."""

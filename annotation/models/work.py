@@ -4,6 +4,7 @@ Every crowd stage draws work units from one queue (annotation/queue.py); an assi
 worker's lease on one unit.
 """
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -23,8 +24,10 @@ class Stage(models.TextChoices):
 class WorkUnit(models.Model):
     """One item of crowd work in a stage, answered by `overlap` different workers.
 
-    `key` names what the unit is about (a family slot, an instance's caption round, a reference,
-    a battle), so creating units twice never duplicates them.
+    `key` is the unit's identity, made from facts that do not change while the unit is worked on
+    (a family's slot number, an instance's caption round, a reference, a battle: see
+    annotation/collection/stages.py), so making a stage's units again, from a sweep, a retried job
+    or a second click, never makes one twice.
     """
 
     class Status(models.TextChoices):
@@ -43,6 +46,10 @@ class WorkUnit(models.Model):
                                related_name="work_units")
     overlap = models.PositiveSmallIntegerField(default=1)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    # Made beyond what its stage asked, by a version that keyed caption units by the captions
+    # already in (migration 0012 found and closed them): its answers were paid for and are kept,
+    # and `manage.py surplus_work` reports them for the researcher to decide on.
+    surplus = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -134,3 +141,9 @@ class StageConfig(models.Model):
 
     def __str__(self):
         return f"{self.family} / {self.get_stage_display()}"
+
+    def clean(self):
+        if self.stage == Stage.INSTRUCTION_GENERATION and self.overlap != 1:
+            raise ValidationError({"overlap": "Each instruction-generation task is one new instance written "
+                                              "by one worker, so its overlap is 1: to collect more "
+                                              "instances, raise the family's target instead."})

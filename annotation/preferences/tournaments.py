@@ -8,12 +8,13 @@ import random
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.collection.stages import make_work_units
+from annotation.collection.stages import create_work_units
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     REFERENCE_MODEL_NAME,
     Battle,
     Instance,
+    InstructionFamily,
     ModelResponse,
     Stage,
     StageConfig,
@@ -130,11 +131,11 @@ def launch_tournament(*, tournament):
         raise AnnotationError(f"“{tournament.name}” has no battles to launch; sample them first.")
     now = timezone.now()
     with transaction.atomic():
-        battles = list(tournament.battles.select_related("instance"))
+        families = list(InstructionFamily.objects.filter(instances__battles__tournament=tournament).distinct())
         # The queue offers a stage's units of a family only while that family's stage is launched.
-        for family_id in {battle.instance.family_id for battle in battles}:
+        for family in families:
             config, _ = StageConfig.objects.get_or_create(
-                family_id=family_id,
+                family=family,
                 stage=Stage.PAIRWISE,
                 defaults={
                     "overlap": tournament.judgements_per_pair,
@@ -144,10 +145,9 @@ def launch_tournament(*, tournament):
             if config.launched_at is None:
                 config.launched_at = now
                 config.save(update_fields=["launched_at"])
-        make_work_units(stage=Stage.PAIRWISE, overlap=tournament.judgements_per_pair,
-                        specs=[(battle.unit_key, battle.instance.family_id, battle.instance, None, battle)
-                               for battle in battles])
         if tournament.launched_at is None:
             tournament.launched_at = now
             tournament.save(update_fields=["launched_at"])
+        for family in families:
+            create_work_units(family=family, stage=Stage.PAIRWISE)
     return tournament

@@ -3,10 +3,13 @@
 import os
 import subprocess
 import sys
+from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from tests.paths import PROJECT
 
@@ -134,3 +137,74 @@ def test_the_demo_loads_and_a_unit_leases_with_its_images_on_sqlite_as_make_run_
     manage_on_sqlite("load_demo")
     leased = manage_on_sqlite("shell", "--command", _LEASE_A_DEMO_UNIT)
     assert "leased" in leased and "with 0 images" not in leased, leased
+
+
+BEFORE_UNIT_ROUNDS = ("annotation", "0011_judgement_says_whose")
+UNIT_ROUNDS = ("annotation", "0012_units_keyed_by_what_does_not_move")
+
+
+def test_caption_units_the_old_keys_made_twice_are_closed_flagged_and_reported(latest_schema_afterwards,
+                                                                               capsys):
+    apps = migrate_to(BEFORE_UNIT_ROUNDS)
+    model = partial(apps.get_model, "annotation")
+    family = model("InstructionFamily").objects.create(name="Animals")
+    workers = [model("Worker").objects.create(platform="prolific", external_id=f"P{n}") for n in range(3)]
+    start = timezone.now() - timedelta(hours=5)
+
+    def at(row, hours):
+        type(row).objects.filter(pk=row.pk).update(created_at=start + timedelta(hours=hours))
+
+    def unit(instance, key, hours, *authors):
+        made = model("WorkUnit").objects.create(stage="caption", key=key, family=family, instance=instance, overlap=3)
+        at(made, hours)
+        for worker in authors:
+            lease = model("Assignment").objects.create(unit=made, worker=worker, status="submitted",
+                                                       lease_expires_at=start)
+            caption = model("Caption").objects.create(instance=instance, texts=["A caption."], author=worker,
+                                                      assignment=lease, round=instance.captions.count() + 1)
+            at(caption, hours + 0.1)
+        return made
+
+    # The case: one caption in, the sweep's round 2 and round 3, one worker in two of them.
+    partly = model("Instance").objects.create(family=family, instruction="Why?", status="awaiting_caption")
+    first = unit(partly, f"instance-{partly.pk}-round-1", 0, workers[0])
+    second = unit(partly, f"instance-{partly.pk}-round-2", 1, workers[0])
+    third = unit(partly, f"instance-{partly.pk}-round-3", 2)
+    # Surplus answers that complete their round between them.
+    filled = model("Instance").objects.create(family=family, instruction="Where?", status="awaiting_caption")
+    filled_first = unit(filled, f"instance-{filled.pk}-round-1", 0, workers[0])
+    unit(filled, f"instance-{filled.pk}-round-2", 1, workers[1], workers[2])
+    # A real second round: three captions, one given to the model and blamed, then its new unit.
+    sent_back = model("Instance").objects.create(family=family, instruction="How many?", status="awaiting_caption")
+    done = unit(sent_back, f"instance-{sent_back.pk}-round-1", 0, *workers)
+    used = sent_back.captions.order_by("pk").last()
+    model("Reference").objects.create(instance=sent_back, caption=used, text="Two.", verdict="incorrect",
+                                      problem_in_caption=True, decided_at=start + timedelta(hours=2))
+    again = unit(sent_back, f"instance-{sent_back.pk}-round-4", 3)
+
+    apps = migrate_to(UNIT_ROUNDS)
+    model = partial(apps.get_model, "annotation")
+    units = {row.pk: row for row in model("WorkUnit").objects.all()}
+    # The round's own unit asks only for what its surplus units did not bring.
+    assert (units[first.pk].key, units[first.pk].surplus, units[first.pk].status, units[first.pk].overlap) == (
+        f"instance-{partly.pk}-round-1", False, "open", 2)
+    assert [(units[u.pk].surplus, units[u.pk].status) for u in (second, third)] == [(True, "cancelled")] * 2
+    assert units[filled_first.pk].status == "done"
+    filled = model("Instance").objects.get(pk=filled.pk)
+    assert (filled.status, filled.current_caption.author_id) == ("awaiting_reference", workers[2].pk)
+    assert (units[done.pk].key, units[again.pk].key) == (
+        f"instance-{sent_back.pk}-round-1", f"instance-{sent_back.pk}-round-2")
+    rounds = dict(model("Instance").objects.values_list("pk", "caption_round"))
+    assert (rounds[partly.pk], rounds[sent_back.pk]) == (1, 2)
+    assert set(model("Caption").objects.filter(instance_id=sent_back.pk).values_list("round", flat=True)) == {1}
+    # Surplus answers are kept.
+    assert model("Caption").objects.filter(instance_id=partly.pk).count() == 2
+    printed = capsys.readouterr().out
+    assert "3 surplus caption unit(s) on 2 instance(s), all closed: 1 held no answer, 2 held answers" in printed
+    assert "3 surplus caption(s) from 3 worker(s)" in printed
+    assert "1 caption(s) by a worker who had already captioned the same instance" in printed
+
+    from annotation.collection import surplus
+
+    again_report = surplus.repair(apps)
+    assert (again_report.newly_flagged, again_report.units_no_longer_owed, again_report.surplus_units) == (0, 0, 3)

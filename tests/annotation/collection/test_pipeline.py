@@ -220,3 +220,102 @@ def test_new_caption_identical_to_a_sent_back_one_is_refused():
     with pytest.raises(AnnotationError, match="same as one that was sent back"):
         captions.submit_caption(assignment_id=assignment.pk, worker=worker,
                                 texts=instance.captions.get().texts)
+
+
+# --- owed work: every unit's identity from facts that do not move --------------------------------
+
+
+def caption(worker, stage=Stage.CAPTION, text="A border collie runs beside six sheep on a green hill."):
+    assignment = queue.next_assignment(worker=worker, stage=stage)
+    if assignment is None:
+        return None
+    return captions.submit_caption(assignment_id=assignment.pk, worker=worker, texts=[f"{text} ({worker.pk})"])
+
+
+def test_a_partly_captioned_unit_owes_nothing_and_a_rerun_makes_no_second_round():
+    # The reproduction: overlap 3, one caption in, the sweep's job, then four workers.
+    instance = InstanceFactory()
+    launch(instance.family, Stage.CAPTION, overlap=3)
+    stages.create_work_units(family=instance.family, stage=Stage.CAPTION)
+    first = WorkerFactory()
+    caption(first)
+    assert not stages.units_owed(family=instance.family, stage=Stage.CAPTION)
+    assert stages.create_work_units(family=instance.family, stage=Stage.CAPTION) == 0
+    for worker in [first, *WorkerFactory.create_batch(3)]:
+        caption(worker)
+    assert WorkUnit.objects.filter(stage=Stage.CAPTION).count() == 1
+    assert list(instance.captions.values_list("round", flat=True)) == [1, 1, 1]
+    assert instance.captions.values("author").distinct().count() == 3
+
+
+def test_a_new_caption_round_is_a_unit_of_its_own_and_made_once():
+    instance, _ = reference_under_verification(on_incorrect=StageConfig.IncorrectAction.RECAPTION)
+    launch(instance.family, Stage.CAPTION, overlap=2)
+    verify(is_correct=False, problem_in_caption=True)
+    instance.refresh_from_db()
+    assert instance.caption_round == 2
+    assert stages.create_work_units(family=instance.family, stage=Stage.CAPTION) == 0
+    unit = WorkUnit.objects.get(stage=Stage.CAPTION, instance=instance)
+    assert unit.key == f"instance-{instance.pk}-round-2" and unit.overlap == 2
+    caption(WorkerFactory())
+    assert stages.create_work_units(family=instance.family, stage=Stage.CAPTION) == 0
+    assert instance.captions.filter(round=2).count() == 1
+
+
+def test_caption_rounds_are_counted_by_round_not_by_captions_in():
+    # Two captions of one round (overlap 2) were two "rounds" to a count of captions, so the
+    # instance was discarded with rounds left.
+    instance, _ = reference_under_verification(on_incorrect=StageConfig.IncorrectAction.RECAPTION)
+    CaptionFactory(instance=instance)
+    launch(instance.family, Stage.CAPTION)
+    verify(is_correct=False, problem_in_caption=True)
+    instance.refresh_from_db()
+    assert instance.status == Instance.Status.AWAITING_CAPTION
+
+
+def test_a_worker_never_answers_one_item_twice_whatever_units_name_it():
+    instance = InstanceFactory()
+    launch(instance.family, Stage.CAPTION, overlap=3)
+    stages.create_work_units(family=instance.family, stage=Stage.CAPTION)
+    # A second unit about the same instance, as the old keys made them.
+    WorkUnit.objects.create(stage=Stage.CAPTION, key="made-by-an-old-sweep", family=instance.family,
+                            instance=instance, overlap=3)
+    worker = WorkerFactory()
+    assert caption(worker) is not None
+    assert queue.next_assignment(worker=worker, stage=Stage.CAPTION) is None
+    assert not queue.units_open_to(worker=worker, stage=Stage.CAPTION).exists()
+
+
+def test_a_discard_asks_for_its_replacement_at_once():
+    family = FamilyFactory(target_instances=1)
+    launch(family, Stage.INSTRUCTION_GENERATION)
+    stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
+    worker, assignment = lease(Stage.INSTRUCTION_GENERATION)
+    instance = instructions.submit_instruction(assignment_id=assignment.pk, worker=worker,
+                                               images=[ImageAssetFactory()], instruction="Why is he waving?")
+    instance.status = Instance.Status.AWAITING_REFERENCE
+    instance.current_caption = CaptionFactory(instance=instance)
+    instance.save()
+    launch(family, Stage.VERIFICATION)
+    references.store_reference(instance=instance, text="He waves.", source=Reference.Source.MANUAL)
+    assert not WorkUnit.objects.filter(stage=Stage.INSTRUCTION_GENERATION, status=WorkUnit.Status.OPEN).exists()
+    verify(is_correct=False, problem_in_response=True)
+    assert WorkUnit.objects.filter(stage=Stage.INSTRUCTION_GENERATION, status=WorkUnit.Status.OPEN).count() == 1
+    assert stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 0
+
+
+def test_a_decided_instance_is_asked_nothing_more_about_its_other_candidates():
+    instance, reference = reference_under_verification(overlap=1)
+    pasted = references.add_manual_reference(instance=instance, text="Four sheep.", user=None)
+    assert WorkUnit.objects.filter(stage=Stage.VERIFICATION, status=WorkUnit.Status.OPEN).count() == 2
+    worker, assignment = lease(Stage.VERIFICATION)
+    verification.submit_verification(assignment_id=assignment.pk, worker=worker, is_correct=True)
+    open_units = WorkUnit.objects.filter(stage=Stage.VERIFICATION, status=WorkUnit.Status.OPEN)
+    assert not open_units.exists()
+    assert {reference.pk, pasted.pk} == set(WorkUnit.objects.values_list("reference", flat=True))
+
+
+def test_instruction_generation_asks_one_worker_per_task():
+    family = FamilyFactory()
+    with pytest.raises(AnnotationError, match="overlap is 1"):
+        stages.launch_stage(family=family, stage=Stage.INSTRUCTION_GENERATION, overlap=2)
