@@ -80,23 +80,36 @@ def _judged_battles(run):
 
 def refresh_counters(run):
     """A run's progress, tokens and cost, derived from the calls it paid for and the judgements it
-    stored: recounting after a restart gives the same figures, never a double count."""
+    stored: recounting after a restart gives the same figures, never a double count.
+
+    Progress is counted against the run's own battles: what its stored judgements used, and the
+    answers already back for judgements not stored yet (a chunk in progress), counted only as far
+    as those judgements still owe calls. Paid answers that no stored judgement uses yet include
+    fallback prompts (asked once a first answer said nothing), so counted alone they ran past the
+    total (597 of 590 was seen mid-run).
+    """
     paid = JudgeCall.objects.filter(run=run).aggregate(
-        n=Count("pk"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
+        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
         cost=Sum("cost_usd"),
     )
-    judgements = Judgement.objects.filter(run=run)
-    # Calls the run's judgements use but another run paid for, found by the database: loading
-    # their ids into Python on every recount grew with the run.
+    judgements = Judgement.objects.filter(run=run, battle__tournament_id=run.tournament_id)
+    counts = judgements.aggregate(
+        stored=Count("pk"), fallback=Count("fallback_call", distinct=True),
+        second=Count("call_b"),
+    )
     used = (Q(pk__in=judgements.values("call")) | Q(pk__in=judgements.values("fallback_call"))
             | Q(pk__in=judgements.values("call_b")))
+    # Calls the run's judgements use but another run paid for, found by the database: loading
+    # their ids into Python on every recount grew with the run.
     cached = JudgeCall.objects.filter(used).exclude(run=run).count()
-    fallback = judgements.exclude(fallback_call__isnull=True).values("fallback_call").distinct().count()
+    in_flight = JudgeCall.objects.filter(run=run).exclude(used).count()
+    owed_primary = run.tournament.battles.count() * _calls_per_battle(run)
+    primary_done = counts["stored"] + counts["second"]
     JudgeRun.objects.filter(pk=run.pk).update(
-        total_calls=run.tournament.battles.count() * _calls_per_battle(run) + fallback,
-        done_calls=paid["n"] + cached,
+        total_calls=owed_primary + counts["fallback"],
+        done_calls=primary_done + counts["fallback"] + max(0, min(in_flight, owed_primary - primary_done)),
         cached_calls=cached,
-        fallback_calls=fallback,
+        fallback_calls=counts["fallback"],
         prompt_tokens=paid["prompt"] or 0,
         completion_tokens=paid["completion"] or 0,
         cost_usd=paid["cost"] or Decimal(0),

@@ -276,6 +276,34 @@ def test_a_runs_recount_sends_the_same_statements_however_many_battles_it_judged
     assert recount_statements(small_run) == recount_statements(large_run)
 
 
+def test_progress_never_reads_past_its_total_while_fallback_answers_wait_for_their_judgements(
+        judge_server, monkeypatch):
+    # A first answer that says nothing is asked again with the extraction prompt; that answer is
+    # paid (and counted) before its judgement is stored. Counted alone, it ran past the total.
+    from annotation.judging import runner
+
+    instance = verified_instance(caption=[CAPTION])
+    with_responses(instance, "llava", "otter", "idefics")
+    tournament = create_tournament(name="three battles", include_reference=False)
+    judge_server.default = completion("Both have merits; I cannot choose between them.")
+    seen = []
+    store = runner._store_judgements
+
+    def counted_first(run, judgements, fields):
+        progress.refresh_counters(run)
+        run.refresh_from_db()
+        seen.append((run.done_calls, run.total_calls))
+        store(run, judgements, fields)
+        run.refresh_from_db()
+        seen.append((run.done_calls, run.total_calls))
+
+    monkeypatch.setattr(runner, "_store_judgements", counted_first)
+    run = judge(tournament)
+    assert run.fallback_calls == 1  # the six undecided answers share one extraction request
+    assert seen and all(done <= total for done, total in seen), seen
+    assert (run.done_calls, run.total_calls) == (7, 7)
+
+
 def test_a_failed_call_fails_the_run_and_a_rerun_pays_only_for_the_rest(judge_server, settings):
     settings.OPENAI_MAX_RETRIES = 0
     tournament, _ = one_battle_tournament()
