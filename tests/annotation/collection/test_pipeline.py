@@ -5,7 +5,7 @@ import pytest
 from annotation import queue
 from annotation.collection import captions, instructions, references, stages, verification
 from annotation.exceptions import AnnotationError
-from annotation.models import Instance, InstructionFamily, Reference, Stage, StageConfig, WorkUnit
+from annotation.models import Assignment, Instance, InstructionFamily, Reference, Stage, StageConfig, WorkUnit
 from tests.factories import (
     CaptionFactory,
     FamilyFactory,
@@ -319,3 +319,25 @@ def test_instruction_generation_asks_one_worker_per_task():
     family = FamilyFactory()
     with pytest.raises(AnnotationError, match="overlap is 1"):
         stages.launch_stage(family=family, stage=Stage.INSTRUCTION_GENERATION, overlap=2)
+
+
+def test_surplus_work_reports_what_is_flagged():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    instance = InstanceFactory()
+    unit = WorkUnit.objects.create(stage=Stage.CAPTION, key="instance-1-round-2-surplus-9", family=instance.family,
+                                   instance=instance, overlap=3, surplus=True, status=WorkUnit.Status.CANCELLED)
+    worker = WorkerFactory()
+    lease = Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
+                                      lease_expires_at=unit.created_at)
+    CaptionFactory(instance=instance, author=worker, assignment=lease)
+    CaptionFactory(instance=instance, author=worker)
+    out = StringIO()
+    call_command("surplus_work", stdout=out)
+    assert out.getvalue().splitlines() == [
+        "1 surplus caption unit(s) on 1 instance(s), all closed: 0 held no answer, 1 held answers already bought",
+        "1 surplus caption(s) from 1 worker(s), kept, flagged by their unit's `surplus` and left in every aggregate",
+        "1 caption(s) by a worker who had already captioned the same instance",
+    ]

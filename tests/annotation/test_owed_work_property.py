@@ -1,0 +1,305 @@
+"""Random sequences of the real steps of every crowd stage, checked after each step on PostgreSQL.
+
+Launch, lease, submit, give back, expire, a late submit, a verdict that discards or sends back, a
+second reference pasted, a researcher's caption, the sweep, a job run again, and any of them with a
+database error at a random statement. After every step: no item has more units or answers than
+its stage asks, no worker answers an item twice, the sweep leaves nothing owed and made twice, and
+nothing a service said it stored is lost.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError, connection, transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from annotation import queue
+from annotation.collection import captions, instructions, references, stages, verification
+from annotation.exceptions import AnnotationError
+from annotation.models import (
+    Assignment,
+    Caption,
+    HumanJudgement,
+    Instance,
+    InstructionFamily,
+    Stage,
+    StageConfig,
+    Verification,
+    Worker,
+    WorkUnit,
+)
+from annotation.preferences.judgements import submit_pairwise_judgement
+from annotation.preferences.tournaments import launch_tournament
+from tasks import outbox
+from tests.factories import FamilyFactory, ImageAssetFactory
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
+
+pytestmark = pytest.mark.django_db
+
+COLLECTION_STAGES = (Stage.INSTRUCTION_GENERATION, Stage.CAPTION, Stage.VERIFICATION)
+ALL_STAGES = (*COLLECTION_STAGES, Stage.PAIRWISE)
+WORKERS = 5
+
+
+class InjectedFault(OperationalError):
+    """What a lost connection raises, at the statement the step chose."""
+
+
+def fail_at(statement):
+    seen = [0]
+
+    def wrapper(execute, sql, params, many, context):
+        seen[0] += 1
+        if seen[0] == statement:
+            raise InjectedFault(f"database lost at statement {statement}")
+        return execute(sql, params, many, context)
+
+    return wrapper
+
+
+class OwedWork(RuleBasedStateMachine):
+    """One family through the collection stages, and one tournament's battles, under random steps."""
+
+    def __init__(self):
+        super().__init__()
+        # Each example in a savepoint of the test's transaction, rolled back at its end.
+        self.atomic = transaction.atomic()
+        self.atomic.__enter__()
+        self.family = FamilyFactory(target_instances=3)
+        self.workers = [Worker.objects.create(platform=Worker.Platform.LOCAL, external_id=f"w{n}")
+                        for n in range(WORKERS)]
+        self.arena = FamilyFactory()
+        for _ in range(2):
+            with_responses(verified_instance(family=self.arena), "model-x", "model-y", "model-z")
+        self.tournament = create_tournament(name="arena", families=[self.arena], include_reference=False,
+                                            judgements_per_pair=2)
+        self.stored = {}  # assignment id -> the answer's model, for what a service said it stored
+        self.answers = 0
+
+    def teardown(self):
+        transaction.set_rollback(True)
+        self.atomic.__exit__(None, None, None)
+
+    # --- the steps ------------------------------------------------------------------------------
+
+    def _step(self, action, fault_at=None):
+        """Run a step as one request or job would: in a transaction of its own, with a database
+        error at statement `fault_at` when asked. A refused step (AnnotationError) is expected."""
+        try:
+            with transaction.atomic():
+                if fault_at is None:
+                    return action()
+                with connection.execute_wrapper(fail_at(fault_at)):
+                    return action()
+        except (AnnotationError, InjectedFault):
+            return None
+
+    def _launch(self, stage, overlap):
+        if stage == Stage.PAIRWISE:
+            launch_tournament(tournament=self.tournament)
+            return
+        if stage == Stage.INSTRUCTION_GENERATION:
+            overlap = 1
+        stages.launch_stage(family=self.family, stage=stage, overlap=overlap)
+
+    def _lease(self, worker, stage):
+        return queue.next_assignment(worker=worker, stage=stage)
+
+    def _submit(self, worker, stage, verdict, late=False):
+        held = Assignment.objects.filter(worker=worker, unit__stage=stage).exclude(
+            status__in=[Assignment.Status.SUBMITTED, Assignment.Status.RETURNED])
+        if not late:
+            held = held.filter(status=Assignment.Status.LEASED, lease_expires_at__gt=timezone.now())
+        assignment = held.select_related("unit").order_by("pk").first()
+        if assignment is None:
+            return None
+        if stage == Stage.INSTRUCTION_GENERATION:
+            answer = instructions.submit_instruction(
+                assignment_id=assignment.pk, worker=worker, images=[ImageAssetFactory()],
+                instruction=f"What is unusual here? ({worker.external_id}, {assignment.pk})")
+        elif stage == Stage.CAPTION:
+            answer = captions.submit_caption(
+                assignment_id=assignment.pk, worker=worker,
+                texts=[f"A long caption of the picture by {worker.external_id}, task {assignment.pk}."])
+        elif stage == Stage.VERIFICATION:
+            problems = {"correct": {}, "response": {"problem_in_response": True},
+                        "caption": {"problem_in_caption": True}}[verdict]
+            answer = verification.submit_verification(assignment_id=assignment.pk, worker=worker,
+                                                      is_correct=verdict == "correct", **problems)
+        else:
+            answer = submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left")
+        return assignment.pk, answer
+
+    def _reference(self, second):
+        wanted = Instance.Status.AWAITING_VERIFICATION if second else Instance.Status.AWAITING_REFERENCE
+        instance = self.family.instances.filter(status=wanted).order_by("pk").first()
+        if instance is not None:
+            references.add_manual_reference(instance=instance, text=f"The answer, take {second}.", user=None)
+
+    def _researcher_caption(self):
+        instance = self.family.instances.filter(status=Instance.Status.AWAITING_CAPTION).order_by("pk").first()
+        if instance is not None:
+            captions.add_caption(instance=instance, texts=["A caption the researcher wrote by hand."])
+
+    def _sweep(self):
+        # What the beat's sweep queues, run as the jobs run it; with no model configured, a
+        # researcher's pasted reference stands for the reference job.
+        for name, args, *_ in outbox.owed_jobs():
+            if name == "tasks.create_work_units":
+                family_id, stage = args
+                stages.create_work_units(family=InstructionFamily.objects.get(pk=family_id), stage=stage)
+        for instance in self.family.instances.filter(status=Instance.Status.AWAITING_REFERENCE):
+            references.add_manual_reference(instance=instance, text="The answer.", user=None)
+
+    def _rerun(self, stage):
+        family = self.arena if stage == Stage.PAIRWISE else self.family
+        stages.create_work_units(family=family, stage=stage)
+
+    def _expire(self):
+        Assignment.objects.filter(status=Assignment.Status.LEASED).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1))
+        queue.expire_leases()
+
+    def _give_back(self, worker):
+        queue.return_held(worker=worker)
+
+    def _run(self, step, fault_at):
+        kind, arguments = step
+        if kind == "submit":
+            result = self._step(lambda: self._submit(*arguments), fault_at)
+            if result is not None:
+                assignment_id, answer = result
+                self.stored[assignment_id] = type(answer)
+            return
+        action = {
+            "launch": self._launch, "lease": self._lease, "reference": self._reference,
+            "researcher_caption": self._researcher_caption, "sweep": self._sweep, "rerun": self._rerun,
+            "expire": self._expire, "give_back": self._give_back,
+        }[kind]
+        self._step(lambda: action(*arguments), fault_at)
+
+    worker_numbers = st.integers(0, WORKERS - 1)
+    verdicts = st.sampled_from(["correct", "response", "caption"])
+    steps = st.one_of(
+        st.tuples(st.just("launch"), st.tuples(st.sampled_from(ALL_STAGES), st.integers(1, 3))),
+        st.tuples(st.just("lease"), st.tuples(worker_numbers, st.sampled_from(ALL_STAGES))),
+        st.tuples(st.just("submit"), st.tuples(worker_numbers, st.sampled_from(ALL_STAGES), verdicts,
+                                               st.booleans())),
+        st.tuples(st.just("reference"), st.tuples(st.booleans())),
+        st.tuples(st.just("researcher_caption"), st.just(())),
+        st.tuples(st.just("sweep"), st.just(())),
+        st.tuples(st.just("rerun"), st.tuples(st.sampled_from(ALL_STAGES))),
+        st.tuples(st.just("expire"), st.just(())),
+        st.tuples(st.just("give_back"), st.tuples(worker_numbers)),
+    )
+
+    def _with_workers(self, step):
+        kind, arguments = step
+        if kind in ("lease", "submit", "give_back"):
+            return kind, (self.workers[arguments[0]], *arguments[1:])
+        return step
+
+    @initialize(caption_overlap=st.integers(1, 3), verification_overlap=st.integers(1, 3),
+                rule=st.sampled_from(StageConfig.VerificationRule.values), tournament=st.booleans())
+    def launch_everything(self, caption_overlap, verification_overlap, rule, tournament):
+        # Work to do from the first step: the stages launched as a researcher would, one instance
+        # already written (imported), the tournament's battles out or not yet.
+        self.family.instances.create(instruction="What is the man on the left about to do?")
+        self._launch(Stage.INSTRUCTION_GENERATION, 1)
+        self._launch(Stage.CAPTION, caption_overlap)
+        self._launch(Stage.VERIFICATION, verification_overlap)
+        StageConfig.objects.filter(family=self.family, stage=Stage.VERIFICATION).update(
+            verification_rule=rule, on_incorrect=StageConfig.IncorrectAction.RECAPTION)
+        if tournament:
+            self._launch(Stage.PAIRWISE, 0)
+        self._sweep()
+
+    @rule(worker=worker_numbers, stage=st.sampled_from(ALL_STAGES), verdict=verdicts)
+    def lease_and_submit(self, worker, stage, verdict):
+        self._run(("lease", (self.workers[worker], stage)), None)
+        self._run(("submit", (self.workers[worker], stage, verdict, False)), None)
+
+    @rule(worker=worker_numbers, stage=st.sampled_from(ALL_STAGES), verdict=verdicts)
+    def another_lease_and_submit(self, worker, stage, verdict):
+        self.lease_and_submit(worker, stage, verdict)
+
+    @rule(step=steps)
+    def act(self, step):
+        self._run(self._with_workers(step), None)
+
+    @rule(step=steps, statement=st.integers(1, 40))
+    def act_with_a_database_error(self, step, statement):
+        self._run(self._with_workers(step), statement)
+
+    @precondition(lambda self: StageConfig.objects.filter(launched_at__isnull=False).exists())
+    @rule()
+    def sweep_leaves_nothing_owed(self):
+        self._sweep()
+        for config in StageConfig.objects.filter(launched_at__isnull=False).select_related("family"):
+            assert stages.owed_units(family=config.family, stage=config.stage) == [], config
+        assert not [job for job in outbox.owed_jobs() if job[0] == "tasks.create_work_units"]
+
+    # --- what must hold after every step -----------------------------------------------------------
+
+    @invariant()
+    def no_item_has_more_units_than_its_stage_asks(self):
+        rounds = dict(self.family.instances.values_list("pk", "caption_round"))
+        units = WorkUnit.objects.filter(stage=Stage.CAPTION).values("instance").annotate(n=Count("pk"))
+        assert all(row["n"] <= rounds.get(row["instance"], 0) for row in units), list(units)
+        for stage, item in ((Stage.VERIFICATION, "reference"), (Stage.PAIRWISE, "battle")):
+            of_stage = WorkUnit.objects.filter(stage=stage)
+            assert of_stage.values(item).distinct().count() == of_stage.count(), stage
+        slots = WorkUnit.objects.filter(stage=Stage.INSTRUCTION_GENERATION).count()
+        discarded = self.family.instances.filter(status=Instance.Status.DISCARDED).count()
+        assert slots <= self.family.target_instances + discarded
+
+    @invariant()
+    def no_item_has_more_answers_than_its_stage_asks(self):
+        # One unit per item (above), and no unit with more answers than its overlap.
+        submitted = Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
+        assert not WorkUnit.objects.annotate(n=submitted).filter(n__gt=F("overlap")).exists()
+        captions_per_unit = Caption.objects.filter(assignment__isnull=False).values("assignment__unit") \
+            .annotate(n=Count("pk"), overlap=F("assignment__unit__overlap")).filter(n__gt=F("overlap"))
+        assert not captions_per_unit.exists()
+        live = self.family.instances.exclude(status=Instance.Status.DISCARDED).count()
+        assert live <= self.family.target_instances
+
+    @invariant()
+    def no_worker_answers_an_item_twice(self):
+        for model, item, who in ((Caption, "instance", "author"), (Verification, "reference", "worker"),
+                                 (HumanJudgement, "battle", "worker")):
+            rows = model.objects.filter(**{f"{who}__isnull": False})
+            assert rows.values(item, who).distinct().count() == rows.count(), model
+        # Held, not only answered: two leases of one worker on one item would both be paid.
+        for stage, item in ((Stage.CAPTION, "unit__instance"), (Stage.VERIFICATION, "unit__reference"),
+                            (Stage.PAIRWISE, "unit__battle")):
+            of_stage = Assignment.objects.filter(unit__stage=stage)
+            assert of_stage.values(item, "worker").distinct().count() == of_stage.count(), stage
+
+    @invariant()
+    def nothing_stored_is_lost(self):
+        submitted = Assignment.objects.filter(pk__in=list(self.stored), status=Assignment.Status.SUBMITTED)
+        assert submitted.count() == len(self.stored)
+        for model, link in ((Caption, "assignment"), (Verification, "assignment"), (HumanJudgement, "assignment"),
+                            (Instance, "instruction_submission__assignment")):
+            expected = {pk for pk, kind in self.stored.items() if kind is model}
+            assert model.objects.filter(**{f"{link}__in": expected}).count() == len(expected), model
+
+
+def test_every_stage_owes_each_unit_once_whatever_the_order_of_steps():
+    run_state_machine_as_test(
+        OwedWork,
+        settings=settings(max_examples=25, stateful_step_count=50, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow]),
+    )
