@@ -50,9 +50,12 @@ def elo_interval_plot(df: pd.DataFrame, *, title: str = "Ratings with 95% interv
         series = [("rating", "lower", "upper", "Elo", "tab:blue", 0.12),
                   ("bt", "bt_lower", "bt_upper", "Bradley-Terry", "tab:orange", -0.12)]
     for point, lower, upper, name, colour, offset in series:
-        rating = frame[point].to_numpy(dtype=float)
-        errors = np.vstack([rating - frame[lower].to_numpy(dtype=float), frame[upper].to_numpy(dtype=float) - rating])
-        ax.errorbar(rating, y + offset, xerr=errors, fmt="o", color=colour, ecolor=colour, capsize=3, label=name)
+        # The interval drawn from its own ends: with few battles the point rating (from the battles
+        # in their order) can lie outside the bootstrap's interval, which an error bar cannot show.
+        ax.hlines(y + offset, frame[lower].to_numpy(dtype=float), frame[upper].to_numpy(dtype=float), color=colour)
+        for end in (lower, upper):
+            ax.plot(frame[end].to_numpy(dtype=float), y + offset, "|", color=colour, markersize=8)
+        ax.plot(frame[point].to_numpy(dtype=float), y + offset, "o", color=colour, label=name)
     ax.set_yticks(y, frame["label"], parse_math=False)
     ax.set_xlabel("rating (Elo scale)")
     ax.set_title(title, parse_math=False)

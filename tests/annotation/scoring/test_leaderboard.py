@@ -247,3 +247,15 @@ def test_a_rubric_tournament_shows_its_judges_rubric_correlation_on_the_page_and
     [correlation] = [board["rubric_correlation"] for board in api if board["rubric_correlation"]]
     assert correlation["n"] == 6 and correlation["pearson"] is not None
     assert f'{correlation["kendall"]:.2f}' in page
+
+
+def test_a_rating_outside_its_bootstrap_interval_is_drawn_not_refused():
+    # With a handful of battles the rating from the battles in their order can fall outside the
+    # bootstrap's 95% interval; matplotlib's error bars refused it (a flaky 500 on the plot).
+    import pandas as pd
+
+    from annotation.scoring.plots import elo_interval_plot
+
+    frame = pd.DataFrame({"model": ["a", "b"], "rating": [1010.0, 990.0], "lower": [1000.5, 985.0],
+                          "upper": [1004.0, 995.0]})
+    assert elo_interval_plot(frame).startswith(PNG)
