@@ -10,6 +10,7 @@ locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind them.
 from datetime import timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
@@ -78,6 +79,15 @@ def lease_minutes_for(unit):
     return config.lease_minutes if config else DEFAULT_LEASE_MINUTES
 
 
+def lease_expiry(*, now, lease_minutes, leased_at=None):
+    """When a lease lapses: LEASE_IDLE_MINUTES after the last sign of life from its page (the page
+    sends one while the worker is active, `keep_lease_alive`), and at the latest the stage's lease
+    after it was taken. So a worker who stops, or closes the tab, holds nothing for long."""
+    leased_at = leased_at or now
+    return min(now + timedelta(minutes=settings.LEASE_IDLE_MINUTES),
+               leased_at + timedelta(minutes=lease_minutes))
+
+
 # What a stage's page shows besides the unit itself, fetched with it so rendering asks nothing more.
 # Only its own stage's: every join more is planned by PostgreSQL on every request (nine joins took
 # 3 ms to plan on the busiest request, three take under 1 ms) and built by the ORM.
@@ -132,7 +142,9 @@ def holds_a_lease(*, worker, stage, family=None):
 def next_assignment(*, worker, stage, family=None, platform_assignment_id="", platform_listing_id=""):
     """Lease the next unit of `stage` to `worker`, or return None when there is nothing for them.
 
-    A worker holding an unexpired lease in the stage gets that lease back, so a reload resumes.
+    A worker holding an unexpired lease in the stage gets that lease back, so a reload resumes; one
+    whose lease lapsed while they were away gets it back while nobody else took its slot; a unit
+    they gave back comes back to them only once the stage has nothing else for them.
     Platform ids (a crowd study's id and the participant's platform session) are stored with the lease.
     Inside the caller's transaction it takes no savepoint (two round trips on the busiest request):
     an error raised here fails the caller's transaction too.
@@ -144,38 +156,50 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
         # worker that held the lock before has committed its lease, and only a new statement's
         # snapshot sees it. The candidate query asks it too, so the usual request asks nothing more.
         held_lease = _held_leases(worker=worker, stage=stage, family=family, now=now).values("pk")[:1]
+        lapsed = _earlier_leases(worker=worker, stage=stage, family=family, now=now, lapsed=True)
         candidates = (
             units_open_to(worker=worker, stage=stage, family=family, now=now)
             # The stage's config is joined by units_open_to's filter: this reads it, no subquery.
             .annotate(lease_minutes=F("family__stage_configs__lease_minutes"),
-                      held_lease_id=Subquery(held_lease), page_images=page_images("instance"))
+                      held_lease_id=Subquery(held_lease), lapsed_lease_id=Subquery(lapsed.values("pk")[:1]),
+                      page_images=page_images("instance"))
             .select_related(*_PAGE_RELATIONS[stage])
             .order_by("id")
         )
         resume = partial(_resumed, worker=worker, stage=stage, family=family, now=now,
                          platform_assignment_id=platform_assignment_id, platform_listing_id=platform_listing_id)
+
+        def revive(leases):
+            for lease_id in leases.values_list("pk", flat=True)[:5]:
+                if _renew(lease_id, worker=worker, now=now):
+                    return resume(held_lease_id=lease_id)
+            return None
+
         passed_over = []
         while True:
             remaining = candidates.exclude(pk__in=passed_over) if passed_over else candidates
             unit = remaining.select_for_update(skip_locked=True, of=("self",)).first()
             if unit is None:
                 # Nothing unlocked, which says nothing of a held lease: ask before waiting.
-                if held := resume():
+                if held := resume() or revive(lapsed):
                     return held
                 # Every candidate is locked by another request, but with an overlap above one a
                 # locked unit may still have room once that request commits: wait for it.
                 unit = remaining.select_for_update(of=("self",)).first()
                 if unit is None:
-                    return None
+                    given_back = _earlier_leases(worker=worker, stage=stage, family=family, now=now, lapsed=False)
+                    return revive(given_back) if may_work(worker, stage) else None
             # A lease seen here may have been submitted or given back since (from another tab,
             # which does not take this lock): then the unit in hand is leased instead.
             if unit.held_lease_id is not None and (held := resume(held_lease_id=unit.held_lease_id)):
+                return held
+            if unit.lapsed_lease_id is not None and (held := revive(lapsed)):
                 return held
             lease = _lease_if_room(Assignment(
                 unit=unit,
                 worker=worker,
                 leased_at=now,
-                lease_expires_at=now + timedelta(minutes=unit.lease_minutes),
+                lease_expires_at=lease_expiry(now=now, lease_minutes=unit.lease_minutes),
                 platform_assignment_id=platform_assignment_id,
                 platform_listing_id=platform_listing_id,
             ), now)
@@ -184,6 +208,68 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
                 continue
             _keep_page_images(unit, unit.page_images)
             return lease
+
+
+def _earlier_leases(*, worker, stage, family, now, lapsed):
+    """The worker's earlier leases on open units of a launched stage: those that lapsed while they
+    were away (`lapsed`), or those they gave back, newest first."""
+    leases = Assignment.objects.filter(
+        worker=worker, unit__stage=stage, unit__status=WorkUnit.Status.OPEN,
+        unit__family__stage_configs__stage=stage, unit__family__stage_configs__launched_at__isnull=False,
+    )
+    if lapsed:
+        leases = leases.filter(Q(status=Assignment.Status.EXPIRED)
+                               | Q(status=Assignment.Status.LEASED, lease_expires_at__lte=now))
+    else:
+        leases = leases.filter(status=Assignment.Status.RETURNED)
+    if family is not None:
+        leases = leases.filter(unit__family=family)
+    return leases.order_by("-leased_at", "-pk")
+
+
+def _renew(lease_id, *, worker, now):
+    """Lease again, as the same assignment, a unit the worker held before, while its slot is free
+    and they hold or answered nothing else about its item. True when it was renewed."""
+    lease = Assignment.objects.select_for_update(of=("self",)).select_related("unit").filter(
+        pk=lease_id, worker=worker).exclude(status=Assignment.Status.SUBMITTED).first()
+    if lease is None:
+        return False
+    unit = WorkUnit.objects.select_for_update().get(pk=lease.unit_id)
+    taken = unit.assignments.holding_a_slot(now).exclude(pk=lease.pk).count()
+    item = ITEM_OF_STAGE[unit.stage]
+    elsewhere = Assignment.objects.filter(
+        Q(status=Assignment.Status.SUBMITTED) | Q(status=Assignment.Status.LEASED, lease_expires_at__gt=now),
+        worker=worker, unit__stage=unit.stage,
+        **{f"unit__{item}": unit.pk if item == "pk" else getattr(unit, f"{item}_id")},
+    ).exclude(pk=lease.pk)
+    if unit.status != WorkUnit.Status.OPEN or taken >= unit.overlap or elsewhere.exists():
+        return False
+    lease.status, lease.leased_at = Assignment.Status.LEASED, now
+    lease.lease_expires_at = lease_expiry(now=now, lease_minutes=lease_minutes_for(unit))
+    lease.save(update_fields=["status", "leased_at", "lease_expires_at"])
+    return True
+
+
+def keep_lease_alive(*, assignment):
+    """A sign of life from the task's page: the lease runs on another LEASE_IDLE_MINUTES, up to the
+    stage's lease. A lease that lapsed meanwhile is taken again while its slot is still free.
+    Returns the new expiry, or raises AnnotationError saying why the task is no longer theirs."""
+    now = timezone.now()
+    with transaction.atomic():
+        lease = Assignment.objects.select_for_update(of=("self",)).select_related("unit").get(pk=assignment.pk)
+        if lease.status == Assignment.Status.SUBMITTED:
+            raise AnnotationError("This task is saved already.")
+        if lease.status == Assignment.Status.RETURNED:
+            raise AnnotationError("You gave this task back.")
+        if lease.status == Assignment.Status.LEASED and lease.lease_expires_at > now:
+            lease.lease_expires_at = lease_expiry(now=now, lease_minutes=lease_minutes_for(lease.unit),
+                                                  leased_at=lease.leased_at)
+            lease.save(update_fields=["lease_expires_at"])
+            return lease.lease_expires_at
+        if not _renew(lease.pk, worker=lease.worker, now=now):
+            raise AnnotationError("This task went to someone else while you were away. Your text is kept in this "
+                                  "browser; please ask for a new task.")
+        return Assignment.objects.values_list("lease_expires_at", flat=True).get(pk=lease.pk)
 
 
 def _resumed(*, worker, stage, family, now, platform_assignment_id, platform_listing_id, held_lease_id=None):
@@ -286,7 +372,7 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="
             taken = taken.exclude(pk=mine.pk)
         if locked.status != WorkUnit.Status.OPEN or taken.count() >= locked.overlap:
             raise AnnotationError("This task already has all the answers it needs.")
-        expires = now + timedelta(minutes=lease_minutes_for(locked))
+        expires = lease_expiry(now=now, lease_minutes=lease_minutes_for(locked))
         if mine is not None:
             # An expired or returned lease of this worker's own is renewed rather than duplicated.
             mine.status, mine.leased_at, mine.lease_expires_at = Assignment.Status.LEASED, now, expires
@@ -399,8 +485,7 @@ def mark_submitted(assignment, *, active_seconds=None):
         assignment.active_seconds = max(0.0, float(active_seconds))
     assignment.save(update_fields=["status", "submitted_at", "active_seconds"])
     unit = WorkUnit.objects.select_for_update().get(pk=assignment.unit_id)
-    submitted = unit.assignments.filter(status=Assignment.Status.SUBMITTED).count()
-    if submitted >= unit.overlap:
+    if unit.assignments.answered().count() >= unit.overlap:
         unit.status = WorkUnit.Status.DONE
         unit.save(update_fields=["status"])
         return True

@@ -20,7 +20,7 @@ from annotation.admin.family_workflow import family_workflow
 from annotation.admin.images import thumbnail_html
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_family_action
-from annotation.collection import progress, stages
+from annotation.collection import configs, progress, stages
 from annotation.collection.uploads import store_uploaded_image
 from annotation.datasets import exports, formats, imports, layouts, streams
 from annotation.exceptions import AnnotationError
@@ -159,7 +159,7 @@ class StageConfigInline(admin.TabularInline):
     model = StageConfig
     extra = 0
     fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
-              "on_incorrect", "max_caption_rounds"]
+              "on_incorrect", "max_caption_rounds", "counts_provisional"]
     readonly_fields = ["launched_at"]
 
 
@@ -250,6 +250,8 @@ class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
         return redirect("admin:annotation_instructionfamily_workflow", obj.pk)
 
     def save_formset(self, request, form, formset, change):
+        if formset.model is StageConfig:
+            return _save_and_apply_stage_configs(self, request, formset)
         if formset.model is not SeedImage:
             return super().save_formset(request, form, formset, change)
         # Seed images keep the order they were added in; nobody types positions.
@@ -355,8 +357,36 @@ class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
         return TemplateResponse(request, "admin/annotation/table2.html", context)
 
 
+def _settings_before(config):
+    old = StageConfig.objects.filter(pk=config.pk).values(*configs.APPLIED_FIELDS).first() if config.pk else None
+    return old or {name: getattr(config, name) for name in configs.APPLIED_FIELDS}
+
+
+def _apply_and_say(modeladmin, request, config, before):
+    applied = configs.apply_stage_config(config=config, before=before)
+    if any(before[name] != getattr(config, name) for name in configs.APPLIED_FIELDS):
+        modeladmin.message_user(request, f"{config}: {applied.message()}", messages.INFO)
+
+
+def _save_and_apply_stage_configs(modeladmin, request, formset):
+    """A family's stage settings saved from its page reach the stage's open work at once."""
+    before = {form.instance.pk: _settings_before(form.instance) for form in formset.forms if form.instance.pk}
+    formset.save()
+    for config, _ in formset.changed_objects:
+        _apply_and_say(modeladmin, request, config, before[config.pk])
+
+
 @admin.register(StageConfig)
 class StageConfigAdmin(admin.ModelAdmin):
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
                     "on_incorrect"]
     list_filter = ["stage", "verification_rule"]
+    fields = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "on_incorrect",
+              "max_caption_rounds", "counts_provisional"]
+    readonly_fields = ["launched_at"]
+
+    def save_model(self, request, obj, form, change):
+        before = _settings_before(obj)
+        super().save_model(request, obj, form, change)
+        if change:
+            _apply_and_say(self, request, obj, before)

@@ -161,6 +161,15 @@ class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
         return format_html('<a href="{}">Workflow</a>',
                            reverse("admin:annotation_tournament_workflow", args=[tournament.pk]))
 
+    def save_model(self, request, obj, form, change):
+        before = Tournament.objects.filter(pk=obj.pk).values_list("judgements_per_pair", flat=True).first()
+        super().save_model(request, obj, form, change)
+        if change and before is not None and before != obj.judgements_per_pair:
+            resized, done = tournaments.apply_judgements_per_pair(tournament=obj)
+            self.message_user(request, f"{obj}: {resized} open battle(s) now ask for {obj.judgements_per_pair} "
+                                       f"judgement(s); {done} of them already had enough and are done.",
+                              messages.INFO)
+
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
         tournament = form.instance

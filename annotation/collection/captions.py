@@ -5,12 +5,13 @@ import logging
 from django.db import transaction
 
 from annotation import llm
-from annotation.collection.stages import close_units_no_longer_owed
+from annotation.collection.stages import close_units_no_longer_owed, stage_config
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Caption,
     Instance,
     Stage,
+    counted_work,
 )
 from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
 from annotation.typed_text import (
@@ -59,9 +60,24 @@ def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
             instance=instance, texts=texts, author=worker, assignment=assignment,
             round=instance.caption_round,
         )
-        unit_done = mark_submitted(assignment, active_seconds=active_seconds)
-        if unit_done and instance.status == Instance.Status.AWAITING_CAPTION:
-            use_caption(instance=instance, caption=caption)
+        mark_submitted(assignment, active_seconds=active_seconds)
+        settle_caption_round(instance=instance, unit=assignment.unit)
+    return caption
+
+
+def settle_caption_round(*, instance, unit):
+    """Once the round's unit has all the answers it asks and they count (accepted, or provisional
+    where the stage counts those), its newest counted caption goes to the model. `instance` is
+    locked by the caller."""
+    if instance.status != Instance.Status.AWAITING_CAPTION or unit.instance_id != instance.pk:
+        return None
+    config = stage_config(family=instance.family, stage=Stage.CAPTION)
+    counted = Caption.objects.filter(assignment__unit=unit, round=instance.caption_round).filter(
+        counted_work(provisional_counts=config.counts_provisional)).order_by("-created_at", "-pk")
+    if counted.count() < unit.overlap:
+        return None
+    caption = counted.first()
+    use_caption(instance=instance, caption=caption)
     return caption
 
 

@@ -24,6 +24,7 @@ from annotation.models import (
     Reference,
     Stage,
     StageConfig,
+    WorkState,
     WorkUnit,
 )
 from crowdbench.jobs import enqueue
@@ -103,7 +104,8 @@ def _slots_owed(family):
     already made, so makers taking turns (`create_work_units`) never name a slot twice."""
     units = family.work_units.filter(stage=Stage.INSTRUCTION_GENERATION)
     made = units.count()
-    submitted = Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
+    submitted = Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED)
+                      & ~Q(assignments__work_state=WorkState.REJECTED))
     # Room first, instances second: a submit that commits between the two counts twice (one task
     # too few, made by the next sweep), never not at all (one task too many, paid for).
     open_room = (
@@ -195,3 +197,47 @@ def close_units_no_longer_owed(*, stage, **item):
     Answers already in are kept. Returns how many closed."""
     return WorkUnit.objects.filter(stage=stage, status=WorkUnit.Status.OPEN, **item) \
         .update(status=WorkUnit.Status.CANCELLED)
+
+
+def unit_still_needed(unit):
+    """Whether `unit`'s item still needs the unit's answers: the instance is in the caption round
+    the unit was made for, the reference still waits for its decision, the battle's tournament is
+    launched (an instruction task always is)."""
+    if unit.surplus:
+        return False
+    if unit.stage == Stage.CAPTION:
+        return Instance.objects.filter(pk=unit.instance_id, status=Instance.Status.AWAITING_CAPTION) \
+            .annotate(unit_key=CAPTION_KEY).filter(unit_key=unit.key).exists()
+    if unit.stage == Stage.VERIFICATION:
+        return Reference.objects.filter(pk=unit.reference_id, verdict=Reference.Verdict.PENDING,
+                                        instance__status=Instance.Status.AWAITING_VERIFICATION).exists()
+    if unit.stage == Stage.PAIRWISE:
+        return Battle.objects.filter(pk=unit.battle_id, tournament__launched_at__isnull=False).exists()
+    return True
+
+
+def reopen_if_needed(unit):
+    """Open `unit` again when an answer it had was taken out (a rejection) and its item still needs
+    it, so the queue asks another worker. Returns True when it opened."""
+    unit = WorkUnit.objects.select_for_update().get(pk=unit.pk)
+    if unit.status == WorkUnit.Status.OPEN or unit.assignments.answered().count() >= unit.overlap:
+        return False
+    if not unit_still_needed(unit):
+        return False
+    unit.status = WorkUnit.Status.OPEN
+    unit.save(update_fields=["status"])
+    return True
+
+
+def trim_open_slots(*, family):
+    """Close open instruction-generation tasks nobody holds or answered, newest first, while the
+    family's instances and its open tasks' room exceed its target (an instance came back from a
+    discard, say). Returns how many closed."""
+    with transaction.atomic():
+        StageConfig.objects.select_for_update().filter(family=family, stage=Stage.INSTRUCTION_GENERATION).first()
+        units = family.work_units.filter(stage=Stage.INSTRUCTION_GENERATION, status=WorkUnit.Status.OPEN)
+        live = family.instances.exclude(status=Instance.Status.DISCARDED).count()
+        excess = live + units.count() - family.target_instances
+        untouched = units.exclude(Exists(Assignment.objects.holding_a_slot().filter(unit=OuterRef("pk"))))
+        closing = list(untouched.order_by("-pk").values_list("pk", flat=True)[:max(0, excess)])
+        return WorkUnit.objects.filter(pk__in=closing).update(status=WorkUnit.Status.CANCELLED)

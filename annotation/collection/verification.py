@@ -6,14 +6,22 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.collection.stages import close_units_no_longer_owed, create_work_units, stage_config
+from annotation.collection.stages import (
+    close_units_no_longer_owed,
+    create_work_units,
+    stage_config,
+    trim_open_slots,
+)
 from annotation.exceptions import AnnotationError
 from annotation.models import (
+    Assignment,
     Instance,
     Reference,
     Stage,
     StageConfig,
     Verification,
+    WorkUnit,
+    counted_work,
 )
 from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
 from annotation.typed_text import (
@@ -48,9 +56,27 @@ def submit_verification(*, assignment_id, worker, is_correct, problem_in_caption
             problem_in_caption=problem_in_caption, problem_in_response=problem_in_response,
             is_harmful=is_harmful, comment=comment,
         )
-        if mark_submitted(assignment, active_seconds=active_seconds):
-            decide_reference(reference=reference)
+        mark_submitted(assignment, active_seconds=active_seconds)
+        settle_reference(reference=reference, unit=assignment.unit)
     return verification
+
+
+def counted_votes(reference, config):
+    """The reference's verifications that count: accepted, provisional where the stage counts
+    those, and imported ones."""
+    return list(reference.verifications.filter(counted_work(provisional_counts=config.counts_provisional))
+                .order_by("pk"))
+
+
+def settle_reference(*, reference, unit):
+    """Decide a pending reference once its counted votes reach what its unit asks. `reference` is
+    locked by the caller."""
+    if reference.verdict != Reference.Verdict.PENDING:
+        return None
+    config = stage_config(family=unit.family, stage=Stage.VERIFICATION)
+    if len(counted_votes(reference, config)) < unit.overlap:
+        return None
+    return decide_reference(reference=reference)
 
 
 def _verdict(votes, rule):
@@ -74,7 +100,7 @@ def decide_reference(*, reference):
     """
     instance = Instance.objects.select_for_update().select_related("family").get(pk=reference.instance_id)
     config = stage_config(family=instance.family, stage=Stage.VERIFICATION)
-    votes = list(reference.verifications.all())
+    votes = counted_votes(reference, config)
     if not votes:
         raise AnnotationError("This reference has no verification yet.")
     incorrect = [vote for vote in votes if not vote.is_correct]
@@ -122,6 +148,42 @@ def _settle_instance(*, instance, reference, config):
     if instance.status == Instance.Status.DISCARDED:
         # Its replacement is asked for at once, not when the sweep next looks.
         create_work_units(family=instance.family, stage=Stage.INSTRUCTION_GENERATION)
+
+
+def reopen_decision(*, reference, instance):
+    """Undo a reference's decision because a vote it counted was rejected, while nothing was built
+    on it but what can be undone: a verified instance, a discarded one (a replacement task nobody
+    took is closed again), or a new caption round nobody has started. Returns False when the
+    decision must stand. Both rows are locked by the caller; the reference's unit is reopened by
+    the caller (review)."""
+    if reference.verdict == Reference.Verdict.CORRECT and instance.status == Instance.Status.VERIFIED:
+        pass
+    elif reference.verdict == Reference.Verdict.INCORRECT and instance.status == Instance.Status.DISCARDED:
+        pass
+    elif (reference.verdict == Reference.Verdict.INCORRECT and instance.status == Instance.Status.AWAITING_CAPTION
+          and reference.caption is not None and instance.caption_round == reference.caption.round + 1):
+        started = Assignment.objects.holding_a_slot().filter(unit__instance=instance, unit__stage=Stage.CAPTION,
+                                                             unit__status=WorkUnit.Status.OPEN)
+        if started.exists() or instance.captions.filter(round=instance.caption_round).exists():
+            return False
+        close_units_no_longer_owed(stage=Stage.CAPTION, instance=instance)
+        instance.caption_round -= 1
+        instance.current_caption = reference.caption
+    else:
+        return False
+    was_discarded = instance.status == Instance.Status.DISCARDED
+    reference.verdict = Reference.Verdict.PENDING
+    reference.problem_in_caption = reference.problem_in_response = reference.flagged_harmful = False
+    reference.decided_at = None
+    reference.save(update_fields=["verdict", "problem_in_caption", "problem_in_response", "flagged_harmful",
+                                  "decided_at"])
+    if instance.reference_output == reference.text:
+        instance.reference_output = ""
+    instance.status = Instance.Status.AWAITING_VERIFICATION
+    instance.save(update_fields=["status", "reference_output", "caption_round", "current_caption", "updated_at"])
+    if was_discarded:
+        trim_open_slots(family=instance.family)
+    return True
 
 
 def record_imported_verdict(*, reference, reference_correct, problem_in_caption, problem_in_response):

@@ -19,6 +19,8 @@ from annotation.models import (
     JudgeRun,
     ModelResponse,
     Snapshot,
+    Stage,
+    StageConfig,
     WorkUnit,
 )
 
@@ -128,6 +130,8 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
             "images": ImageAsset.objects.filter(instances__in=published).distinct().count(),
         },
         "table2": {name.lower(): _table2_column(column) for name, column in table.columns()},
+        # Verification decisions (and so the verified sheets and Table 2) count these work states.
+        "verification_work_states": _verification_work_states(),
         "tournaments": [
             {
                 "name": tournament.name,
@@ -139,6 +143,8 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
                 "seed": tournament.seed,
                 "battles": Battle.objects.filter(tournament=tournament).count(),
                 "human_judgements": streams.human_judgements(tournaments=[tournament]).count(),
+                # Which work states its human judgements hold (annotation/review.py).
+                "work_states": ["accepted", "provisional"] if tournament.counts_provisional else ["accepted"],
             }
             for tournament in tournaments
         ],
@@ -193,6 +199,15 @@ from datasets import load_dataset
 benchmark = load_dataset("csv", data_files={{"test": "visit_bench_single_image.csv"}})
 ```
 """
+
+
+def _verification_work_states():
+    counting = {
+        name: ["accepted", "provisional"] if counts_provisional else ["accepted"]
+        for name, counts_provisional in StageConfig.objects.filter(stage=Stage.VERIFICATION)
+        .values_list("family__name", "counts_provisional").order_by("family__name")
+    }
+    return {"by_family": counting, "default": ["accepted", "provisional"]}
 
 
 def dataset_card(*, manifest, tables=None):

@@ -237,7 +237,9 @@ _WIDE_FIELDS = (
 
 
 def human_judgements(*, tournaments):
-    return HumanJudgement.objects.filter(battle__tournament__in=tournaments).order_by("id")
+    """The judgements a snapshot holds: those their tournament counts (accepted, and provisional
+    where it says so)."""
+    return HumanJudgement.objects.counted().filter(battle__tournament__in=tournaments).order_by("id")
 
 
 def human_preference_rows(*, tournaments, wide=False, chunk_size=None) -> Iterator[tuple]:

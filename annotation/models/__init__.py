@@ -28,7 +28,15 @@ from annotation.models.preferences import (
     Tournament,
 )
 from annotation.models.scoring import LeaderboardResult
-from annotation.models.work import Assignment, AssignmentQuerySet, Stage, StageConfig, WorkUnit
+from annotation.models.work import (
+    Assignment,
+    AssignmentQuerySet,
+    Stage,
+    StageConfig,
+    WorkState,
+    WorkUnit,
+    counted_work,
+)
 from annotation.models.workers import Worker
 from annotation.models.workforce import (
     GoldAnswer,
@@ -74,7 +82,9 @@ __all__ = [
     "Stage",
     "StageConfig",
     "Verification",
+    "WorkState",
     "WorkUnit",
     "Worker",
+    "counted_work",
     "multi_image_q",
 ]

@@ -52,6 +52,8 @@ class Reference(models.Model):
         PENDING = "pending", "Pending"
         CORRECT = "correct", "Correct"
         INCORRECT = "incorrect", "Incorrect"
+        # Its caption was rejected in review before it was decided: nobody is asked about it.
+        WITHDRAWN = "withdrawn", "Withdrawn"
 
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="references")
     caption = models.ForeignKey(Caption, null=True, blank=True, on_delete=models.SET_NULL,

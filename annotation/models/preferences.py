@@ -6,7 +6,7 @@ from django.db.models import F, Q
 
 from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
-from annotation.models.work import Assignment
+from annotation.models.work import Assignment, counted_work
 from annotation.models.workers import Worker
 
 # The verified reference takes part in battles as one more "model" (paper Table 3's
@@ -78,6 +78,9 @@ class Tournament(models.Model):
     rubric = models.TextField(blank=True,
                               help_text="Default score rubric (description and scores 1-5).")
     lease_minutes = models.PositiveIntegerField(default=30)
+    counts_provisional = models.BooleanField(
+        default=True, help_text="Provisional judgements (not yet reviewed) count in the leaderboard, "
+                                "agreement and snapshots. Untick to count only accepted ones.")
     seed = models.PositiveIntegerField(default=0)
     launched_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -169,6 +172,12 @@ class Side(models.TextChoices):
     RIGHT = "right", "Right (Response 2)"
 
 
+class HumanJudgementQuerySet(models.QuerySet):
+    def counted(self):
+        """The judgements its tournament counts: accepted, and provisional where it says so."""
+        return self.filter(counted_work(provisional_counts="battle__tournament__counts_provisional"))
+
+
 class HumanJudgement(models.Model):
     """One worker's forced choice on a battle, as they saw it: choices name the shown side."""
 
@@ -188,6 +197,8 @@ class HumanJudgement(models.Model):
                                      help_text='1-5 per shown side, e.g. {"left": 4, "right": 2}.')
     active_seconds = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = HumanJudgementQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]

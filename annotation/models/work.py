@@ -4,6 +4,7 @@ Every crowd stage draws work units from one queue (annotation/queue.py); an assi
 worker's lease on one unit.
 """
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
@@ -64,14 +65,42 @@ class WorkUnit(models.Model):
         return f"{self.get_stage_display()} {self.key}"
 
 
+class WorkState(models.TextChoices):
+    """What a submitted answer is worth (DESIGN: "Whose work counts"). Every answer starts
+    provisional; a reviewer, the platform's approval or a failed identity check moves it on.
+    Answers made by researchers or imports have no assignment and count as accepted."""
+
+    PROVISIONAL = "provisional", "Provisional"
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+
+
+def counted_work(*, assignment="assignment", provisional_counts):
+    """A Q for the answers that count, reached through their `assignment` path: accepted ones,
+    provisional ones where `provisional_counts` says (True, False, or the path of the setting that
+    says, e.g. "battle__tournament__counts_provisional"), and the researchers' and imports', which
+    have no assignment."""
+    counted = Q(**{f"{assignment}__isnull": True}) | Q(**{f"{assignment}__work_state": WorkState.ACCEPTED})
+    if provisional_counts is True:
+        return counted | Q(**{f"{assignment}__work_state": WorkState.PROVISIONAL})
+    if provisional_counts is False:
+        return counted
+    return counted | Q(**{f"{assignment}__work_state": WorkState.PROVISIONAL, provisional_counts: True})
+
+
 class AssignmentQuerySet(models.QuerySet):
     def holding_a_slot(self, now=None):
-        """Assignments that count against a unit's overlap: submitted, or leased and not expired."""
+        """Assignments that count against a unit's overlap: submitted and not rejected, or leased
+        and not expired. A rejected answer gives its slot back, so its unit asks someone else."""
         now = now or timezone.now()
         return self.filter(
-            Q(status=Assignment.Status.SUBMITTED)
+            Q(status=Assignment.Status.SUBMITTED) & ~Q(work_state=WorkState.REJECTED)
             | Q(status=Assignment.Status.LEASED, lease_expires_at__gt=now)
         )
+
+    def answered(self):
+        """Submitted answers that still fill their unit: not rejected."""
+        return self.filter(status=Assignment.Status.SUBMITTED).exclude(work_state=WorkState.REJECTED)
 
 
 class Assignment(models.Model):
@@ -95,6 +124,16 @@ class Assignment(models.Model):
     # assignment and HIT, Prolific's session and study, Connect's assignment and project.
     platform_assignment_id = models.CharField(max_length=128, blank=True)
     platform_listing_id = models.CharField(max_length=128, blank=True)
+    # Review of the answer (annotation/review.py): its state, why, by whom and when. A reviewer's
+    # rejection, the platform's rejection and a failed identity check ("quarantined") all reject.
+    work_state = models.CharField(max_length=12, choices=WorkState.choices, default=WorkState.PROVISIONAL)
+    review_reason = models.TextField(blank=True)
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    # When the platform's own record (a submitted MTurk assignment, a Prolific submission, a Connect
+    # participant) named this worker for this work; in-house work is confirmed by the login.
+    confirmed_at = models.DateTimeField(null=True, blank=True)
 
     objects = AssignmentQuerySet.as_manager()
 
@@ -132,6 +171,10 @@ class StageConfig(models.Model):
     on_incorrect = models.CharField(max_length=20, choices=IncorrectAction.choices,
                                     default=IncorrectAction.DISCARD)
     max_caption_rounds = models.PositiveSmallIntegerField(default=2)
+    counts_provisional = models.BooleanField(
+        default=True, help_text="Provisional answers (not yet reviewed) count in decisions, Table 2 and "
+                                "snapshots. Untick to count only accepted answers: decisions then wait "
+                                "for review.")
 
     class Meta:
         constraints = [

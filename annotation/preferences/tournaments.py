@@ -8,6 +8,7 @@ import random
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.collection.decisions import settle_unit
 from annotation.collection.stages import create_work_units
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -19,6 +20,7 @@ from annotation.models import (
     Stage,
     StageConfig,
     Tournament,
+    WorkUnit,
 )
 
 
@@ -151,3 +153,15 @@ def launch_tournament(*, tournament):
         for family in families:
             create_work_units(family=family, stage=Stage.PAIRWISE)
     return tournament
+
+
+def apply_judgements_per_pair(*, tournament):
+    """A changed number of judgements per battle reaches the tournament's open battles: (how many
+    now ask for the new number, how many of those already had enough and are done)."""
+    with transaction.atomic():
+        units = WorkUnit.objects.filter(stage=Stage.PAIRWISE, battle__tournament=tournament,
+                                        status=WorkUnit.Status.OPEN)
+        resized = list(units.exclude(overlap=tournament.judgements_per_pair).values_list("pk", flat=True))
+        WorkUnit.objects.filter(pk__in=resized).update(overlap=tournament.judgements_per_pair)
+        done = sum(settle_unit(unit)[0] for unit in WorkUnit.objects.filter(pk__in=resized))
+    return len(resized), done

@@ -79,7 +79,7 @@ def human_battles(*, tournament, criterion="overall"):
     """
     judgements = list(
         _battle_related(
-            HumanJudgement.objects.filter(battle__tournament=tournament).order_by("id"), "battle__"
+            HumanJudgement.objects.counted().filter(battle__tournament=tournament).order_by("id"), "battle__"
         )
     )
     flags = _multi_image([j.battle for j in judgements])
@@ -152,7 +152,7 @@ def finished_runs(*, tournament):
 def human_rubric_scores(*, tournament):
     """One row per (worker's judgement, response) with its 1-5 rubric score."""
     judgements = _battle_related(
-        HumanJudgement.objects.filter(battle__tournament=tournament).exclude(rubric_scores={}), "battle__"
+        HumanJudgement.objects.counted().filter(battle__tournament=tournament).exclude(rubric_scores={}), "battle__"
     )
     judgements = list(judgements)
     flags = _multi_image([j.battle for j in judgements])

@@ -1,0 +1,74 @@
+"""A stage's settings reach the work already out: a changed overlap, lease or agreement rule applies
+to the stage's open units and leases, and the researcher is told how many it changed."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Least
+from django.utils import timezone
+
+from annotation.collection.decisions import settle_unit
+from annotation.models import Assignment, Reference, Stage, WorkUnit
+
+APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional")
+
+
+@dataclass
+class Applied:
+    """What a change of settings did to the work already out."""
+
+    units_resized: int = 0
+    units_completed: int = 0
+    decided: int = 0
+    leases_shortened: int = 0
+    pending_decisions: int = 0
+    rule_changed: bool = False
+
+    def message(self):
+        parts = []
+        if self.units_resized:
+            parts.append(f"{self.units_resized} open task(s) now ask for the new number of answers")
+        if self.units_completed:
+            parts.append(f"{self.units_completed} of them already had enough and are done")
+        if self.decided:
+            parts.append(f"{self.decided} decision(s) made")
+        if self.leases_shortened:
+            parts.append(f"{self.leases_shortened} lease(s) held now end at the new lease length")
+        if self.rule_changed:
+            parts.append(f"{self.pending_decisions} reference(s) still waiting will be decided by the new rule; "
+                         "those decided already keep their decision")
+        return "; ".join(parts) + "." if parts else "No open task needed changing."
+
+
+def apply_stage_config(*, config, before):
+    """Apply `config`'s saved settings to its stage's open units; `before` holds the values the
+    researcher changed from (a dict of APPLIED_FIELDS). Returns what it changed."""
+    applied = Applied()
+    changed = {name for name in APPLIED_FIELDS if before.get(name) != getattr(config, name)}
+    if not changed or config.stage == Stage.PAIRWISE:
+        # A tournament says how many judge each battle (preferences/tournaments.py).
+        return applied
+    now = timezone.now()
+    with transaction.atomic():
+        units = WorkUnit.objects.filter(family=config.family, stage=config.stage, status=WorkUnit.Status.OPEN,
+                                        surplus=False)
+        if "overlap" in changed and config.stage != Stage.INSTRUCTION_GENERATION:
+            applied.units_resized = units.exclude(overlap=config.overlap).update(overlap=config.overlap)
+        if changed & {"overlap", "counts_provisional"}:
+            for unit in units.select_related("family"):
+                completed, decided = settle_unit(unit)
+                applied.units_completed += completed
+                applied.decided += decided
+        if "lease_minutes" in changed:
+            longest = F("leased_at") + timedelta(minutes=config.lease_minutes)
+            applied.leases_shortened = Assignment.objects.filter(
+                Q(lease_expires_at__gt=now) & Q(lease_expires_at__gt=longest),
+                unit__family=config.family, unit__stage=config.stage, status=Assignment.Status.LEASED,
+            ).update(lease_expires_at=Least(F("lease_expires_at"), longest))
+        if "verification_rule" in changed and config.stage == Stage.VERIFICATION:
+            applied.rule_changed = True
+            applied.pending_decisions = Reference.objects.filter(
+                instance__family=config.family, verdict=Reference.Verdict.PENDING).count()
+    return applied

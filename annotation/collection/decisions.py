@@ -1,0 +1,24 @@
+"""What a unit's answers decide, asked again whenever they change: a submit, a review, a change of
+the stage's settings."""
+
+from annotation.collection.captions import settle_caption_round
+from annotation.collection.verification import settle_reference
+from annotation.models import Instance, Reference, Stage, WorkUnit
+
+
+def settle_unit(unit):
+    """Close a unit that has all the answers it asks now, and decide what it completes. Returns
+    (closed, decided)."""
+    unit = WorkUnit.objects.select_for_update().get(pk=unit.pk)
+    closed = unit.status == WorkUnit.Status.OPEN and unit.assignments.answered().count() >= unit.overlap
+    if closed:
+        unit.status = WorkUnit.Status.DONE
+        unit.save(update_fields=["status"])
+    decided = None
+    if unit.stage == Stage.CAPTION:
+        instance = Instance.objects.select_for_update().select_related("family").get(pk=unit.instance_id)
+        decided = settle_caption_round(instance=instance, unit=unit)
+    elif unit.stage == Stage.VERIFICATION:
+        reference = Reference.objects.select_for_update().get(pk=unit.reference_id)
+        decided = settle_reference(reference=reference, unit=unit)
+    return closed, decided is not None

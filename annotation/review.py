@@ -1,0 +1,171 @@
+"""Review with consequences (DESIGN: "Whose work counts"): accepting or rejecting submitted answers.
+
+Every answer (an instruction, a caption, a verification, a human judgement) is provisional until
+reviewed. A rejection takes the answer out of every aggregate (decisions, Table 2, the leaderboard,
+agreement, snapshots: they read only counted work, `counted_work`), gives its slot back so its unit
+asks a different worker, and undoes what was built on it while nothing more was built on that: a
+rejected caption that went to the model withdraws its reference, a rejected vote reopens its
+reference's decision. Where more was built (the instance is already in battles, a later round has
+answers) the decision stands, and the outcome says so. Platforms' approve and reject calls are the
+crowd platforms' part (mturk/services/reviewing.py), which calls these.
+"""
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.collection import stages
+from annotation.collection import verification as verification_stage
+from annotation.collection.decisions import settle_unit
+from annotation.exceptions import AnnotationError
+from annotation.models import (
+    Assignment,
+    Caption,
+    Instance,
+    Reference,
+    Stage,
+    WorkState,
+)
+
+REASON_MAX_CHARS = 2000
+
+
+@dataclass
+class ReviewOutcome:
+    """What a review did, for the reviewer's message."""
+
+    changed: int = 0
+    unchanged: int = 0
+    units_reopened: int = 0
+    decisions_reopened: int = 0
+    decided: int = 0
+    standing: list = field(default_factory=list)
+
+    def message(self, verb):
+        parts = [f"{self.changed} answer(s) {verb}"]
+        if self.unchanged:
+            parts.append(f"{self.unchanged} already {verb}")
+        if self.units_reopened:
+            parts.append(f"{self.units_reopened} task(s) back in the queue for another worker")
+        if self.decisions_reopened:
+            parts.append(f"{self.decisions_reopened} decision(s) reopened")
+        if self.decided:
+            parts.append(f"{self.decided} decision(s) made")
+        text = "; ".join(parts) + "."
+        if self.standing:
+            text += " Left as they were: " + " ".join(self.standing)
+        return text
+
+
+def _clean_reason(reason, *, required):
+    reason = (reason or "").strip()
+    if required and not reason:
+        raise AnnotationError("Say why: the reason is kept with the answer and shown to whoever reviews it next.")
+    if len(reason) > REASON_MAX_CHARS:
+        raise AnnotationError(f"The reason is too long ({len(reason)} characters; at most {REASON_MAX_CHARS}).")
+    return reason
+
+
+def _submitted(assignments):
+    ids = [getattr(assignment, "pk", assignment) for assignment in assignments]
+    return (Assignment.objects.select_for_update(of=("self",)).filter(pk__in=ids, status=Assignment.Status.SUBMITTED)
+            .select_related("unit", "unit__family").order_by("pk"))
+
+
+def accept_work(*, assignments, reviewer=None, reason=""):
+    """Accept submitted answers. Where a stage counts only accepted answers, an acceptance that
+    completes an item decides it (a caption round, a reference)."""
+    reason = _clean_reason(reason, required=False)
+    outcome = ReviewOutcome()
+    with transaction.atomic():
+        for assignment in _submitted(assignments):
+            if assignment.work_state == WorkState.ACCEPTED:
+                outcome.unchanged += 1
+                continue
+            was_rejected = assignment.work_state == WorkState.REJECTED
+            _set_state(assignment, WorkState.ACCEPTED, reviewer, reason)
+            outcome.changed += 1
+            if was_rejected:
+                outcome.standing.append(f"Answer #{assignment.pk} was rejected before; its task was asked again, "
+                                        "so accepting it now adds an answer beyond the overlap.")
+            outcome.decided += settle_unit(assignment.unit)[1]
+    return outcome
+
+
+def reject_work(*, assignments, reason, reviewer=None):
+    """Reject submitted answers with a reason: out of every aggregate, their units asked again of
+    someone else, and what was built on them undone while nothing more was built on that."""
+    reason = _clean_reason(reason, required=True)
+    outcome = ReviewOutcome()
+    with transaction.atomic():
+        for assignment in _submitted(assignments):
+            if assignment.work_state == WorkState.REJECTED:
+                outcome.unchanged += 1
+                continue
+            _set_state(assignment, WorkState.REJECTED, reviewer, reason)
+            outcome.changed += 1
+            stands, reopened = _undo(assignment)
+            if stands:
+                outcome.standing.append(stands)
+            outcome.decisions_reopened += reopened
+            outcome.units_reopened += stages.reopen_if_needed(assignment.unit)
+    return outcome
+
+
+def _set_state(assignment, state, reviewer, reason):
+    assignment.work_state, assignment.review_reason = state, reason
+    assignment.reviewed_by, assignment.reviewed_at = reviewer, timezone.now()
+    assignment.save(update_fields=["work_state", "review_reason", "reviewed_by", "reviewed_at"])
+
+
+def _in_battles(instance):
+    return instance.battles.exists()
+
+
+def _undo(assignment):
+    """Undo what a rejected answer decided, when nothing more was built on it: (why it stands or
+    "", how many decisions reopened)."""
+    unit = assignment.unit
+    if unit.stage == Stage.CAPTION:
+        return _withdraw_caption(Caption.objects.get(assignment=assignment))
+    if unit.stage == Stage.VERIFICATION:
+        reference = Reference.objects.select_for_update().get(pk=unit.reference_id)
+        if reference.verdict == Reference.Verdict.PENDING:
+            return "", 0
+        instance = Instance.objects.select_for_update().get(pk=reference.instance_id)
+        if _in_battles(instance):
+            return (f"Instance #{instance.pk} stays {instance.get_status_display().lower()}: it is already in "
+                    "battles."), 0
+        if not verification_stage.reopen_decision(reference=reference, instance=instance):
+            return (f"Instance #{instance.pk}'s decision stands: its new caption round has answers."), 0
+        return "", 1
+    if unit.stage == Stage.INSTRUCTION_GENERATION:
+        instance = Instance.objects.select_for_update().get(instruction_submission__assignment=assignment)
+        if _in_battles(instance):
+            return f"Instance #{instance.pk} stays: it is already in battles.", 0
+        if instance.status != Instance.Status.DISCARDED:
+            instance.status = Instance.Status.DISCARDED
+            instance.save(update_fields=["status", "updated_at"])
+            for stage in (Stage.CAPTION, Stage.VERIFICATION):
+                stages.close_units_no_longer_owed(stage=stage, instance=instance)
+        return "", 0
+    return "", 0
+
+
+def _withdraw_caption(caption):
+    instance = Instance.objects.select_for_update().get(pk=caption.instance_id)
+    used = instance.current_caption_id == caption.pk or caption.references.exists()
+    if not used:
+        return "", 0
+    decided = instance.status in (Instance.Status.VERIFIED, Instance.Status.DISCARDED)
+    if decided or instance.caption_round != caption.round:
+        return (f"Instance #{instance.pk} stays {instance.get_status_display().lower()}: its rejected caption "
+                "was already verified on."), 0
+    withdrawn = caption.references.filter(verdict=Reference.Verdict.PENDING)
+    for reference in withdrawn:
+        stages.close_units_no_longer_owed(stage=Stage.VERIFICATION, reference=reference)
+    withdrawn.update(verdict=Reference.Verdict.WITHDRAWN)
+    instance.status, instance.current_caption = Instance.Status.AWAITING_CAPTION, None
+    instance.save(update_fields=["status", "current_caption", "updated_at"])
+    return "", 1
