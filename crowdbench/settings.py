@@ -305,6 +305,11 @@ IMAGE_URL_ALLOWED_HOSTS = env.list(
 IMAGE_MEDIA_ORIGINS = env.list("IMAGE_MEDIA_ORIGINS", default=[])
 # How long a stage page's signed token stays good; MTurk assignments may run for hours.
 ANNOTATOR_TOKEN_MAX_AGE_SECONDS = env.int("ANNOTATOR_TOKEN_MAX_AGE_SECONDS", default=24 * 3600)
+# A lease lapses this many minutes after the last sign of life from its task page (the page sends
+# one every LEASE_HEARTBEAT_SECONDS while the worker is active), and at the latest after the
+# stage's lease minutes; so a worker who stops or closes the tab holds the task for no longer.
+LEASE_IDLE_MINUTES = env.float("LEASE_IDLE_MINUTES", default=5.0)
+LEASE_HEARTBEAT_SECONDS = env.int("LEASE_HEARTBEAT_SECONDS", default=60)
 CLOUDRESEARCH_COMPLETE_URL = "https://connect.cloudresearch.com/participant/project/{code}/complete"
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 

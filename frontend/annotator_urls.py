@@ -13,6 +13,7 @@ urlpatterns = [
     path("work/logout/", worker_views.logout, name="logout"),
     path("work/submit/", annotator_views.submit, name="submit"),
     path("work/give-back/", annotator_views.give_back, name="give_back"),
+    path("work/heartbeat/", annotator_views.heartbeat, name="heartbeat"),
     path("work/finish/", annotator_views.finish, name="finish"),
     path("work/unit/<int:unit_id>/", annotator_views.unit_page, name="unit"),
     path("work/qualify/<slug:stage>/", qualification_views.qualify, name="qualify"),

@@ -21,18 +21,21 @@ from django.db import transaction
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
+    InstructionFamily,
     Worker,
     WorkUnit,
 )
 from annotation.queue import (
     ClaimConflict,
     holds_a_lease,
+    keep_lease_alive,
     lease_unit,
     locked_for_leasing,
     next_assignment,
@@ -162,6 +165,7 @@ def stage_page(request, stage):
         return _study_page(request, page, study, worker, session, outcome)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
+    family = _chosen_family(request, stage)
     with transaction.atomic():
         worker = locked_for_leasing(local_workers(request.user, stage=stage))
         if worker is None:  # their first task
@@ -169,12 +173,25 @@ def stage_page(request, stage):
         gate = qualification_gate(request, worker, stage, next_url=request.get_full_path())
         if gate is not None:
             return gate
-        assignment = next_assignment(worker=worker, stage=stage)
+        assignment = next_assignment(worker=worker, stage=stage, family=family)
     if assignment is None:
         return render(request, "annotator/nothing_waiting.html", {
             "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})
     grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk)
     return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant)
+
+
+def _chosen_family(request, stage):
+    """The family an in-house annotator chose for a stage on their home page (?family=<id>; kept in
+    their session for the tasks that follow, until they choose "any"), or None for any family."""
+    choices = request.session.get("work_families", {})
+    value = request.GET.get("family", choices.get(stage, ""))
+    family = None
+    if value and value.isascii() and value.isdigit() and len(value) <= 18:
+        family = InstructionFamily.objects.filter(pk=int(value)).first()
+    if "family" in request.GET:
+        request.session["work_families"] = {**choices, stage: str(family.pk) if family else ""}
+    return family
 
 
 def _lease_in_study(request, page, study, worker, session):
@@ -290,6 +307,28 @@ def _next_unit_url(assignment, grant):
     if grant.session is not None:
         next_url += "?continue=" + tokens.sign_session(grant.session)
     return next_url
+
+
+# Exempt from CSRF for the reason given at `submit`: the task's signed token is the defence.
+@csrf_exempt
+@annotator_page
+@require_POST
+def heartbeat(request):
+    """The task page's sign of life while its worker is active: the lease runs on. JSON only."""
+    try:
+        grant = tokens.read_assignment(request.POST.get("token", ""))
+    except tokens.TokenRefused as error:
+        return JsonResponse({"ok": False, "error": str(error)}, status=403)
+    assignment = Assignment.objects.filter(pk=grant.assignment_id, worker_id=grant.worker_id) \
+        .select_related("worker").first()
+    if assignment is None or (assignment.worker.platform == Worker.Platform.LOCAL
+                              and assignment.worker.user_id != request.user.pk):
+        return JsonResponse({"ok": False, "error": tokens.FORGED_MESSAGE}, status=403)
+    try:
+        expires = keep_lease_alive(assignment=assignment)
+    except AnnotationError as error:
+        return JsonResponse({"ok": False, "error": str(error)}, status=409)
+    return JsonResponse({"ok": True, "expires_in": max(0, int((expires - timezone.now()).total_seconds()))})
 
 
 # Exempt from CSRF for the reason given at `submit`: the task's signed token is the defence.

@@ -5,6 +5,7 @@ shown after an action."""
 from django.conf import settings
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 
 from frontend import tokens
 from frontend.arrival import IDLE_SECONDS
@@ -60,6 +61,9 @@ def render_stage_page(request, page, unit, *, assignment=None, grant=None, previ
             "preview": preview,
             "idleSeconds": IDLE_SECONDS,
             "allowedImageHosts": settings.IMAGE_URL_ALLOWED_HOSTS,
+            # A leased task's page keeps its lease alive while its worker is active.
+            "heartbeatUrl": reverse("frontend:heartbeat") if assignment and grant and not preview else "",
+            "heartbeatSeconds": settings.LEASE_HEARTBEAT_SECONDS,
         },
     })
     return render(request, page.template, context, status=status)

@@ -2,6 +2,7 @@
 
 
 from django.contrib.auth.views import LoginView, LogoutView, redirect_to_login
+from django.db.models import Count
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
@@ -29,11 +30,13 @@ def home(request):
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     worker = local_worker(request.user)
-    stages = [
-        {"stage": stage, "heading": page.heading,
-         "waiting": units_open_to(worker=worker, stage=stage).count()}
-        for stage, page in PAGES.items()
-    ]
+    stages = []
+    for stage, page in PAGES.items():
+        # Per family, so an annotator may choose which family's work to do.
+        families = list(units_open_to(worker=worker, stage=stage).values("family", "family__name")
+                        .annotate(waiting=Count("pk")).order_by("family__name"))
+        stages.append({"stage": stage, "heading": page.heading, "families": families,
+                       "waiting": sum(family["waiting"] for family in families)})
     return render(request, "annotator/home.html", {"stages": stages, "worker": worker})
 
 

@@ -35,7 +35,8 @@ def test_worker_gets_a_lease_on_an_open_unit(worker):
     assignment = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
     assert assignment.unit == unit
     assert assignment.status == Assignment.Status.LEASED
-    assert assignment.lease_expires_at > timezone.now() + timedelta(minutes=29)
+    # Held while the page shows signs of life (LEASE_IDLE_MINUTES each), never past the stage's lease.
+    assert timedelta(minutes=4) < assignment.lease_expires_at - timezone.now() <= timedelta(minutes=5)
 
 
 def test_worker_holding_a_lease_gets_the_same_unit_back(worker):
@@ -69,11 +70,69 @@ def test_expired_lease_returns_unit_to_pool(worker):
     assert first.status == Assignment.Status.EXPIRED
 
 
-def test_worker_never_gets_the_same_unit_twice(worker):
-    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1, overlap=3)
+def test_a_lapsed_lease_comes_back_as_the_same_assignment_while_its_slot_is_free(worker):
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 2, overlap=3)
     first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
     Assignment.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    assert queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION) is None
+    again = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    assert again.pk == first.pk and again.lease_expires_at > timezone.now()
+    assert Assignment.objects.filter(worker=worker).count() == 1
+
+
+def test_a_lapsed_lease_whose_slot_went_to_someone_else_does_not_come_back(worker):
+    unit, other_unit = make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 2)
+    first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    Assignment.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    taker = queue.next_assignment(worker=WorkerFactory(), stage=Stage.INSTRUCTION_GENERATION)
+    assert taker.unit_id == first.unit_id
+    assert queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION).unit_id != first.unit_id
+
+
+def test_a_unit_given_back_comes_back_to_the_same_worker_only_once_nothing_else_is_left(worker):
+    first_unit, second_unit = make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 2)
+    first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    queue.return_assignment(assignment=first)
+    second = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    assert second.unit_id == second_unit.pk
+    queue.return_assignment(assignment=second)
+    # Both given back: the newest comes back, as the same assignment, not a second one.
+    back = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    assert back.pk == second.pk and back.status == Assignment.Status.LEASED
+
+
+def test_a_page_that_shows_signs_of_life_keeps_its_lease_up_to_the_stage_lease(worker, settings):
+    settings.LEASE_IDLE_MINUTES = 5
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1)
+    lease = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    # Taken 28 minutes ago on a 30-minute stage lease: kept alive for 2 more minutes, not 5.
+    taken = timezone.now() - timedelta(minutes=28)
+    Assignment.objects.filter(pk=lease.pk).update(leased_at=taken,
+                                                  lease_expires_at=timezone.now() + timedelta(minutes=1))
+    expires = queue.keep_lease_alive(assignment=lease)
+    assert abs((expires - (taken + timedelta(minutes=30))).total_seconds()) < 1
+
+
+def test_a_worker_who_stops_after_saved_holds_the_next_unit_no_longer_than_the_idle_limit(settings):
+    # "Saved, here is the next task": the next unit is leased at once, to someone who may have left.
+    settings.LEASE_IDLE_MINUTES = 2
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 2)
+    stopped = WorkerFactory()
+    first = queue.next_assignment(worker=stopped, stage=Stage.INSTRUCTION_GENERATION)
+    queue.mark_submitted(first)
+    left_behind = queue.next_assignment(worker=stopped, stage=Stage.INSTRUCTION_GENERATION)
+    assert left_behind.lease_expires_at <= timezone.now() + timedelta(minutes=2)
+    Assignment.objects.filter(pk=left_behind.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    other = queue.next_assignment(worker=WorkerFactory(), stage=Stage.INSTRUCTION_GENERATION)
+    assert other.unit_id == left_behind.unit_id
+
+
+def test_a_heartbeat_after_the_slot_went_to_someone_else_says_so(worker):
+    make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1)
+    lease = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
+    Assignment.objects.filter(pk=lease.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    queue.next_assignment(worker=WorkerFactory(), stage=Stage.INSTRUCTION_GENERATION)
+    with pytest.raises(AnnotationError, match="went to someone else"):
+        queue.keep_lease_alive(assignment=lease)
 
 
 def test_returned_unit_is_free_for_someone_else(worker):

@@ -39,8 +39,38 @@
     timerValue.textContent = Math.floor(seconds / 60) + ":" + String(seconds % 60).padStart(2, "0");
   }
   ["keydown", "pointerdown", "pointermove", "wheel", "scroll", "input", "touchstart"].forEach(function (name) {
-    window.addEventListener(name, function () { lastInput = Date.now(); }, { passive: true, capture: true });
+    window.addEventListener(name, function () {
+      lastInput = Date.now();
+      beatIfDue();
+    }, { passive: true, capture: true });
   });
+
+  // --- the lease: a sign of life while the worker is active, so it lapses soon after they stop ---
+  var beatMs = (config.heartbeatSeconds || 60) * 1000;
+  var lastBeat = Date.now();
+  function beat() {
+    if (!config.heartbeatUrl || !form || submitting) { return; }
+    lastBeat = Date.now();
+    var data = new FormData();
+    data.set("token", form.elements.token.value);
+    fetch(config.heartbeatUrl, { method: "POST", body: data, headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (response) { return response.json(); })
+      .then(function (result) { if (!result.ok) { showError(result.error); } })
+      .catch(function () { /* offline for a moment: the next beat tries again */ });
+  }
+  function beatIfDue() {
+    // Back from a pause: the lease is renewed at once (taken again if it lapsed and is still free).
+    if (config.heartbeatUrl && Date.now() - lastBeat > beatMs) { beat(); }
+  }
+  function setUpHeartbeat() {
+    if (!config.heartbeatUrl) { return; }
+    window.setInterval(function () {
+      if (document.visibilityState === "visible" && Date.now() - lastInput < 2 * beatMs) { beat(); }
+    }, beatMs);
+    document.addEventListener("visibilitychange", function () {
+      if (document.visibilityState === "visible") { beatIfDue(); }
+    });
+  }
 
   // --- drafts: every typed value in localStorage, per assignment, until a successful submit ---
   function draftFields() {
@@ -365,6 +395,7 @@
       if (ticks % 5 === 0) { saveDraft(); }
     }, 1000);
     document.addEventListener("keydown", onKey);
+    setUpHeartbeat();
     form.setAttribute("data-ready", ""); // shortcuts and drafts are live from here on
     function typedSomething() {
       return draftFields().some(function (element) { return element.type !== "radio" && element.type !== "checkbox" && element.value; });
