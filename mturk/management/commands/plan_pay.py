@@ -1,5 +1,5 @@
 """Print the pay plan of a stage before launch: reward from measured (or estimated) time and a
-target wage, with the platform's fees, e.g.
+target wage, with the platform's fees as it bills them, e.g.
 
     manage.py plan_pay --stage caption --tasks 100 --estimate-seconds 180
 """
