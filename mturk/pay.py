@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import F, Q, Sum
 
-from annotation.models import Assignment, Worker
+from annotation.models import Assignment, Stage, StageConfig, Tournament, Worker
 
 CENT = Decimal("0.01")
 MTURK_FEE = Decimal("0.20")
@@ -159,6 +159,7 @@ class PayPlan:
     stage: str
     tasks: int
     assignments_per_task: int
+    overlap_source: str
     seconds_per_task: float
     time_source: str
     hourly_wage: Decimal
@@ -194,6 +195,7 @@ class PayPlan:
         rows = [
             f"Pay plan: {self.tasks} {self.stage} tasks × {self.assignments_per_task} assignment(s) "
             f"= {self.assignments} assignments on {self.platform}",
+            f"  overlap:             {self.assignments_per_task} assignment(s) per task ({self.overlap_source})",
             f"  time per task:       {self.seconds_per_task:.0f} s ({self.time_source})",
             f"  target wage:         ${self.hourly_wage}/h",
             f"  reward per task:     ${self.reward} (pays ${self.effective_hourly_wage}/h)",
@@ -219,11 +221,55 @@ def _fee_note(platform):
     return fee_rate(platform).note
 
 
-def plan(*, platform, stage, tasks, assignments_per_task=1, hourly_wage=None, family=None,
+def stage_overlap(*, stage, family=None):
+    """(assignments per task, where that number comes from) for a stage's work: what
+    annotation/collection/stages.py gives its units. Caption and verification units take their
+    family's stage overlap; pairwise units take their tournament's judgements per pair."""
+    label = Stage(stage).label.lower() if stage in Stage.values else stage
+    if stage == Stage.INSTRUCTION_GENERATION:
+        return 1, "each instruction-generation task is one new instance by one worker"
+    if stage == Stage.PAIRWISE:
+        tournaments = Tournament.objects.all()
+        if family is not None:
+            tournaments = tournaments.filter(Q(battles__instance__family=family) | Q(families=family)
+                                             | Q(families__isnull=True)).distinct()
+        # The newest launched tournament is the one whose battles a study publishes now; before any
+        # launch, the newest one is the one being planned.
+        tournament = tournaments.order_by(F("launched_at").desc(nulls_last=True), "-created_at").first()
+        if tournament is None:
+            return 1, "no tournament yet: 1 assumed; a tournament's judgements per pair set it"
+        return tournament.judgements_per_pair, f"judgements per pair of tournament “{tournament.name}”"
+    configs = StageConfig.objects.filter(stage=stage)
+    if family is not None:
+        configs = configs.filter(family=family)
+    found = list(configs.values_list("overlap", flat=True))
+    overlaps = sorted(set(found))
+    if family is not None:
+        of = f"of “{family.name}”"
+    else:
+        of = "in the one family set up for it" if len(found) == 1 else f"in all {len(found)} families set up for it"
+    if not overlaps:
+        unset = (f"the {label} stage of “{family.name}” is not set up yet" if family is not None
+                 else f"no family has the {label} stage set up yet")
+        return 1, f"{unset}; a stage starts at 1"
+    if len(overlaps) == 1:
+        return overlaps[0], f"the overlap of the {label} stage {of}"
+    # A study drawing from every family publishes each unit at its own family's overlap; the
+    # largest keeps the plan from promising less than it may spend.
+    return overlaps[-1], (f"the largest overlap of the {label} stage {of} "
+                          f"({', '.join(map(str, overlaps))})")
+
+
+def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None, family=None,
          estimated_seconds=None, budget=None, committed=Decimal("0.00"), reward=None):
     """The plan for `tasks` tasks: reward from the measured median time (or the estimate), fees as
-    the platform bills them."""
-    hourly_wage = Decimal(hourly_wage if hourly_wage is not None else settings.TARGET_HOURLY_WAGE_USD)
+    the platform bills them. Without `assignments_per_task` each task asks the stage's overlap."""
+    hourly_wage = hourly_wage if hourly_wage is not None else settings.TARGET_HOURLY_WAGE_USD
+    if assignments_per_task is None:
+        assignments_per_task, overlap_source = stage_overlap(stage=stage, family=family)
+    else:
+        overlap_source = "as asked"
+    hourly_wage = Decimal(str(hourly_wage))
     median, count = measured_seconds(stage=stage, family=family)
     if median is not None and count >= MIN_MEASUREMENTS:
         seconds, source = median, f"median active time of {count} submitted assignments"
@@ -236,12 +282,12 @@ def plan(*, platform, stage, tasks, assignments_per_task=1, hourly_wage=None, fa
         raise PlatformError(
             f"No pay can be planned for {stage}: {count} assignments measured (need "
             f"{MIN_MEASUREMENTS}) and no estimated time per task given.")
-    reward = Decimal(reward) if reward is not None else reward_for(seconds=seconds,
-                                                                  hourly_wage=hourly_wage)
+    reward = Decimal(str(reward)) if reward is not None else reward_for(seconds=seconds,
+                                                                       hourly_wage=hourly_wage)
     bill = billing(platform)
     return PayPlan(
         platform=platform, stage=stage, tasks=tasks, assignments_per_task=assignments_per_task,
-        seconds_per_task=seconds, time_source=source,
+        overlap_source=overlap_source, seconds_per_task=seconds, time_source=source,
         hourly_wage=hourly_wage, reward=reward,
         fee_per_assignment=(bill.fee_per_assignment(reward=reward, assignments_per_task=assignments_per_task)
                             if bill.per_assignment else None),
@@ -251,7 +297,9 @@ def plan(*, platform, stage, tasks, assignments_per_task=1, hourly_wage=None, fa
     )
 
 
-def plan_for_study(study, *, tasks, assignments_per_task=1):
+def plan_for_study(study, *, tasks, assignments_per_task=None):
+    """The study's plan: its platform, stage, family, wage, estimate and budget, and, unless
+    `assignments_per_task` says otherwise, its stage's overlap."""
     return plan(platform=study.platform, stage=study.stage, tasks=tasks,
                 assignments_per_task=assignments_per_task, hourly_wage=study.target_hourly_wage_usd,
                 family=study.family, estimated_seconds=study.estimated_seconds,

@@ -1,5 +1,6 @@
 """Money as each platform bills it (issue 24): a plan per platform checked against the platform's
-published rule and example, and the budget check at publishing agreeing with the plan.
+published rule and example, the stage's real overlap, and the budget check at publishing agreeing
+with the plan.
 
 The published rules the numbers below come from (read 2026-11):
 - MTurk, requester.mturk.com/pricing: "20% fee on the reward and bonus amount (if any) you pay
@@ -16,10 +17,13 @@ The published rules the numbers below come from (read 2026-11):
 """
 
 from decimal import Decimal
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
+from django.urls import reverse
 
-from annotation.models import Stage
+from annotation.models import Stage, Tournament
 from mturk import pay
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy
@@ -29,8 +33,8 @@ from tests.mturk_wire import make_researcher
 
 pytestmark = pytest.mark.django_db
 
-# 66 s at $18/h is $0.33 a task.
-THIRTY_THREE_CENTS = 66
+# 66 s at $18/h is $0.33 a task; 40 s is $0.20.
+THIRTY_THREE_CENTS, TWENTY_CENTS = 66, 40
 
 
 def caption_plan(platform, *, tasks=100, seconds=THIRTY_THREE_CENTS, **options):
@@ -101,6 +105,53 @@ def test_prolific_plan_charges_its_rate_on_the_studys_rewards_rounded_once(setti
     plan = caption_plan("prolific")
     assert (plan.total_reward, plan.total_fees) == (Decimal("33.00"), Decimal("14.12"))
     assert "Prolific: 42.8% of the batch's rewards, rounded once to the cent" in "\n".join(plan.lines())
+
+
+def test_the_pairwise_plan_on_prolific_bills_its_judgements_as_one_batch(settings):
+    # The finding: 27 battles judged 5 times each at $0.20 are $27.00 of rewards; 33.3% of that is
+    # $8.991, billed $8.99, where 135 × $0.07 (33.3% of $0.20, rounded per place) made $9.45.
+    settings.PLATFORM_FEE_RATES = {}
+    family = FamilyFactory()
+    Tournament.objects.create(name="VisIT pairwise", judgements_per_pair=5)
+    study = CrowdStudy.objects.create(platform="prolific", stage=Stage.PAIRWISE, family=family,
+                                      name="Pairwise", estimated_seconds=TWENTY_CENTS)
+    plan = pay.plan_for_study(study, tasks=27)
+    assert (plan.assignments, plan.reward, plan.total_reward, plan.total_fees) == (
+        135, Decimal("0.20"), Decimal("27.00"), Decimal("8.99"))
+    assert "judgements per pair of tournament “VisIT pairwise”" in "\n".join(plan.lines())
+
+
+# --- the stage's real overlap ---------------------------------------------------------------------
+
+
+def test_the_study_page_plans_verification_with_the_stages_overlap(admin_client):
+    family = FamilyFactory(name="Contextual knowledge")
+    launch(family, Stage.VERIFICATION, overlap=2)
+    study = CrowdStudy.objects.create(platform="mturk", stage=Stage.VERIFICATION, family=family,
+                                      name="Verification", estimated_seconds=60)
+    page = admin_client.get(reverse("admin:mturk_crowdstudy_change", args=[study.pk])).content.decode()
+    assert "100 verification tasks × 2 assignment(s) = 200 assignments on mturk" in page
+    assert "× 1 assignment(s)" not in page
+    # 200 assignments at $0.30 with MTurk's $0.06 each.
+    assert "total:               $72.00" in page
+
+
+def test_the_plan_for_a_pairwise_study_asks_its_tournaments_judgements_per_pair():
+    family = FamilyFactory()
+    Tournament.objects.create(name="Five judgements", judgements_per_pair=5)
+    study = CrowdStudy.objects.create(platform="mturk", stage=Stage.PAIRWISE, family=family,
+                                      name="Pairwise", estimated_seconds=60)
+    assert pay.plan_for_study(study, tasks=10).assignments == 50
+
+
+def test_plan_pay_without_a_study_plans_the_largest_overlap_of_the_stage_and_says_so():
+    launch(FamilyFactory(), Stage.CAPTION, overlap=1)
+    launch(FamilyFactory(), Stage.CAPTION, overlap=3)
+    out = StringIO()
+    call_command("plan_pay", "--stage", "caption", "--tasks", "10", "--estimate-seconds", "60", stdout=out)
+    assert "10 caption tasks × 3 assignment(s) = 30 assignments" in out.getvalue()
+    assert "the largest overlap of the instruction-conditioned caption stage in all 2 families set up " \
+           "for it (1, 3)" in out.getvalue()
 
 
 # --- the budget check at publishing and the plan agree --------------------------------------------
