@@ -260,6 +260,39 @@ def stage_overlap(*, stage, family=None):
                           f"({', '.join(map(str, overlaps))})")
 
 
+def _number(value, what):
+    """`value` as a finite Decimal, or a PlatformError naming `what`."""
+    from mturk.exceptions import PlatformError
+
+    try:
+        number = Decimal(str(value))
+    except ArithmeticError:
+        raise PlatformError(f"{what} must be a number (got {value!r}).") from None
+    if not number.is_finite():
+        raise PlatformError(f"{what} must be a number (got {value!r}).")
+    return number
+
+
+def _refuse_impossible(*, tasks, assignments_per_task, hourly_wage, estimated_seconds, budget, reward):
+    """Refuse what no platform could bill, so the command, the admin and any caller say why rather
+    than print a plan of negative money."""
+    from mturk.exceptions import PlatformError
+
+    if tasks < 1:
+        raise PlatformError(f"Plan at least one task (asked for {tasks}).")
+    if assignments_per_task < 1:
+        raise PlatformError(f"Each task needs at least one assignment (asked for {assignments_per_task}).")
+    if _number(hourly_wage, "The target wage") <= 0:
+        raise PlatformError(f"The target wage must be more than $0.00 an hour (asked for ${hourly_wage}).")
+    if estimated_seconds is not None and _number(estimated_seconds, "The estimated time per task") <= 0:
+        raise PlatformError("The estimated time per task must be more than 0 seconds "
+                            f"(asked for {estimated_seconds}).")
+    if budget is not None and _number(budget, "The budget") < 0:
+        raise PlatformError(f"A budget cannot be negative (asked for ${budget}).")
+    if reward is not None and _number(reward, "The reward") <= 0:
+        raise PlatformError(f"A reward must be more than $0.00 (asked for ${reward}).")
+
+
 def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None, family=None,
          estimated_seconds=None, budget=None, committed=Decimal("0.00"), reward=None):
     """The plan for `tasks` tasks: reward from the measured median time (or the estimate), fees as
@@ -269,11 +302,13 @@ def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None,
         assignments_per_task, overlap_source = stage_overlap(stage=stage, family=family)
     else:
         overlap_source = "as asked"
+    _refuse_impossible(tasks=tasks, assignments_per_task=assignments_per_task, hourly_wage=hourly_wage,
+                       estimated_seconds=estimated_seconds, budget=budget, reward=reward)
     hourly_wage = Decimal(str(hourly_wage))
     median, count = measured_seconds(stage=stage, family=family)
     if median is not None and count >= MIN_MEASUREMENTS:
         seconds, source = median, f"median active time of {count} submitted assignments"
-    elif estimated_seconds:
+    elif estimated_seconds is not None:
         seconds = float(estimated_seconds)
         source = (f"estimate; only {count} measured" if count else "estimate; none measured yet")
     else:

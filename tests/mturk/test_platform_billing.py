@@ -1,6 +1,6 @@
 """Money as each platform bills it (issue 24): a plan per platform checked against the platform's
-published rule and example, the stage's real overlap, and the budget check at publishing agreeing
-with the plan.
+published rule and example, the stage's real overlap, impossible inputs refused, and the budget
+check at publishing agreeing with the plan.
 
 The published rules the numbers below come from (read 2026-11):
 - MTurk, requester.mturk.com/pricing: "20% fee on the reward and bonus amount (if any) you pay
@@ -16,11 +16,13 @@ The published rules the numbers below come from (read 2026-11):
   places and answers one total "including VAT and fees".
 """
 
+from contextlib import redirect_stderr
 from decimal import Decimal
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import ManagementUtility, call_command
+from django.core.management.base import CommandError
 from django.urls import reverse
 
 from annotation.models import Stage, Tournament
@@ -152,6 +154,46 @@ def test_plan_pay_without_a_study_plans_the_largest_overlap_of_the_stage_and_say
     assert "10 caption tasks × 3 assignment(s) = 30 assignments" in out.getvalue()
     assert "the largest overlap of the instruction-conditioned caption stage in all 2 families set up " \
            "for it (1, 3)" in out.getvalue()
+
+
+# --- impossible inputs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options, reason", [
+    ({"tasks": -5}, "Plan at least one task \\(asked for -5\\)"),
+    ({"tasks": 0}, "Plan at least one task"),
+    ({"assignments_per_task": 0}, "at least one assignment"),
+    ({"hourly_wage": "0"}, "wage must be more than \\$0.00"),
+    ({"hourly_wage": "-18"}, "wage must be more than \\$0.00"),
+    ({"estimated_seconds": -60}, "more than 0 seconds"),
+    ({"budget": Decimal("-1")}, "budget cannot be negative"),
+])
+def test_the_planner_refuses_what_no_platform_could_bill(options, reason):
+    arguments = {"platform": "mturk", "stage": Stage.CAPTION, "tasks": 100, "estimated_seconds": 60,
+                 "hourly_wage": "18.00"} | options
+    with pytest.raises(PlatformError, match=reason):
+        pay.plan(**arguments)
+
+
+def test_plan_pay_refuses_negative_tasks_and_exits_non_zero_with_the_reason():
+    with pytest.raises(CommandError, match="Plan at least one task \\(asked for -5\\)"):
+        call_command("plan_pay", "--tasks", "-5", "--estimate-seconds", "60", stdout=StringIO())
+    # As a shell runs it: manage.py plan_pay --tasks -5 ...
+    errors = StringIO()
+    with redirect_stderr(errors), pytest.raises(SystemExit) as exit_:
+        ManagementUtility(["manage.py", "plan_pay", "--tasks", "-5", "--estimate-seconds", "60"]).execute()
+    assert exit_.value.code == 1
+    assert "Plan at least one task (asked for -5)." in errors.getvalue()
+
+
+def test_a_study_with_a_negative_budget_gets_no_plan_and_publishes_nothing():
+    study = connect_study(Decimal("-10.00"))
+    with pytest.raises(PlatformError, match="budget cannot be negative"):
+        pay.plan_for_study(study, tasks=100)
+    with pytest.raises(PlatformError, match="negative budget"):
+        publishing.publish_batch(study=study, tasks=1, actor=make_researcher())
+    study.refresh_from_db()
+    assert study.places_published == 0
 
 
 # --- the budget check at publishing and the plan agree --------------------------------------------

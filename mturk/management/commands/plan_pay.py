@@ -4,10 +4,11 @@ target wage, with the platform's fees as it bills them, e.g.
     manage.py plan_pay --stage caption --tasks 100 --estimate-seconds 180
 
 Each task asks the stage's overlap (a tournament's judgements per pair for pairwise) unless
---assignments says otherwise.
+--assignments says otherwise; impossible numbers (no tasks, a negative budget...) are refused.
 """
 
-from decimal import Decimal
+from argparse import ArgumentTypeError
+from decimal import Decimal, InvalidOperation
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -15,6 +16,14 @@ from annotation.models import Stage, Worker
 from mturk import pay
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy
+
+
+def amount(text):
+    # argparse turns only ValueError and TypeError into a usage message; Decimal raises neither.
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        raise ArgumentTypeError(f"not an amount in dollars: {text!r}") from None
 
 
 class Command(BaseCommand):
@@ -27,10 +36,10 @@ class Command(BaseCommand):
         parser.add_argument("--tasks", type=int, default=100)
         parser.add_argument("--assignments", type=int,
                             help="Assignments per task (default: the stage's overlap).")
-        parser.add_argument("--wage", type=Decimal, help="Target hourly wage in USD (default $18).")
+        parser.add_argument("--wage", type=amount, help="Target hourly wage in USD (default $18).")
         parser.add_argument("--estimate-seconds", type=float,
                             help="Time per task when fewer than 5 have been measured.")
-        parser.add_argument("--budget", type=Decimal)
+        parser.add_argument("--budget", type=amount)
 
     def handle(self, *args, **options):
         try:
