@@ -337,7 +337,8 @@ PLATFORM_HTTP_MAX_ATTEMPTS = env.int("PLATFORM_HTTP_MAX_ATTEMPTS", default=4)
 PLATFORM_HTTP_RETRY_BASE_SECONDS = env.float("PLATFORM_HTTP_RETRY_BASE_SECONDS", default=1.0)
 PLATFORM_HTTP_RETRY_MAX_SECONDS = env.float("PLATFORM_HTTP_RETRY_MAX_SECONDS", default=30.0)
 # Pay planning (paper §2.2 paid $18/h). MTurk's fees are built in; the others' service fees depend
-# on the account, so they are values to set (e.g. {"prolific": 0.333}); unset means none counted.
+# on the account, so they are values to set (e.g. {"prolific": 0.428}); unset, a plan assumes the
+# platform's academic rate and says so (mturk/pay.py).
 TARGET_HOURLY_WAGE_USD = env("TARGET_HOURLY_WAGE_USD", default="18.00")
 PLATFORM_FEE_RATES = env.json("PLATFORM_FEE_RATES_JSON", default={})
 

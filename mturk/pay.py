@@ -1,10 +1,12 @@
-"""Pay planned from measured work time to a target hourly wage, with the platform's fees.
+"""Pay planned from measured work time to a target hourly wage, with the platform's fees as the
+platform bills them.
 
-The paper paid $18/h (§2.2); CHIRP $0.10 per minute (C.2.2). MTurk charges 20% of reward and
-bonus, 20% more for HITs with 10 or more assignments, and at least $0.01 per assignment.
-Prolific and CloudResearch Connect charge a share of rewards and bonuses that depends on the
-account (academic or not); PLATFORM_FEE_RATES_JSON sets yours, and until it does the plan uses
-the academic rate and says that it assumed it.
+The paper paid $18/h (§2.2); CHIRP $0.10 per minute (C.2.2). MTurk charges each assignment on
+its own: 20% of reward and bonus, 20% more for HITs with 10 or more assignments, at least $0.01.
+Prolific and CloudResearch Connect charge a share of a batch's rewards and bonuses, rounded once,
+and the share depends on the account (academic or not); PLATFORM_FEE_RATES_JSON sets yours, and
+until it does the plan uses the academic rate and says that it assumed it. `billing` is the one
+place that knows which platform bills which way; plans, batch costs and committed spend all ask it.
 """
 
 import statistics
@@ -12,9 +14,9 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import F, Q, Sum
 
-from annotation.models import Assignment, Worker
+from annotation.models import Assignment, Stage, StageConfig, Tournament, Worker
 
 CENT = Decimal("0.01")
 MTURK_FEE = Decimal("0.20")
@@ -71,20 +73,66 @@ def fee_rate(platform):
     return FeeRate(Decimal("0"), "none", what)
 
 
-def fee_per_assignment(*, platform, reward, assignments_per_task=1):
-    reward = Decimal(reward)
-    if platform == Worker.Platform.MTURK:
+@dataclass(frozen=True)
+class PerAssignmentFee:
+    """MTurk bills each assignment on its own (requester.mturk.com/pricing): 20% of the reward,
+    20% more when the HIT has 10 or more assignments, at least $0.01 per assignment or bonus
+    payment, each fee rounded half up to the cent ("$0.104 is rounded to $0.10, $0.105 to $0.11",
+    the page's answer on rounding). A batch's fee is therefore one assignment's fee times its
+    assignments, and a penny lost or gained in rounding is lost or gained on every one."""
+
+    per_assignment = True
+
+    def fee_per_assignment(self, *, reward, assignments_per_task):
         rate = MTURK_FEE + (MTURK_LARGE_HIT_FEE if assignments_per_task >= MTURK_LARGE_HIT_ASSIGNMENTS
                             else Decimal("0"))
-        return max(MTURK_MIN_FEE, cents(reward * rate))
-    return cents(reward * fee_rate(platform).rate)
+        return max(MTURK_MIN_FEE, cents(Decimal(reward) * rate))
+
+    def fees(self, *, reward, assignments_per_task, tasks):
+        return self.fee_per_assignment(reward=reward, assignments_per_task=assignments_per_task) * (
+            assignments_per_task * tasks)
+
+    def bonus_fee(self, amount):
+        return max(MTURK_MIN_FEE, cents(Decimal(amount) * MTURK_FEE))
+
+    def rule(self, assignments_per_task):
+        if assignments_per_task >= MTURK_LARGE_HIT_ASSIGNMENTS:
+            share = "40% of each assignment's reward (20%, and 20% more for HITs of 10+ assignments)"
+        else:
+            share = "20% of each assignment's reward"
+        return f"MTurk: {share}, rounded half up per assignment, min $0.01"
 
 
-def bonus_fee(*, platform, amount):
-    amount = Decimal(amount)
+@dataclass(frozen=True)
+class BatchFee:
+    """Prolific and CloudResearch Connect bill a share of what a batch pays its participants:
+    Connect's total cost "is whatever payments you make to participants plus 25%" (its Project
+    Cost page), and Prolific quotes a study's cost from its reward and its places together, with
+    the account's fee and VAT (its API's calculate-study-cost). So the fee is the rate times the
+    batch's total reward, rounded once to the cent: 25% of 100 × $0.33 is $8.25, where rounding
+    each participant's $0.0825 first would make it $8.00. A bonus is paid by its own call, so it
+    is its own batch."""
+
+    rate: FeeRate
+    per_assignment = False
+
+    def fees(self, *, reward, assignments_per_task, tasks):
+        return cents(Decimal(reward) * assignments_per_task * tasks * self.rate.rate)
+
+    def bonus_fee(self, amount):
+        return cents(Decimal(amount) * self.rate.rate)
+
+    def rule(self, assignments_per_task):
+        if self.rate.source == "none":
+            return f"{self.rate.what}: no platform fee"
+        return f"{self.rate.what}: {self.rate.rate * 100:.1f}% of the batch's rewards, rounded once to the cent"
+
+
+def billing(platform):
+    """How `platform` turns rewards and bonuses into its fees: the one place that knows."""
     if platform == Worker.Platform.MTURK:
-        return max(MTURK_MIN_FEE, cents(amount * MTURK_FEE))
-    return cents(amount * fee_rate(platform).rate)
+        return PerAssignmentFee()
+    return BatchFee(fee_rate(platform))
 
 
 def reward_for(*, seconds, hourly_wage):
@@ -111,11 +159,14 @@ class PayPlan:
     stage: str
     tasks: int
     assignments_per_task: int
+    overlap_source: str
     seconds_per_task: float
     time_source: str
     hourly_wage: Decimal
     reward: Decimal
-    fee_per_assignment: Decimal
+    fee_per_assignment: Decimal | None  # MTurk's; the other platforms bill the batch, not each one
+    total_fees: Decimal
+    fee_rule: str
     fee_note: str
     budget: Decimal | None
     committed: Decimal
@@ -127,10 +178,6 @@ class PayPlan:
     @property
     def total_reward(self):
         return self.reward * self.assignments
-
-    @property
-    def total_fees(self):
-        return self.fee_per_assignment * self.assignments
 
     @property
     def total(self):
@@ -148,10 +195,16 @@ class PayPlan:
         rows = [
             f"Pay plan: {self.tasks} {self.stage} tasks × {self.assignments_per_task} assignment(s) "
             f"= {self.assignments} assignments on {self.platform}",
+            f"  overlap:             {self.assignments_per_task} assignment(s) per task ({self.overlap_source})",
             f"  time per task:       {self.seconds_per_task:.0f} s ({self.time_source})",
             f"  target wage:         ${self.hourly_wage}/h",
             f"  reward per task:     ${self.reward} (pays ${self.effective_hourly_wage}/h)",
-            f"  fee per assignment:  ${self.fee_per_assignment} ({self.fee_note})",
+            f"  fee rule:            {self.fee_rule}",
+            f"  fee rate:            {self.fee_note}",
+        ]
+        if self.fee_per_assignment is not None:
+            rows.append(f"  fee per assignment:  ${self.fee_per_assignment}")
+        rows += [
             f"  rewards:             ${self.total_reward}",
             f"  fees:                ${self.total_fees}",
             f"  total:               ${self.total}",
@@ -162,21 +215,100 @@ class PayPlan:
         return rows
 
 
-def _fee_note(platform, assignments_per_task):
+def _fee_note(platform):
     if platform == Worker.Platform.MTURK:
-        extra = " + 20% for 10+ assignments" if assignments_per_task >= MTURK_LARGE_HIT_ASSIGNMENTS else ""
-        return f"MTurk 20%{extra}, min $0.01"
+        return "MTurk's published rate, the same for every requester"
     return fee_rate(platform).note
 
 
-def plan(*, platform, stage, tasks, assignments_per_task=1, hourly_wage=None, family=None,
+def stage_overlap(*, stage, family=None):
+    """(assignments per task, where that number comes from) for a stage's work: what
+    annotation/collection/stages.py gives its units. Caption and verification units take their
+    family's stage overlap; pairwise units take their tournament's judgements per pair."""
+    label = Stage(stage).label.lower() if stage in Stage.values else stage
+    if stage == Stage.INSTRUCTION_GENERATION:
+        return 1, "each instruction-generation task is one new instance by one worker"
+    if stage == Stage.PAIRWISE:
+        tournaments = Tournament.objects.all()
+        if family is not None:
+            tournaments = tournaments.filter(Q(battles__instance__family=family) | Q(families=family)
+                                             | Q(families__isnull=True)).distinct()
+        # The newest launched tournament is the one whose battles a study publishes now; before any
+        # launch, the newest one is the one being planned.
+        tournament = tournaments.order_by(F("launched_at").desc(nulls_last=True), "-created_at").first()
+        if tournament is None:
+            return 1, "no tournament yet: 1 assumed; a tournament's judgements per pair set it"
+        return tournament.judgements_per_pair, f"judgements per pair of tournament “{tournament.name}”"
+    configs = StageConfig.objects.filter(stage=stage)
+    if family is not None:
+        configs = configs.filter(family=family)
+    found = list(configs.values_list("overlap", flat=True))
+    overlaps = sorted(set(found))
+    if family is not None:
+        of = f"of “{family.name}”"
+    else:
+        of = "in the one family set up for it" if len(found) == 1 else f"in all {len(found)} families set up for it"
+    if not overlaps:
+        unset = (f"the {label} stage of “{family.name}” is not set up yet" if family is not None
+                 else f"no family has the {label} stage set up yet")
+        return 1, f"{unset}; a stage starts at 1"
+    if len(overlaps) == 1:
+        return overlaps[0], f"the overlap of the {label} stage {of}"
+    # A study drawing from every family publishes each unit at its own family's overlap; the
+    # largest keeps the plan from promising less than it may spend.
+    return overlaps[-1], (f"the largest overlap of the {label} stage {of} "
+                          f"({', '.join(map(str, overlaps))})")
+
+
+def _number(value, what):
+    """`value` as a finite Decimal, or a PlatformError naming `what`."""
+    from mturk.exceptions import PlatformError
+
+    try:
+        number = Decimal(str(value))
+    except ArithmeticError:
+        raise PlatformError(f"{what} must be a number (got {value!r}).") from None
+    if not number.is_finite():
+        raise PlatformError(f"{what} must be a number (got {value!r}).")
+    return number
+
+
+def _refuse_impossible(*, tasks, assignments_per_task, hourly_wage, estimated_seconds, budget, reward):
+    """Refuse what no platform could bill, so the command, the admin and any caller say why rather
+    than print a plan of negative money."""
+    from mturk.exceptions import PlatformError
+
+    if tasks < 1:
+        raise PlatformError(f"Plan at least one task (asked for {tasks}).")
+    if assignments_per_task < 1:
+        raise PlatformError(f"Each task needs at least one assignment (asked for {assignments_per_task}).")
+    if _number(hourly_wage, "The target wage") <= 0:
+        raise PlatformError(f"The target wage must be more than $0.00 an hour (asked for ${hourly_wage}).")
+    if estimated_seconds is not None and _number(estimated_seconds, "The estimated time per task") <= 0:
+        raise PlatformError("The estimated time per task must be more than 0 seconds "
+                            f"(asked for {estimated_seconds}).")
+    if budget is not None and _number(budget, "The budget") < 0:
+        raise PlatformError(f"A budget cannot be negative (asked for ${budget}).")
+    if reward is not None and _number(reward, "The reward") <= 0:
+        raise PlatformError(f"A reward must be more than $0.00 (asked for ${reward}).")
+
+
+def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None, family=None,
          estimated_seconds=None, budget=None, committed=Decimal("0.00"), reward=None):
-    """The plan for `tasks` tasks: reward from the measured median time (or the estimate)."""
-    hourly_wage = Decimal(hourly_wage if hourly_wage is not None else settings.TARGET_HOURLY_WAGE_USD)
+    """The plan for `tasks` tasks: reward from the measured median time (or the estimate), fees as
+    the platform bills them. Without `assignments_per_task` each task asks the stage's overlap."""
+    hourly_wage = hourly_wage if hourly_wage is not None else settings.TARGET_HOURLY_WAGE_USD
+    if assignments_per_task is None:
+        assignments_per_task, overlap_source = stage_overlap(stage=stage, family=family)
+    else:
+        overlap_source = "as asked"
+    _refuse_impossible(tasks=tasks, assignments_per_task=assignments_per_task, hourly_wage=hourly_wage,
+                       estimated_seconds=estimated_seconds, budget=budget, reward=reward)
+    hourly_wage = Decimal(str(hourly_wage))
     median, count = measured_seconds(stage=stage, family=family)
     if median is not None and count >= MIN_MEASUREMENTS:
         seconds, source = median, f"median active time of {count} submitted assignments"
-    elif estimated_seconds:
+    elif estimated_seconds is not None:
         seconds = float(estimated_seconds)
         source = (f"estimate; only {count} measured" if count else "estimate; none measured yet")
     else:
@@ -185,18 +317,24 @@ def plan(*, platform, stage, tasks, assignments_per_task=1, hourly_wage=None, fa
         raise PlatformError(
             f"No pay can be planned for {stage}: {count} assignments measured (need "
             f"{MIN_MEASUREMENTS}) and no estimated time per task given.")
-    reward = Decimal(reward) if reward is not None else reward_for(seconds=seconds,
-                                                                  hourly_wage=hourly_wage)
+    reward = Decimal(str(reward)) if reward is not None else reward_for(seconds=seconds,
+                                                                       hourly_wage=hourly_wage)
+    bill = billing(platform)
     return PayPlan(
         platform=platform, stage=stage, tasks=tasks, assignments_per_task=assignments_per_task,
-        seconds_per_task=seconds, time_source=source, hourly_wage=hourly_wage, reward=reward,
-        fee_per_assignment=fee_per_assignment(platform=platform, reward=reward,
-                                              assignments_per_task=assignments_per_task),
-        fee_note=_fee_note(platform, assignments_per_task), budget=budget, committed=committed,
+        overlap_source=overlap_source, seconds_per_task=seconds, time_source=source,
+        hourly_wage=hourly_wage, reward=reward,
+        fee_per_assignment=(bill.fee_per_assignment(reward=reward, assignments_per_task=assignments_per_task)
+                            if bill.per_assignment else None),
+        total_fees=bill.fees(reward=reward, assignments_per_task=assignments_per_task, tasks=tasks),
+        fee_rule=bill.rule(assignments_per_task), fee_note=_fee_note(platform),
+        budget=budget, committed=committed,
     )
 
 
-def plan_for_study(study, *, tasks, assignments_per_task=1):
+def plan_for_study(study, *, tasks, assignments_per_task=None):
+    """The study's plan: its platform, stage, family, wage, estimate and budget, and, unless
+    `assignments_per_task` says otherwise, its stage's overlap."""
     return plan(platform=study.platform, stage=study.stage, tasks=tasks,
                 assignments_per_task=assignments_per_task, hourly_wage=study.target_hourly_wage_usd,
                 family=study.family, estimated_seconds=study.estimated_seconds,
@@ -204,13 +342,18 @@ def plan_for_study(study, *, tasks, assignments_per_task=1):
 
 
 def batch_cost(*, platform, reward, assignments_per_task, tasks):
-    fee = fee_per_assignment(platform=platform, reward=reward,
-                             assignments_per_task=assignments_per_task)
-    return (Decimal(reward) + fee) * assignments_per_task * tasks
+    """Rewards and fees of one batch, as the platform bills it: the same sum a plan of that batch
+    shows, so the budget check at publishing and the plan never disagree."""
+    return Decimal(reward) * assignments_per_task * tasks + billing(platform).fees(
+        reward=reward, assignments_per_task=assignments_per_task, tasks=tasks)
 
 
 def committed_spend(study):
-    """What the study may cost already: published work at its reward and fees, and bonuses."""
+    """What the study may cost already: published work at its reward and fees, and bonuses, each
+    billed as its platform bills it. MTurk bills every HIT's assignments on their own; the places
+    of a Prolific or Connect study count as one batch at the study's reward (publishing them in
+    several batches can round each batch's fee a cent apart from this), and every bonus is its
+    own payment."""
     from mturk.models import Bonus, Hit
 
     total = Decimal("0.00")
@@ -220,8 +363,8 @@ def committed_spend(study):
     if study.places_published:
         total += batch_cost(platform=study.platform, reward=study.reward_usd,
                             assignments_per_task=1, tasks=study.places_published)
+    bill = billing(study.platform)
     bonuses = Bonus.objects.filter(submission__study=study).exclude(status=Bonus.Status.FAILED)
     amount = bonuses.aggregate(total=Sum("amount_usd"))["total"] or Decimal("0.00")
-    fees = sum((bonus_fee(platform=study.platform, amount=b.amount_usd) for b in bonuses),
-               Decimal("0.00"))
+    fees = sum((bill.bonus_fee(b.amount_usd) for b in bonuses), Decimal("0.00"))
     return total + amount + fees

@@ -100,6 +100,11 @@ def publish_batch(*, study, tasks, actor):
 
 
 def check_budget(study, committed, cost, *, per_task):
+    """Refuse a batch that would take the study past its budget. `cost` comes from pay.batch_cost,
+    the sum the study's pay plan shows, so the plan and this check agree."""
+    if study.budget_usd is not None and study.budget_usd < 0:
+        raise PlatformError(f"“{study.name}” has a negative budget (${study.budget_usd}); set one of "
+                            "$0.00 or more, or none.")
     if study.budget_usd is None or committed + cost <= study.budget_usd:
         return
     room = max(Decimal("0"), study.budget_usd - committed)

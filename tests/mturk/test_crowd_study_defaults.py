@@ -47,28 +47,29 @@ def plan_text(platform):
 def test_a_prolific_pay_plan_says_it_assumed_prolifics_academic_fee(settings):
     settings.PLATFORM_FEE_RATES = {}
     plan, text = plan_text("prolific")
-    assert plan.reward == Decimal("0.30") and plan.fee_per_assignment == Decimal("0.10")
+    # 33.3% of the batch's $3.00 of rewards is $0.999, billed as $1.00.
+    assert plan.reward == Decimal("0.30") and plan.total_fees == Decimal("1.00")
     assert "Prolific 33.3%, assumed: its academic rate" in text and "PLATFORM_FEE_RATES_JSON" in text
 
 
 def test_a_connect_pay_plan_says_it_assumed_connects_academic_fee(settings):
     settings.PLATFORM_FEE_RATES = {}
     plan, text = plan_text("cloudresearch")
-    assert plan.fee_per_assignment == Decimal("0.08")  # 25% of $0.30, rounded to the cent
+    assert plan.total_fees == Decimal("0.75")  # 25% of 10 × $0.30, rounded once
     assert "CloudResearch Connect 25.0%, assumed" in text
 
 
 def test_a_configured_fee_is_named_as_configured(settings):
     settings.PLATFORM_FEE_RATES = {"prolific": 0.428}
     plan, text = plan_text("prolific")
-    assert plan.fee_per_assignment == Decimal("0.13")
+    assert plan.total_fees == Decimal("1.28")  # 42.8% of $3.00 is $1.284
     assert "Prolific 42.8% from PLATFORM_FEE_RATES_JSON" in text and "assumed" not in text
 
 
 def test_in_house_work_has_no_platform_fee(settings):
     settings.PLATFORM_FEE_RATES = {}
     plan, text = plan_text("local")
-    assert plan.fee_per_assignment == Decimal("0.00") and "no platform fee" in text
+    assert plan.total_fees == Decimal("0.00") and "no platform fee" in text
 
 
 class _Form(HTMLParser):

@@ -14,13 +14,15 @@ pytestmark = pytest.mark.django_db
 
 
 def test_mturk_fee_is_20_percent_with_a_cent_minimum():
-    assert pay.fee_per_assignment(platform="mturk", reward="1.00") == Decimal("0.20")
-    assert pay.fee_per_assignment(platform="mturk", reward="0.03") == Decimal("0.01")
+    mturk = pay.billing("mturk")
+    assert mturk.fee_per_assignment(reward="1.00", assignments_per_task=1) == Decimal("0.20")
+    assert mturk.fee_per_assignment(reward="0.03", assignments_per_task=1) == Decimal("0.01")
 
 
 def test_mturk_fee_is_40_percent_for_ten_or_more_assignments():
-    assert pay.fee_per_assignment(platform="mturk", reward="1.00", assignments_per_task=9) == Decimal("0.20")
-    assert pay.fee_per_assignment(platform="mturk", reward="1.00", assignments_per_task=10) == Decimal("0.40")
+    mturk = pay.billing("mturk")
+    assert mturk.fee_per_assignment(reward="1.00", assignments_per_task=9) == Decimal("0.20")
+    assert mturk.fee_per_assignment(reward="1.00", assignments_per_task=10) == Decimal("0.40")
 
 
 def test_reward_is_rounded_up_to_pay_at_least_the_wage():

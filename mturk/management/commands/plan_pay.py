@@ -1,17 +1,29 @@
 """Print the pay plan of a stage before launch: reward from measured (or estimated) time and a
-target wage, with the platform's fees, e.g.
+target wage, with the platform's fees as it bills them, e.g.
 
     manage.py plan_pay --stage caption --tasks 100 --estimate-seconds 180
+
+Each task asks the stage's overlap (a tournament's judgements per pair for pairwise) unless
+--assignments says otherwise; impossible numbers (no tasks, a negative budget...) are refused.
 """
 
-from decimal import Decimal
+from argparse import ArgumentTypeError
+from decimal import Decimal, InvalidOperation
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Stage, StageConfig, Worker
+from annotation.models import Stage, Worker
 from mturk import pay
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy
+
+
+def amount(text):
+    # argparse turns only ValueError and TypeError into a usage message; Decimal raises neither.
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        raise ArgumentTypeError(f"not an amount in dollars: {text!r}") from None
 
 
 class Command(BaseCommand):
@@ -22,11 +34,12 @@ class Command(BaseCommand):
         parser.add_argument("--stage", choices=Stage.values, default=Stage.CAPTION)
         parser.add_argument("--platform", choices=Worker.Platform.values, default=Worker.Platform.MTURK)
         parser.add_argument("--tasks", type=int, default=100)
-        parser.add_argument("--assignments", type=int, help="Assignments per task (the overlap).")
-        parser.add_argument("--wage", type=Decimal, help="Target hourly wage in USD (default $18).")
+        parser.add_argument("--assignments", type=int,
+                            help="Assignments per task (default: the stage's overlap).")
+        parser.add_argument("--wage", type=amount, help="Target hourly wage in USD (default $18).")
         parser.add_argument("--estimate-seconds", type=float,
                             help="Time per task when fewer than 5 have been measured.")
-        parser.add_argument("--budget", type=Decimal)
+        parser.add_argument("--budget", type=amount)
 
     def handle(self, *args, **options):
         try:
@@ -35,13 +48,10 @@ class Command(BaseCommand):
                 if study is None:
                     raise CommandError(f"No crowd study {options['study']}.")
                 plan = pay.plan_for_study(study, tasks=options["tasks"],
-                                          assignments_per_task=options["assignments"] or 1)
+                                          assignments_per_task=options["assignments"])
             else:
-                overlap = options["assignments"] or (
-                    StageConfig.objects.filter(stage=options["stage"])
-                    .values_list("overlap", flat=True).first() or 1)
                 plan = pay.plan(platform=options["platform"], stage=options["stage"],
-                                tasks=options["tasks"], assignments_per_task=overlap,
+                                tasks=options["tasks"], assignments_per_task=options["assignments"],
                                 hourly_wage=options["wage"],
                                 estimated_seconds=options["estimate_seconds"],
                                 budget=options["budget"])
