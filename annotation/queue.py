@@ -18,7 +18,7 @@ from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
-from annotation.models import Assignment, Stage, StageConfig, Worker, WorkUnit
+from annotation.models import Assignment, Instance, Stage, StageConfig, Worker, WorkUnit
 from annotation.models.instances import page_images
 from annotation.workforce import may_work
 
@@ -71,6 +71,10 @@ def units_open_to(*, worker, stage, family=None, now=None):
     if stage == Stage.VERIFICATION:
         # A worker never verifies an instance whose instruction or caption they wrote.
         units = units.exclude(instance__author=worker).exclude(reference__caption__author=worker)
+    if stage == Stage.PAIRWISE:
+        # A battle is judged while its instance is verified: a decision reopened in review holds
+        # its battles back until it is made again.
+        units = units.filter(battle__instance__status=Instance.Status.VERIFIED)
     return units.alias(slots_taken=slots_taken(now)).filter(slots_taken__lt=F("overlap"))
 
 

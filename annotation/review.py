@@ -5,8 +5,9 @@ reviewed. A rejection takes the answer out of every aggregate (decisions, Table 
 agreement, snapshots: they read only counted work, `counted_work`), gives its slot back so its unit
 asks a different worker, and undoes what was built on it while nothing more was built on that: a
 rejected caption that went to the model withdraws its reference, a rejected vote reopens its
-reference's decision. Where more was built (the instance is already in battles, a later round has
-answers) the decision stands, and the outcome says so. Platforms' approve and reject calls are the
+reference's decision (its battles leave the ratings until it is decided again). Where more was built
+(a reference verified on a rejected caption, a later caption round with answers) the decision
+stands, and the outcome says so. Platforms' approve and reject calls are the
 crowd platforms' part (mturk/services/reviewing.py), which calls these.
 """
 
@@ -95,7 +96,9 @@ def accept_work(*, assignments, reviewer=None, reason=""):
 
 def reject_work(*, assignments, reason, reviewer=None):
     """Reject submitted answers with a reason: out of every aggregate, their units asked again of
-    someone else, and what was built on them undone while nothing more was built on that."""
+    someone else, and what was built on them undone while nothing more was built on that. An
+    instance whose decision is reopened or discarded takes its battles out of the ratings and
+    exports (`counted_battles`) until it is verified again."""
     reason = _clean_reason(reason, required=True)
     outcome = ReviewOutcome()
     with transaction.atomic():
@@ -119,32 +122,24 @@ def _set_state(assignment, state, reviewer, reason):
     assignment.save(update_fields=["work_state", "review_reason", "reviewed_by", "reviewed_at"])
 
 
-def _in_battles(instance):
-    return instance.battles.exists()
-
-
 def _undo(assignment):
     """Undo what a rejected answer decided, when nothing more was built on it: (why it stands or
     "", how many decisions reopened)."""
     unit = assignment.unit
     if unit.stage == Stage.CAPTION:
-        return _withdraw_caption(Caption.objects.get(assignment=assignment))
+        caption = Caption.objects.filter(assignment=assignment).first()
+        return _withdraw_caption(caption) if caption is not None else ("", 0)
     if unit.stage == Stage.VERIFICATION:
-        reference = Reference.objects.select_for_update().get(pk=unit.reference_id)
-        if reference.verdict == Reference.Verdict.PENDING:
+        reference = Reference.objects.select_for_update().filter(pk=unit.reference_id).first()
+        if reference is None or reference.verdict == Reference.Verdict.PENDING:
             return "", 0
         instance = Instance.objects.select_for_update().get(pk=reference.instance_id)
-        if _in_battles(instance):
-            return (f"Instance #{instance.pk} stays {instance.get_status_display().lower()}: it is already in "
-                    "battles."), 0
         if not verification_stage.reopen_decision(reference=reference, instance=instance):
             return (f"Instance #{instance.pk}'s decision stands: its new caption round has answers."), 0
         return "", 1
     if unit.stage == Stage.INSTRUCTION_GENERATION:
-        instance = Instance.objects.select_for_update().get(instruction_submission__assignment=assignment)
-        if _in_battles(instance):
-            return f"Instance #{instance.pk} stays: it is already in battles.", 0
-        if instance.status != Instance.Status.DISCARDED:
+        instance = Instance.objects.select_for_update().filter(instruction_submission__assignment=assignment).first()
+        if instance is not None and instance.status != Instance.Status.DISCARDED:
             instance.status = Instance.Status.DISCARDED
             instance.save(update_fields=["status", "updated_at"])
             for stage in (Stage.CAPTION, Stage.VERIFICATION):

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 
 from annotation import llm
 from annotation.admin.images import thumbnail_html
+from annotation.admin.review import DisagreementFilter, adjudicate_action, votes_summary
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.collection import captions, references
 from annotation.exceptions import AnnotationError
@@ -169,10 +170,15 @@ class VerificationInline(admin.TabularInline):
 
 @admin.register(Reference)
 class ReferenceAdmin(admin.ModelAdmin):
-    list_display = ["id", "instance", "source", "model", "verdict", "problem_in_caption",
+    list_display = ["id", "instance", "source", "model", "verdict", "votes", "adjudicated_by", "problem_in_caption",
                     "problem_in_response", "flagged_harmful", "prompt_tokens", "completion_tokens",
                     "cost_usd"]
-    list_filter = ["verdict", "source", "model", "flagged_harmful"]
+    list_filter = ["verdict", DisagreementFilter, "source", "model", "flagged_harmful"]
+    actions = [adjudicate_action]
+
+    @admin.display(description="verifiers")
+    def votes(self, reference):
+        return votes_summary(reference)
     search_fields = ["text", "instance__instruction"]
     readonly_fields = [field.name for field in Reference._meta.fields]
     inlines = [VerificationInline]

@@ -15,10 +15,10 @@ def settle_unit(unit):
         unit.status = WorkUnit.Status.DONE
         unit.save(update_fields=["status"])
     decided = None
-    if unit.stage == Stage.CAPTION:
+    if unit.stage == Stage.CAPTION and unit.instance_id is not None:
         instance = Instance.objects.select_for_update().select_related("family").get(pk=unit.instance_id)
         decided = settle_caption_round(instance=instance, unit=unit)
-    elif unit.stage == Stage.VERIFICATION:
+    elif unit.stage == Stage.VERIFICATION and unit.reference_id is not None:
         reference = Reference.objects.select_for_update().get(pk=unit.reference_id)
         decided = settle_reference(reference=reference, unit=unit)
     return closed, decided is not None

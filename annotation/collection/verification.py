@@ -150,6 +150,40 @@ def _settle_instance(*, instance, reference, config):
         create_work_units(family=instance.family, stage=Stage.INSTRUCTION_GENERATION)
 
 
+def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, problem_in_response=False,
+               note):
+    """A reviewer decides a reference where its verifiers disagree, instead of the stage's rule;
+    recorded as an adjudication (who, why). A reference already decided is decided again while
+    nothing was built on its decision (`reopen_decision`)."""
+    if is_correct and (problem_in_caption or problem_in_response):
+        raise AnnotationError("A correct response has no problem to point at.")
+    if not is_correct and not (problem_in_caption or problem_in_response):
+        raise AnnotationError("Say where the problem is: in the caption, the response, or both.")
+    note = clean_typed_text(note, what="The adjudication note", max_chars=COMMENT_MAX_CHARS)
+    if not note:
+        raise AnnotationError("Say why: the note is kept with the decision.")
+    with transaction.atomic():
+        reference = Reference.objects.select_for_update().get(pk=reference.pk)
+        instance = Instance.objects.select_for_update().select_related("family").get(pk=reference.instance_id)
+        if reference.verdict == Reference.Verdict.WITHDRAWN:
+            raise AnnotationError(f"Reference #{reference.pk} was withdrawn: its caption was rejected.")
+        if reference.verdict != Reference.Verdict.PENDING:
+            if not reopen_decision(reference=reference, instance=instance):
+                raise AnnotationError(f"Reference #{reference.pk}'s decision stands: a new caption round of its "
+                                      "instance has begun.")
+            reference.refresh_from_db()
+            instance.refresh_from_db()
+        config = stage_config(family=instance.family, stage=Stage.VERIFICATION)
+        reference.verdict = Reference.Verdict.CORRECT if is_correct else Reference.Verdict.INCORRECT
+        reference.problem_in_caption, reference.problem_in_response = problem_in_caption, problem_in_response
+        reference.flagged_harmful = reference.verifications.filter(is_harmful=True).exists()
+        reference.decided_at = timezone.now()
+        reference.adjudicated_by, reference.adjudication_note = reviewer, note
+        reference.save()
+        _settle_instance(instance=instance, reference=reference, config=config)
+    return reference
+
+
 def reopen_decision(*, reference, instance):
     """Undo a reference's decision because a vote it counted was rejected, while nothing was built
     on it but what can be undone: a verified instance, a discarded one (a replacement task nobody

@@ -300,7 +300,7 @@ _BATTLE_FIELDS = (
 
 def judge_judgements(*, tournaments, include_reference=False):
     """Overall pairwise judgements of finished judge runs, grouped by run and battle."""
-    judgements = Judgement.objects.filter(
+    judgements = Judgement.objects.counted().filter(
         run__tournament__in=tournaments, run__status=JudgeRun.Status.DONE, criterion="overall"
     ).exclude(run__mode=JudgeRun.Mode.PROMETHEUS)
     if not include_reference:

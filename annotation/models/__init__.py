@@ -29,6 +29,7 @@ from annotation.models.preferences import (
 )
 from annotation.models.scoring import LeaderboardResult
 from annotation.models.work import (
+    Answer,
     Assignment,
     AssignmentQuerySet,
     Stage,
@@ -48,6 +49,7 @@ from annotation.models.workforce import (
 )
 
 __all__ = [
+    "Answer",
     "GoldAnswer",
     "GoldItem",
     "QualificationAttempt",

@@ -74,6 +74,10 @@ class Reference(models.Model):
     problem_in_response = models.BooleanField(default=False)
     flagged_harmful = models.BooleanField(default=False)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # Set when a reviewer decided it where the verifiers disagreed, instead of the stage's rule.
+    adjudicated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                       related_name="+")
+    adjudication_note = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

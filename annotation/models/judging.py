@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from annotation.models.preferences import Battle, Tournament
+from annotation.models.preferences import Battle, Tournament, counted_battles
 
 
 class JudgeRun(models.Model):
@@ -78,6 +78,12 @@ class JudgeCall(models.Model):
         return f"{self.request.get('model', '?')} call {self.request_sha256[:12]}"
 
 
+class JudgementQuerySet(models.QuerySet):
+    def counted(self):
+        """The judge's answers on battles that count (their instance verified)."""
+        return self.filter(counted_battles())
+
+
 class Judgement(models.Model):
     """One judge answer on a battle in one ordering (and criterion), mapped back to A/B."""
 
@@ -108,6 +114,8 @@ class Judgement(models.Model):
     call_b = models.ForeignKey(JudgeCall, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = JudgementQuerySet.as_manager()
 
     class Meta:
         # The admin and the API (/api/judge-judgements/) say whose: the crowd's are HumanJudgement.

@@ -172,10 +172,19 @@ class Side(models.TextChoices):
     RIGHT = "right", "Right (Response 2)"
 
 
+def counted_battles(battle="battle"):
+    """A Q for judgements (through their `battle` path) whose battle counts: while its instance is
+    verified. An instance whose decision a review reopened, or discarded, leaves the ratings and
+    exports with its battles until it is verified again."""
+    return Q(**{f"{battle}__instance__status": Instance.Status.VERIFIED})
+
+
 class HumanJudgementQuerySet(models.QuerySet):
     def counted(self):
-        """The judgements its tournament counts: accepted, and provisional where it says so."""
-        return self.filter(counted_work(provisional_counts="battle__tournament__counts_provisional"))
+        """The judgements its tournament counts: accepted, and provisional where it says so, on
+        battles that count."""
+        return self.filter(counted_work(provisional_counts="battle__tournament__counts_provisional"),
+                           counted_battles())
 
 
 class HumanJudgement(models.Model):

@@ -149,6 +149,15 @@ class Assignment(models.Model):
         return f"{self.unit} → {self.worker}"
 
 
+class Answer(Assignment):
+    """A submitted assignment seen as the answer it holds, for review (annotation/review.py)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "answer to review"
+        verbose_name_plural = "answers to review"
+
+
 class StageConfig(models.Model):
     """How a crowd stage runs for one family: overlap, lease, and whether it is launched."""
 

@@ -102,7 +102,7 @@ def human_battles(*, tournament, criterion="overall"):
 def _run_judgements(run, criterion):
     judgements = list(
         _battle_related(
-            Judgement.objects.filter(run=run, criterion=criterion).order_by("battle_id", "ordering"),
+            Judgement.objects.counted().filter(run=run, criterion=criterion).order_by("battle_id", "ordering"),
             "battle__",
         )
     )
@@ -178,7 +178,7 @@ def judge_rubric_scores(*, run):
     """One row per (battle, response) a Prometheus run scored."""
     judgements = list(
         _battle_related(
-            Judgement.objects.filter(run=run, score_a__isnull=False, score_b__isnull=False),
+            Judgement.objects.counted().filter(run=run, score_a__isnull=False, score_b__isnull=False),
             "battle__",
         )
     )

@@ -7,7 +7,8 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.models import Worker, WorkerBlock
+from annotation import review
+from annotation.models import Worker, WorkerBlock, WorkState
 from annotation.workforce import forget_standing
 from mturk import pay
 from mturk.exceptions import PlatformError, PlatformRequestError
@@ -80,8 +81,20 @@ def _review_group(study, backend, ids, actor, action, call, message, problems):
         submission.reviewed_at, submission.reviewed_by = timezone.now(), actor
         submission.feedback = message
         submission.save(update_fields=["review", "reviewed_at", "reviewed_by", "feedback"])
+        _answers_follow(submission, actor)
         done.append(submission)
     return done
+
+
+def _answers_follow(submission, actor):
+    """The answers of work approved or rejected on its platform are accepted or rejected with it:
+    a platform rejection takes them out of every count and asks their tasks again."""
+    answers = list(submission.assignments.all())
+    if submission.review == Submission.Review.APPROVED:
+        review.accept_work(assignments=answers, reviewer=actor, reason=submission.feedback)
+    elif submission.review == Submission.Review.REJECTED:
+        review.reject_work(assignments=answers, reviewer=actor,
+                           reason=submission.feedback or "Rejected on the platform.")
 
 
 def approve_submissions(*, submissions, actor, feedback=""):
@@ -257,3 +270,31 @@ def extend_hit(*, hit, more, actor):
         request=result.request, response=result.response)
     hit.refresh_from_db()
     return hit
+
+
+def review_on_platforms(*, assignments, actor, reason=""):
+    """Carry a review of answers (annotation/review.py) to the platforms they were done on: a
+    platform submission whose answers are all rejected is rejected there with the reason, and one
+    whose answers are all accepted is approved, through the calls and audit log above. Returns a
+    line per submission for the reviewer."""
+    submissions = list(Submission.objects.filter(assignments__in=assignments).distinct()
+                       .select_related("worker", "study").prefetch_related("assignments"))
+    lines = []
+    for submission in submissions:
+        states = {assignment.work_state for assignment in submission.assignments.all()}
+        try:
+            if states == {WorkState.REJECTED} and submission.review != Submission.Review.REJECTED:
+                verb = "rejected"
+                done, problems = reject_submissions(submissions=[submission], actor=actor,
+                                                    message=reason or "Rejected in review.")
+            elif states == {WorkState.ACCEPTED} and submission.review == Submission.Review.READY:
+                verb = "approved"
+                done, problems = approve_submissions(submissions=[submission], actor=actor, feedback=reason)
+            else:
+                continue
+        except PlatformError as error:
+            done, problems = [], [str(error)]
+        where = submission.study.get_platform_display()
+        lines += [f"{submission.worker}: {verb} on {where}." for _ in done]
+        lines += [f"Not {verb} on {where}: {problem}" for problem in problems]
+    return lines

@@ -64,15 +64,25 @@ def test_a_rejected_vote_reopens_its_decision_and_asks_another_worker():
     assert reference.verifications.count() == 2  # the rejected vote is kept, out of the count
 
 
-def test_a_decision_stands_once_its_instance_is_in_battles():
+def test_a_reopened_decision_takes_its_battles_out_of_the_ratings_and_the_queue_until_made_again():
     instance, reference = reference_under_verification()
     vote = verify(is_correct=True)
     with_responses(Instance.objects.get(pk=instance.pk), "llava", "otter")
-    create_tournament(name="In battles", include_reference=False)
-    outcome = review.reject_work(assignments=[vote], reason="Careless.")
+    tournament = create_tournament(name="In battles", include_reference=False, judgements_per_pair=2)
+    launch_tournament(tournament=tournament)
+    judge = WorkerFactory()
+    lease = queue.next_assignment(worker=judge, stage=Stage.PAIRWISE)
+    submit_pairwise_judgement(assignment_id=lease.pk, worker=judge, choice="left")
+    assert len(human_battles(tournament=tournament)) == 1
+
+    review.reject_work(assignments=[vote], reason="Careless.")
     instance.refresh_from_db()
-    assert instance.status == Instance.Status.VERIFIED
-    assert "already in battles" in outcome.message("rejected")
+    assert instance.status == Instance.Status.AWAITING_VERIFICATION
+    assert len(human_battles(tournament=tournament)) == 0
+    assert queue.next_assignment(worker=WorkerFactory(), stage=Stage.PAIRWISE) is None
+    verify(is_correct=True)
+    assert len(human_battles(tournament=tournament)) == 1
+    assert queue.next_assignment(worker=WorkerFactory(), stage=Stage.PAIRWISE) is not None
 
 
 def test_a_rejected_caption_that_went_to_the_model_withdraws_its_reference_and_asks_again():
