@@ -237,6 +237,9 @@ def grant_mturk_qualification(granted):
 
 
 def push_pending_mturk_qualifications():
+    if not mturk_client.credentials_found():
+        # Nothing could reach MTurk; the grants wait here, and the study pages say what to set.
+        return 0
     pending = WorkerQualification.objects.filter(
         mturk_granted=False, status=WorkerQualification.Status.QUALIFIED,
         worker__platform=Worker.Platform.MTURK).select_related("worker", "qualification")

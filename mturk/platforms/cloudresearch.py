@@ -35,7 +35,10 @@ class ConnectApi(JsonApi):
 
     def __init__(self):
         if not settings.CLOUDRESEARCH_API_KEY:
-            raise PlatformError("CLOUDRESEARCH_API_KEY is not set; use the CSV for the dashboard.")
+            raise PlatformError(
+                "Nothing was sent to CloudResearch Connect: CLOUDRESEARCH_API_KEY is not set. Set it "
+                "to sync, approve, reject and bonus through Connect's API, or download the approvals "
+                "and bonuses CSV for Connect's dashboard.", sent=False)
         super().__init__(settings.CLOUDRESEARCH_API_URL, {"X-API-KEY": settings.CLOUDRESEARCH_API_KEY})
 
     def post(self, path, body, *, token):
@@ -45,6 +48,10 @@ class ConnectApi(JsonApi):
 
 class CloudResearchBackend(Backend):
     platform = Worker.Platform.CLOUDRESEARCH
+    label = "CloudResearch Connect"
+    credential_settings = ("CLOUDRESEARCH_API_KEY",)
+    without_credentials = ("approve and bonus with the approvals and bonuses CSV (a study action) "
+                           "uploaded on Connect's dashboard")
     link_parameters = LINK_PARAMETERS
     completion_url_setting = "CLOUDRESEARCH_COMPLETE_URL"
 
