@@ -2,10 +2,13 @@
 
 Nothing is called published, synced or paid unless the platform said so; every platform call,
 failed or not, is in the audit log with its request and its answer or error; a platform without
-credentials is named on the study page with the settings to set. Platforms are reached through
-their real clients: botocore (with no credentials at all, or its Stubber) and loopback Connect and Prolific.
+credentials is named on the study page with the settings to set; and the Connect payments file
+holds every participant owed an approval, synced or not. Platforms are reached through their real
+clients: botocore (with no credentials at all, or its Stubber) and loopback Connect and Prolific.
 """
 
+import csv
+import io
 from decimal import Decimal
 
 import boto3
@@ -13,10 +16,11 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from annotation.models import Stage, WorkUnit
+from annotation.models import Assignment, Stage, WorkUnit
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
+from mturk.platforms.cloudresearch import payments_csv
 from mturk.services import publishing, reviewing, syncing
 from tests.factories import FamilyFactory, WorkerFactory, launch, submitted_in_study
 from tests.mturk_wire import assignment, make_researcher
@@ -415,3 +419,48 @@ def test_extra_assignments_mturk_refuses_are_audited_and_not_counted(mturk):
     assert (row.action, row.ok, row.sent_to_platform) == ("extend", False, True)
     assert Hit.objects.get().max_assignments == 2
     mturk.done()
+
+
+# --- the Connect payments file -----------------------------------------------------------------------
+
+
+def test_the_connect_csv_holds_every_participant_who_finished_though_nothing_was_synced(
+        no_platform_keys):
+    study = connect_study()
+    first = WorkerFactory(platform="cloudresearch", external_id="P1001")
+    second = WorkerFactory(platform="cloudresearch", external_id="P1002")
+    submitted_in_study(study, first, key="c1", platform_assignment_id="A2001")
+    submitted_in_study(study, first, key="c2", platform_assignment_id="A2001")  # same visit
+    submitted_in_study(study, second, key="c3", platform_assignment_id="A2002")
+    # Work that is not owed: only leased, or done for another study.
+    leased = submitted_in_study(study, WorkerFactory(platform="cloudresearch", external_id="P1003"),
+                                key="c4", platform_assignment_id="A2003")
+    Assignment.objects.filter(pk=leased.pk).update(status=Assignment.Status.LEASED)
+    other = CrowdStudy.objects.create(platform="cloudresearch", stage=Stage.CAPTION, name="other",
+                                      family=study.family,
+                                      external_id="PRJ-OTHER")
+    submitted_in_study(other, WorkerFactory(platform="cloudresearch", external_id="P1004"), key="c5",
+                       platform_assignment_id="A2004")
+    rows = list(csv.reader(io.StringIO(payments_csv(study))))
+    assert rows == [["participantId", "assignmentId", "status", "message", "bonus"],
+                    ["P1001", "A2001", "Approve", "", ""],
+                    ["P1002", "A2002", "Approve", "", ""]]
+
+
+def test_a_synced_participant_keeps_their_review_and_is_listed_once(connect):
+    study = connect_study()
+    worker = WorkerFactory(platform="cloudresearch", external_id="P1001")
+    submitted_in_study(study, worker, key="c1", platform_assignment_id="A2001")
+    submitted_in_study(study, WorkerFactory(platform="cloudresearch", external_id="P1002"), key="c2",
+                       platform_assignment_id="A2002")
+    connect.assignments["A2001"] = {
+        "participantId": "P1001", "assignmentId": "A2001", "projectId": PROJECT,
+        "completionTime": "2026-11-20T10:02:00Z", "status": "Pending"}
+    syncing.sync_study(study=study)
+    researcher = make_researcher()
+    done, _ = reviewing.approve_submissions(submissions=list(Submission.objects.all()),
+                                            actor=researcher, feedback="Thanks")
+    reviewing.create_bonus(submission=done[0], amount="0.10", reason="r", actor=researcher)
+    rows = list(csv.reader(io.StringIO(payments_csv(study))))
+    assert rows[1:] == [["P1001", "A2001", "Approve", "Thanks", "0.10"],
+                        ["P1002", "A2002", "Approve", "", ""]]
