@@ -69,7 +69,8 @@ class CrowdStudy(models.Model):
     hit_type_environment = models.CharField(max_length=12, blank=True, editable=False)
     hit_type_signature = models.CharField(max_length=64, blank=True, editable=False)
     places_published = models.PositiveIntegerField(
-        default=0, help_text="CloudResearch / Prolific: places opened so far (set them there).")
+        default=0, help_text="CloudResearch / Prolific: places recorded here against the budget. "
+                             "Nothing is sent: open them on the platform's own site.")
 
     class Meta:
         verbose_name_plural = "crowd studies"

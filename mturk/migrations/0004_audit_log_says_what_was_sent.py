@@ -28,5 +28,10 @@ class Migration(migrations.Migration):
             name='action',
             field=models.CharField(choices=[('publish', 'Publish'), ('sync', 'Sync'), ('approve', 'Approve'), ('reject', 'Reject'), ('bonus', 'Bonus'), ('block', 'Block'), ('notify', 'Notify'), ('expire', 'Expire'), ('extend', 'Extend'), ('qualify', 'Grant qualification')], max_length=10),
         ),
+        migrations.AlterField(
+            model_name='crowdstudy',
+            name='places_published',
+            field=models.PositiveIntegerField(default=0, help_text="CloudResearch / Prolific: places recorded here against the budget. Nothing is sent: open them on the platform's own site."),
+        ),
         migrations.RunPython(mark_rows_that_sent_nothing, migrations.RunPython.noop),
     ]

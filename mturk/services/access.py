@@ -23,17 +23,27 @@ def credentials_notice(platform):
             f"{backend.label}'s API; until then, {backend.without_credentials}.")
 
 
+def missing_credentials_note(backend):
+    """The settings a study platform still lacks and what they are for; "" when none."""
+    missing = backend.missing_credentials()
+    if not missing:
+        return ""
+    return (f"{' and '.join(missing)} is not set either: set it to sync, approve and bonus through "
+            f"{backend.label}'s API; until then, {backend.without_credentials}.")
+
+
 def publish_notice(platform):
     """What the publish form will do on this platform, said before the researcher clicks."""
     backend = get_backend(platform)
     if backend.publishes_per_unit:
         what = (f"MTurk ({mturk_client.environment()}): one HIT per work unit, made through MTurk's "
                 "API; each is called published only once MTurk answers with its HIT id.")
-    elif backend.credential_settings:
-        what = (f"{backend.label}: nothing is sent. The places are recorded here against the "
-                f"budget; open as many on {backend.label}'s own site.")
-    else:
-        what = ("In-house: there is no platform to send to. The places are recorded here; "
+        notice = credentials_notice(platform)
+        return f"{what} {notice}" if notice else what
+    if not backend.credential_settings:
+        return ("In-house: there is no platform to send to. The places are recorded here; "
                 "annotators with accounts find the work on their task page.")
-    notice = credentials_notice(platform)
-    return f"{what} {notice}" if notice else what
+    what = (f"{backend.label}: nothing is sent. The places are recorded here against the budget; "
+            f"open as many on {backend.label}'s own site.")
+    note = missing_credentials_note(backend)
+    return f"{what} {note}" if note else what

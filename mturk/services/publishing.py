@@ -16,6 +16,7 @@ from mturk import pay
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, CrowdStudy, Hit
 from mturk.platforms import get_backend
+from mturk.services import access
 from mturk.services.audit import audited, log, require_researcher
 
 logger = logging.getLogger(__name__)
@@ -130,10 +131,8 @@ def _record_places(study, backend, tasks, committed, actor):
         return Publication(study=study, hits=[], places=tasks, sent=False, message=message + note)
     message += (f"Nothing was sent to {backend.label}: open {tasks} more place(s) on its own site "
                 "(crowdbench does not open places through its API).")
-    missing = backend.missing_credentials()
-    if missing:
-        message += (f" {' and '.join(missing)} is not set either: set it to sync, approve and bonus "
-                    f"through {backend.label}'s API; until then, {backend.without_credentials}.")
+    if note := access.missing_credentials_note(backend):
+        message += f" {note}"
     return Publication(study=study, hits=[], places=tasks, sent=False, message=message)
 
 
