@@ -30,6 +30,9 @@ def sync_study(*, study, hits=None, actor=None):
     if hits is None and backend.publishes_per_unit:
         hits = list(study.hits.filter(status__in=[Hit.Status.OPEN, Hit.Status.EXPIRED])
                     .exclude(hit_id="").select_related("unit"))
+        if not hits:
+            raise PlatformError("Nothing to sync: the study has no HITs on MTurk yet, so nothing "
+                                "was asked of MTurk.")
     with audited(action=AuditLog.Action.SYNC, study=study, actor=actor,
                  request={"hits": [hit.hit_id for hit in hits]} if hits is not None else {}) as step:
         records = backend.records(study, hits=hits)

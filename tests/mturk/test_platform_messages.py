@@ -16,8 +16,9 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from annotation.models import Assignment, Stage, WorkUnit
+from annotation.models import Assignment, Stage, StageQualification, WorkerQualification, WorkUnit
 from mturk import client as mturk_client
+from mturk import qualifications
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
 from mturk.platforms.cloudresearch import payments_csv
@@ -266,6 +267,15 @@ def test_a_failed_mturk_sync_is_audited(mturk, settings):
     mturk.done()
 
 
+def test_an_mturk_study_without_hits_is_not_called_synced(client, mturk):
+    study = mturk_study()
+    client.force_login(make_researcher())
+    messages = _plain_action(client, "sync", study)
+    assert not any("synced" in m for m in messages), messages
+    assert any("Nothing to sync: the study has no HITs on MTurk yet" in m for m in messages)
+    assert "ListAssignmentsForHIT" not in mturk.operations()
+
+
 def test_the_periodic_sync_leaves_platforms_without_credentials_alone(no_platform_keys):
     study = connect_study()
     CrowdStudy.objects.filter(pk=study.pk).update(places_published=10)
@@ -418,6 +428,26 @@ def test_extra_assignments_mturk_refuses_are_audited_and_not_counted(mturk):
     row = AuditLog.objects.get()
     assert (row.action, row.ok, row.sent_to_platform) == ("extend", False, True)
     assert Hit.objects.get().max_assignments == 2
+    mturk.done()
+
+
+def test_a_qualification_mturk_refuses_is_audited_with_every_call_it_took(mturk):
+    qualification = StageQualification.objects.create(
+        stage=Stage.CAPTION, name="Caption qualification", description="Five captions to check.")
+    worker = WorkerFactory()
+    granted = WorkerQualification.objects.create(qualification=qualification, worker=worker,
+                                                 test_score=Decimal("0.900"))
+    mturk.expect("create_qualification_type",
+                 {"QualificationType": {"QualificationTypeId": "3QUAL00000000000000000"}})
+    mturk.fail("associate_qualification_with_worker", "RequestError", "Worker does not exist.")
+    assert qualifications.grant_mturk_qualification(granted) is False
+    row = AuditLog.objects.get()
+    assert (row.action, row.ok, row.sent_to_platform) == ("qualify", False, True)
+    assert [c["operation"] for c in row.request["calls"]] == [
+        "CreateQualificationType", "AssociateQualificationWithWorker"]
+    assert row.response["calls"][0]["response"]["QualificationType"]["QualificationTypeId"] == (
+        "3QUAL00000000000000000")
+    assert "Worker does not exist" in row.response["calls"][1]["error"]
     mturk.done()
 
 
