@@ -166,7 +166,7 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
         form, response = form_step(self, request, queryset, form_class=PublishForm,
                                     title="Publish a batch", submit_label="Publish",
                                     action="publish_batch",
-                                    intro=" ".join(access.publish_notice(p) for p in platforms))
+                                    intro=" ".join(filter(None, map(access.publish_notice, platforms))))
         if response:
             if warning := placeholder_warning("the HITs and study links of this batch"):
                 self.message_user(request, warning, messages.WARNING)

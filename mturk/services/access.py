@@ -2,13 +2,20 @@
 be sent to it at all, which settings to set, and what publishing there does."""
 
 from mturk import client as mturk_client
-from mturk.platforms import get_backend
+from mturk.platforms import backend_classes
+
+
+def _backend(platform):
+    # A study may name a platform work cannot be published on (an imported dataset's); publishing
+    # it says so, and there is nothing to say about its credentials.
+    backend = backend_classes().get(platform)
+    return backend() if backend else None
 
 
 def credentials_notice(platform):
     """Why nothing can be sent to the platform from here and what to set; "" when something can."""
-    backend = get_backend(platform)
-    missing = backend.missing_credentials()
+    backend = _backend(platform)
+    missing = backend.missing_credentials() if backend else []
     if not missing:
         return ""
     names = " and ".join(missing)
@@ -34,7 +41,9 @@ def missing_credentials_note(backend):
 
 def publish_notice(platform):
     """What the publish form will do on this platform, said before the researcher clicks."""
-    backend = get_backend(platform)
+    backend = _backend(platform)
+    if backend is None:
+        return ""
     if backend.publishes_per_unit:
         what = (f"MTurk ({mturk_client.environment()}): one HIT per work unit, made through MTurk's "
                 "API; each is called published only once MTurk answers with its HIT id.")

@@ -238,6 +238,8 @@ def block_worker(*, worker, reason, actor, study=None):
 
 @dataclass(frozen=True)
 class Notification:
+    """What a message to workers did: the platform's answers, and what the researcher is told."""
+
     results: list
     message: str
 

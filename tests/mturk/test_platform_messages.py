@@ -222,6 +222,12 @@ def test_a_study_page_with_its_platforms_key_set_raises_no_alarm(client, connect
     assert not any("is not set" in m for m in _messages(page))
 
 
+def test_a_study_on_a_platform_nothing_is_published_on_leaves_the_studies_page_working(client):
+    CrowdStudy.objects.create(platform="import", stage=Stage.CAPTION, name="Imported captions")
+    client.force_login(make_researcher())
+    assert client.get(CHANGELIST).status_code == 200
+
+
 # --- syncing ---------------------------------------------------------------------------------------
 
 
