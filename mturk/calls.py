@@ -26,10 +26,6 @@ class PlatformCall:
     #: own checks): the platform cannot have seen it.
     sent: bool = True
 
-    @property
-    def ok(self):
-        return not self.error
-
     def as_request(self):
         return {"platform": self.platform, "operation": self.operation, "request": self.request}
 
