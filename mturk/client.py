@@ -11,10 +11,16 @@ import time
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+)
 from django.conf import settings
 
-from mturk import model_check
+from mturk import calls, model_check
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import Environment
 
@@ -23,6 +29,9 @@ logger = logging.getLogger(__name__)
 PRODUCTION_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
 RETRYABLE_CODES = {"ServiceFault", "ThrottlingException", "Throttling", "ServiceUnavailable"}
+CREDENTIAL_SETTINGS = ("MTURK_ACCESS_KEY_ID", "MTURK_SECRET_ACCESS_KEY")
+CREDENTIALS_HINT = ("Set MTURK_ACCESS_KEY_ID and MTURK_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY, or an AWS profile) to the requester account's keys.")
 
 _clients = {}
 
@@ -55,9 +64,37 @@ def get_client():
     return _clients[url]
 
 
+def credentials_found():
+    """Whether boto3 finds MTurk credentials here: MTURK_* settings, or its usual chain
+    (environment, shared files, an instance role). Looked up once per client, as boto3 does."""
+    if settings.MTURK_ACCESS_KEY_ID and settings.MTURK_SECRET_ACCESS_KEY:
+        return True
+    key = ("credentials", endpoint_url())
+    if key not in _clients:
+        _clients[key] = boto3.session.Session().get_credentials() is not None
+    return _clients[key]
+
+
 def call(operation, **params):
-    """Call one MTurk operation (boto3's snake_case name) with our retries. Returns the response."""
+    """Call one MTurk operation (boto3's snake_case name) with our retries. Returns the response.
+
+    Every call is reported to mturk.calls, answered or not, so the step that made it can audit it.
+    """
     client = get_client()
+    name = client.meta.method_to_api_mapping.get(operation, operation)
+    try:
+        response = _call(client, operation, params)
+    except PlatformError as error:
+        calls.report(platform="MTurk", operation=name, request=params, error=str(error),
+                     response=getattr(error, "response", None) or None,
+                     sent=getattr(error, "sent", True))
+        raise
+    calls.report(platform="MTurk", operation=name, request=params,
+                 response={k: v for k, v in response.items() if k != "ResponseMetadata"})
+    return response
+
+
+def _call(client, operation, params):
     attempts = max(1, settings.MTURK_MAX_ATTEMPTS)
     for attempt in range(1, attempts + 1):
         try:
@@ -79,8 +116,14 @@ def call(operation, **params):
                 _back_off(operation, attempt, type(error).__name__)
                 continue
             raise PlatformError(f"MTurk could not be reached for {operation}: {error}") from error
+        except NoCredentialsError as error:
+            # botocore looks for credentials only when it signs the first request, so a site
+            # without them finds out here; the request never left.
+            raise PlatformError(
+                f"MTurk was not called ({operation}): no AWS credentials were found ({error}). "
+                f"{CREDENTIALS_HINT}", sent=False) from error
         except BotoCoreError as error:
-            raise PlatformError(f"MTurk call {operation} failed: {error}") from error
+            raise PlatformError(f"MTurk call {operation} failed: {error}", sent=False) from error
     raise AssertionError("unreachable")
 
 

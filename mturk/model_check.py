@@ -96,7 +96,8 @@ def install(client):
         found = problems(service_model, model.name, params)
         if found:
             raise PlatformRequestError(
-                "MTurk would refuse this request: " + "; ".join(found), code="InvalidParameter")
+                "MTurk would refuse this request: " + "; ".join(found), code="InvalidParameter",
+                sent=False)
 
     client.meta.events.register("provide-client-params.mturk.*", before_call)
     return client

@@ -69,7 +69,8 @@ class CrowdStudy(models.Model):
     hit_type_environment = models.CharField(max_length=12, blank=True, editable=False)
     hit_type_signature = models.CharField(max_length=64, blank=True, editable=False)
     places_published = models.PositiveIntegerField(
-        default=0, help_text="CloudResearch / Prolific: places opened so far (set them there).")
+        default=0, help_text="CloudResearch / Prolific: places recorded here against the budget. "
+                             "Nothing is sent: open them on the platform's own site.")
 
     class Meta:
         verbose_name_plural = "crowd studies"
@@ -233,11 +234,14 @@ class Bonus(models.Model):
 
 
 class AuditLog(models.Model):
-    """Every payment action (approve, reject, bonus, block, ...): who, when, how much, and what the
-    platform answered."""
+    """Every platform action (publish, sync, approve, reject, bonus, block, ...): who, when, how
+    much, every call it made of the platform with its request and answer or error, and whether
+    anything was sent at all (places recorded here, or a call refused for want of credentials,
+    never reached the platform)."""
 
     class Action(models.TextChoices):
         PUBLISH = "publish", "Publish"
+        SYNC = "sync", "Sync"
         APPROVE = "approve", "Approve"
         REJECT = "reject", "Reject"
         BONUS = "bonus", "Bonus"
@@ -259,6 +263,8 @@ class AuditLog(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                               on_delete=models.PROTECT, related_name="+")
     ok = models.BooleanField()
+    sent_to_platform = models.BooleanField(
+        default=True, help_text="Whether any request of this action reached the platform.")
     request = models.JSONField(default=dict, blank=True)
     response = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
@@ -271,7 +277,8 @@ class AuditLog(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.get_action_display()} ({'ok' if self.ok else 'failed'})"
+        outcome = "ok" if self.ok else "failed"
+        return f"{self.get_action_display()} ({outcome}{'' if self.sent_to_platform else ', nothing sent'})"
 
 
 class NotificationEvent(models.Model):

@@ -32,7 +32,7 @@ from mturk import client as mturk_client
 from mturk.exceptions import PlatformError, WorkerFacingError
 from mturk.models import AuditLog
 from mturk.platforms.mturk import ensure_mturk_qualification_type
-from mturk.services.audit import log
+from mturk.services.audit import audited
 
 logger = logging.getLogger(__name__)
 
@@ -218,25 +218,27 @@ def grant_mturk_qualification(granted):
     if (worker.platform != Worker.Platform.MTURK or granted.mturk_granted
             or granted.status != WorkerQualification.Status.QUALIFIED):
         return False
-    params = {}
     try:
-        params = {
-            "QualificationTypeId": ensure_mturk_qualification_type(qualification),
-            "WorkerId": worker.external_id,
-            "IntegerValue": int(granted.test_score * 100),
-            "SendNotification": True,
-        }
-        response = mturk_client.call("associate_qualification_with_worker", **params)
+        with audited(action=AuditLog.Action.QUALIFY, worker=worker,
+                     request={"qualification": qualification.name}):
+            params = {
+                "QualificationTypeId": ensure_mturk_qualification_type(qualification),
+                "WorkerId": worker.external_id,
+                "IntegerValue": int(granted.test_score * 100),
+                "SendNotification": True,
+            }
+            mturk_client.call("associate_qualification_with_worker", **params)
     except PlatformError as error:
         logger.warning("MTurk qualification for %s not granted yet: %s", worker, error)
-        log(action=AuditLog.Action.QUALIFY, worker=worker, ok=False, request=params, error=str(error))
         return False
     WorkerQualification.objects.filter(pk=granted.pk).update(mturk_granted=True)
-    log(action=AuditLog.Action.QUALIFY, worker=worker, request=params, response=response)
     return True
 
 
 def push_pending_mturk_qualifications():
+    if not mturk_client.credentials_found():
+        # Nothing could reach MTurk; the grants wait here, and the study pages say what to set.
+        return 0
     pending = WorkerQualification.objects.filter(
         mturk_granted=False, status=WorkerQualification.Status.QUALIFIED,
         worker__platform=Worker.Platform.MTURK).select_related("worker", "qualification")

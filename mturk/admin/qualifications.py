@@ -72,8 +72,8 @@ class WorkerQualificationAdmin(admin.ModelAdmin):
 @admin.register(AuditLog)
 class AuditLogAdmin(admin.ModelAdmin):
     list_display = ["created_at", "action", "platform", "study", "worker", "amount_usd", "actor", "ok",
-                    "error"]
-    list_filter = ["action", "platform", "ok"]
+                    "sent_to_platform", "error"]
+    list_filter = ["action", "platform", "ok", "sent_to_platform"]
     date_hierarchy = "created_at"
 
     def has_add_permission(self, request):

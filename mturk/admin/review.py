@@ -128,9 +128,11 @@ class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
         for submission in queryset.select_related("study", "worker"):
             by_study.setdefault(submission.study, set()).add(submission.worker)
         subject, message = form.cleaned_data["subject"], form.cleaned_data["message"]
-        each_selected(self, request, by_study, lambda study: reviewing.notify_workers(
+        sent = each_selected(self, request, by_study, lambda study: reviewing.notify_workers(
             study=study, workers=by_study[study], actor=request.user, subject=subject,
             message=message))
+        for study, notification in sent:
+            self.message_user(request, f"{study}: {notification.message}")
         return None
 
 

@@ -19,7 +19,7 @@ from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
 from mturk.models import STUDY_DEFAULTS, CrowdStudy, Hit, Submission
 from mturk.platforms.cloudresearch import payments_csv
-from mturk.services import publishing, reviewing, syncing
+from mturk.services import access, publishing, reviewing, syncing
 
 
 class PublishForm(forms.Form):
@@ -103,8 +103,12 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
         return study
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        if request.method == "GET" and (warning := placeholder_warning("this study's link and HITs")):
-            self.message_user(request, warning, messages.WARNING)
+        if request.method == "GET":
+            if warning := placeholder_warning("this study's link and HITs"):
+                self.message_user(request, warning, messages.WARNING)
+            study = self.get_object(request, object_id)
+            if study is not None and (notice := access.credentials_notice(study.platform)):
+                self.message_user(request, notice, messages.WARNING)
         return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="study link")
@@ -137,12 +141,19 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
         # Asked at most once a minute: every visit to this list would otherwise call MTurk.
         key = f"mturk-balance:{banner['endpoint']}"
         banner["balance"] = cache.get(key, "")
-        if not banner["balance"]:
+        if not mturk_client.credentials_found():
+            banner["balance_error"] = "not asked: no MTurk credentials were found"
+        elif not banner["balance"]:
             try:
                 banner["balance"] = mturk_client.account_balance()
                 cache.set(key, banner["balance"], 60)
             except PlatformError as error:
                 banner["balance_error"] = f"unavailable ({error})"
+        if request.method == "GET":
+            platforms = CrowdStudy.objects.values_list("platform", flat=True).distinct()
+            for platform in sorted(platforms):
+                if notice := access.credentials_notice(platform):
+                    self.message_user(request, notice, messages.WARNING)
         paused = WorkerQualification.objects.filter(status=WorkerQualification.Status.PAUSED).count()
         if paused:
             self.message_user(request, f"{paused} worker(s) paused for low accuracy on gold items: "
@@ -151,9 +162,11 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
 
     @admin.action(description="Publish a batch", permissions=["pay"])
     def publish_batch(self, request, queryset):
+        platforms = sorted({study.platform for study in queryset})
         form, response = form_step(self, request, queryset, form_class=PublishForm,
                                     title="Publish a batch", submit_label="Publish",
-                                    action="publish_batch")
+                                    action="publish_batch",
+                                    intro=" ".join(filter(None, map(access.publish_notice, platforms))))
         if response:
             if warning := placeholder_warning("the HITs and study links of this batch"):
                 self.message_user(request, warning, messages.WARNING)
@@ -161,15 +174,16 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
         tasks = form.cleaned_data["tasks"]
         batches = each_selected(self, request, queryset, lambda study: publishing.publish_batch(
             study=study, tasks=tasks, actor=request.user))
-        for study, published in batches:
-            what = f"{len(published)} HIT(s)" if published else f"{form.cleaned_data['tasks']} place(s)"
-            self.message_user(request, f"{study}: published {what}.", messages.SUCCESS)
+        for study, publication in batches:
+            self.message_user(request, f"{study}: {publication.message}",
+                              messages.SUCCESS if publication.sent else messages.WARNING)
         return None
 
     @admin.action(description="Sync submitted work now")
     def sync(self, request, queryset):
         for study, counts in each_selected(self, request, queryset,
-                                           lambda study: syncing.sync_study(study=study)):
+                                           lambda study: syncing.sync_study(study=study,
+                                                                            actor=request.user)):
             summary = ", ".join(f"{n} {review}" for review, n in sorted(counts.items())) or "nothing new"
             self.message_user(request, f"{study}: synced ({summary}).", messages.SUCCESS)
 
@@ -186,7 +200,7 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
         expired = each_selected(self, request, queryset,
                                 lambda study: reviewing.expire_hits(study=study, actor=request.user))
         for study, hits in expired:
-            self.message_user(request, f"{study}: expired {len(hits)} HIT(s).")
+            self.message_user(request, f"{study}: MTurk expired {len(hits)} HIT(s).")
 
 
     @admin.action(description="Download the approvals and bonuses for Connect's dashboard (CSV)",

@@ -4,6 +4,8 @@ a backend only speaks its platform's API."""
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
+
 from mturk.exceptions import PlatformError
 
 
@@ -74,6 +76,12 @@ class CallResult:
 
 class Backend:
     platform = ""
+    #: The platform's name as researchers know it.
+    label = ""
+    #: The settings its API needs before anything can be sent to it; none: it has no API we call.
+    credential_settings = ()
+    #: How a researcher reviews and pays while those settings are unset.
+    without_credentials = ""
     #: Whether work is published as one platform task per unit (MTurk HITs) or as places in a
     #: study whose participants draw units from our queue.
     publishes_per_unit = False
@@ -82,8 +90,9 @@ class Backend:
     #: The setting holding the URL a participant is sent back to with the completion code.
     completion_url_setting = ""
 
-    def publish(self, study, *, units, reward):
-        raise PlatformError(f"{self.platform} studies are published on its own site.")
+    def missing_credentials(self):
+        """The settings still to set before a request can be sent to the platform."""
+        return [name for name in self.credential_settings if not getattr(settings, name, "")]
 
     def records(self, study, *, hits=None):
         """Every PlatformRecord of the study (or of these HITs)."""
@@ -105,10 +114,10 @@ class Backend:
 
     def block(self, worker, *, reason):
         return CallResult(ok=True, request={"reason": reason},
-                          response={"note": f"{self.platform} has no block API; blocked here only."})
+                          response={"note": f"{self.label} has no block API; blocked here only."})
 
     def notify(self, study, workers, *, subject, message):
-        raise PlatformError(f"{self.platform} cannot message workers through its API.")
+        raise PlatformError(f"{self.label} cannot message workers through its API; nothing was sent.")
 
     def expire(self, study, hits):
-        raise PlatformError(f"Close {self.platform} studies on its own site.")
+        raise PlatformError(f"Close {self.label} studies on its own site; nothing was sent.")

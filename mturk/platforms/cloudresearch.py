@@ -5,6 +5,7 @@ import csv
 import io
 
 from django.conf import settings
+from django.db.models import Min
 from django.utils.dateparse import parse_datetime
 
 from annotation.datasets.exports import neutralise_formula
@@ -35,7 +36,10 @@ class ConnectApi(JsonApi):
 
     def __init__(self):
         if not settings.CLOUDRESEARCH_API_KEY:
-            raise PlatformError("CLOUDRESEARCH_API_KEY is not set; use the CSV for the dashboard.")
+            raise PlatformError(
+                "Nothing was sent to CloudResearch Connect: CLOUDRESEARCH_API_KEY is not set. Set it "
+                "to sync, approve, reject and bonus through Connect's API, or download the approvals "
+                "and bonuses CSV for Connect's dashboard.", sent=False)
         super().__init__(settings.CLOUDRESEARCH_API_URL, {"X-API-KEY": settings.CLOUDRESEARCH_API_KEY})
 
     def post(self, path, body, *, token):
@@ -45,6 +49,10 @@ class ConnectApi(JsonApi):
 
 class CloudResearchBackend(Backend):
     platform = Worker.Platform.CLOUDRESEARCH
+    label = "CloudResearch Connect"
+    credential_settings = ("CLOUDRESEARCH_API_KEY",)
+    without_credentials = ("approve and bonus with the approvals and bonuses CSV (a study action) "
+                           "uploaded on Connect's dashboard")
     link_parameters = LINK_PARAMETERS
     completion_url_setting = "CLOUDRESEARCH_COMPLETE_URL"
 
@@ -108,9 +116,14 @@ class CloudResearchBackend(Backend):
 
 
 def payments_csv(study):
-    """Approvals and bonuses as Connect's dashboard takes them: one row per assignment, with its
-    participant id, assignment id, decision and bonus. Platform ids are needed to pay, so this file
-    is for the Connect dashboard only, never for sharing."""
+    """Approvals and bonuses as Connect's dashboard takes them: one row per Connect assignment,
+    with its participant id, assignment id, decision and bonus. Platform ids are needed to pay, so
+    this file is for the Connect dashboard only, never for sharing.
+
+    It holds every assignment whose work is owed an approval or a bonus: those synced from Connect
+    (their review decides the row), and those our own pages stored through the study link that
+    were never synced, as with no CLOUDRESEARCH_API_KEY nothing ever is. A Connect assignment is
+    the participant's whole visit, however many tasks they did in it."""
     from mturk.models import Bonus, Submission
 
     out = io.StringIO()
@@ -123,4 +136,24 @@ def payments_csv(study):
         status = {"approved": "Approve", "rejected": "Reject"}.get(submission.review, "Approve")
         writer.writerow([submission.worker.external_id, submission.platform_assignment_id, status,
                          neutralise_formula(submission.feedback), f"{bonus:.2f}" if bonus else ""])
+    synced = set(study.submissions.values_list("worker_id", "platform_assignment_id"))
+    for row in _stored_not_synced(study):
+        if (row["worker_id"], row["platform_assignment_id"]) not in synced:
+            writer.writerow([row["worker__external_id"], row["platform_assignment_id"], "Approve",
+                             "", ""])
     return out.getvalue()
+
+
+def _stored_not_synced(study):
+    """Each (participant, Connect assignment) under which our pages stored submitted work of the
+    study, in the order it was first done."""
+    from annotation.models import Assignment
+
+    if not study.external_id:
+        return []
+    return (Assignment.objects.filter(
+        status=Assignment.Status.SUBMITTED, unit__stage=study.stage,
+        platform_listing_id=study.external_id, worker__platform=Worker.Platform.CLOUDRESEARCH)
+        .exclude(platform_assignment_id="")
+        .values("worker_id", "worker__external_id", "platform_assignment_id")
+        .annotate(first=Min("pk")).order_by("first"))

@@ -6,6 +6,7 @@ import time
 import httpx
 from django.conf import settings
 
+from mturk import calls
 from mturk.exceptions import PlatformError, PlatformRequestError
 
 logger = logging.getLogger(__name__)
@@ -19,7 +20,21 @@ class JsonApi:
         self.headers = headers
 
     def request(self, method, path, *, json=None, headers=None, retry=True):
-        """Send one request; 429 and 5xx are retried when `retry` (the call is safe to repeat)."""
+        """Send one request; 429 and 5xx are retried when `retry` (the call is safe to repeat).
+        Reported to mturk.calls with its answer or error (never with the key headers)."""
+        operation = f"{method} {path.removeprefix(self.base_url).lstrip('/')}"
+        sent = {"json": json, **({"headers": headers} if headers else {})}
+        try:
+            body = self._request(method, path, json=json, headers=headers, retry=retry)
+        except PlatformError as error:
+            calls.report(platform=self.name, operation=operation, request=sent, error=str(error),
+                         response=getattr(error, "response", None) or None)
+            raise
+        calls.report(platform=self.name, operation=operation, request=sent,
+                     response=body if isinstance(body, dict) else {"body": body})
+        return body
+
+    def _request(self, method, path, *, json, headers, retry):
         url = path if path.startswith("http") else f"{self.base_url}/{path.lstrip('/')}"
         attempts = max(1, settings.PLATFORM_HTTP_MAX_ATTEMPTS) if retry else 1
         for attempt in range(1, attempts + 1):

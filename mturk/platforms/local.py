@@ -6,6 +6,7 @@ from mturk.platforms.base import Backend, CallResult
 
 class LocalBackend(Backend):
     platform = Worker.Platform.LOCAL
+    label = "in-house"
 
     def records(self, study, *, hits=None):
         return []

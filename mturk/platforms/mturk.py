@@ -106,7 +106,14 @@ def _hit_id_from_duplicate(error):
 
 class MTurkBackend(Backend):
     platform = Worker.Platform.MTURK
+    label = "MTurk"
+    credential_settings = mturk_client.CREDENTIAL_SETTINGS
+    without_credentials = "nothing can be published or paid on MTurk"
     publishes_per_unit = True
+
+    def missing_credentials(self):
+        # boto3 also finds keys in its own chain (AWS_* variables, ~/.aws, an instance role).
+        return [] if mturk_client.credentials_found() else list(self.credential_settings)
 
     # --- publishing ----------------------------------------------------------------------------
 

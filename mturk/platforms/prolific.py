@@ -40,13 +40,19 @@ class ProlificApi(JsonApi):
 
     def __init__(self):
         if not settings.PROLIFIC_API_TOKEN:
-            raise PlatformError("PROLIFIC_API_TOKEN is not set.")
+            raise PlatformError(
+                "Nothing was sent to Prolific: PROLIFIC_API_TOKEN is not set. Set it to sync, "
+                "approve, reject, bonus and message participants through Prolific's API, or do "
+                "that on Prolific's own site.", sent=False)
         super().__init__(settings.PROLIFIC_API_URL,
                          {"Authorization": f"Token {settings.PROLIFIC_API_TOKEN}"})
 
 
 class ProlificBackend(Backend):
     platform = Worker.Platform.PROLIFIC
+    label = "Prolific"
+    credential_settings = ("PROLIFIC_API_TOKEN",)
+    without_credentials = "review, approve and bonus on Prolific's own site"
     link_parameters = LINK_PARAMETERS
     completion_url_setting = "PROLIFIC_COMPLETE_URL"
 

@@ -2,6 +2,7 @@
 and a batch within the budget."""
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
@@ -15,7 +16,8 @@ from mturk import pay
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, CrowdStudy, Hit
 from mturk.platforms import get_backend
-from mturk.services.audit import log, require_researcher
+from mturk.services import access
+from mturk.services.audit import audited, log, require_researcher
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +43,23 @@ def set_reward_from_plan(*, study, actor):
     return plan
 
 
+@dataclass(frozen=True)
+class Publication:
+    """What a publish did, in the words the researcher is shown: the HITs MTurk made (each only
+    once MTurk answered with its id), or the places recorded here for a study platform, to which
+    nothing is sent."""
+
+    study: CrowdStudy
+    hits: list
+    places: int
+    sent: bool
+    message: str
+
+
 def publish_batch(*, study, tasks, actor):
     """Publish `tasks` more units of the study's stage (MTurk: one HIT each; CloudResearch and
-    Prolific: that many more places). Refused when it would take the study past its budget."""
+    Prolific: that many more places, recorded here for the budget). Refused when it would take the
+    study past its budget. Every call is audited, whatever MTurk answers."""
     require_researcher(actor)
     if tasks < 1:
         raise PlatformError("Publish at least one task.")
@@ -52,17 +68,7 @@ def publish_batch(*, study, tasks, actor):
     backend = get_backend(study.platform)
     committed = pay.committed_spend(study)
     if not backend.publishes_per_unit:
-        cost = pay.batch_cost(platform=study.platform, reward=study.reward_usd,
-                              assignments_per_task=1, tasks=tasks)
-        check_budget(study, committed, cost, per_task=cost / tasks)
-        with transaction.atomic():
-            locked = CrowdStudy.objects.select_for_update().get(pk=study.pk)
-            locked.places_published += tasks
-            locked.save(update_fields=["places_published"])
-            log(action=AuditLog.Action.PUBLISH, study=study, actor=actor, amount=cost,
-                request={"places": tasks}, response={"places_published": locked.places_published})
-        study.places_published = locked.places_published
-        return []
+        return _record_places(study, backend, tasks, committed, actor)
     units = list(units_to_publish(study)[:tasks])
     if not units:
         raise PlatformError("No open work units of this stage are waiting to be published.")
@@ -70,33 +76,64 @@ def publish_batch(*, study, tasks, actor):
     costs = [pay.batch_cost(platform=study.platform, reward=study.reward_usd,
                             assignments_per_task=size, tasks=1) for size in sizes]
     check_budget(study, committed, sum(costs), per_task=max(costs))
-    hit_type_id, _ = backend.ensure_hit_type(study, study.reward_usd)
+    environment = mturk_client.environment()
+    with audited(action=AuditLog.Action.PUBLISH, study=study, actor=actor, only_if_called=True,
+                 request={"step": "HIT type", "environment": environment}) as step:
+        hit_type_id, _ = backend.ensure_hit_type(study, study.reward_usd)
+        step.response = {"HITTypeId": hit_type_id}
     hits = []
     for unit, size, cost in zip(units, sizes, costs, strict=True):
         hit, _ = Hit.objects.get_or_create(
             study=study, unit=unit,
-            defaults={"hit_type_id": hit_type_id, "environment": mturk_client.environment(),
+            defaults={"hit_type_id": hit_type_id, "environment": environment,
                       "max_assignments": size, "reward_usd": study.reward_usd},
         )
         if hit.status != Hit.Status.CREATING:
             continue
-        try:
+        with audited(action=AuditLog.Action.PUBLISH, study=study, actor=actor, amount=cost,
+                     request={"step": "HIT", "unit": unit.pk, "environment": environment}) as step:
             result = backend.create_hit(hit, study)
-        except PlatformError as error:
-            log(action=AuditLog.Action.PUBLISH, study=study, actor=actor, ok=False, amount=cost,
-                request={"unit": unit.pk}, error=str(error))
-            raise
-        created = result.response["HIT"]
-        hit.hit_id = created["HITId"]
-        hit.status = Hit.Status.OPEN
-        hit.expires_at = created.get("Expiration") or timezone.now() + timedelta(
-            hours=study.lifetime_hours)
-        hit.save(update_fields=["hit_id", "status", "expires_at"])
-        log(action=AuditLog.Action.PUBLISH, study=study, actor=actor, amount=cost,
-            request={k: v for k, v in result.request.items() if k != "Question"} | {"unit": unit.pk},
-            response={"HITId": hit.hit_id, "HITTypeId": hit_type_id})
+            created = result.response["HIT"]
+            hit.hit_id = created["HITId"]
+            hit.status = Hit.Status.OPEN
+            hit.expires_at = created.get("Expiration") or timezone.now() + timedelta(
+                hours=study.lifetime_hours)
+            hit.save(update_fields=["hit_id", "status", "expires_at"])
+            step.response = {"HITId": hit.hit_id, "HITTypeId": hit_type_id}
         hits.append(hit)
-    return hits
+    message = (f"Published {len(hits)} HIT(s) on MTurk ({environment}); MTurk answered with their "
+               f"HIT ids." if hits else "No HIT was published: the units were published meanwhile.")
+    return Publication(study=study, hits=hits, places=0, sent=bool(hits), message=message)
+
+
+def _record_places(study, backend, tasks, committed, actor):
+    # Neither Connect's nor Prolific's API is asked to open places: the researcher opens them on
+    # the platform's own site, and what is recorded here holds the budget for them.
+    cost = pay.batch_cost(platform=study.platform, reward=study.reward_usd, assignments_per_task=1,
+                          tasks=tasks)
+    check_budget(study, committed, cost, per_task=cost / tasks)
+    if backend.credential_settings:
+        note = (f"Recorded here only; nothing was sent to {backend.label}: crowdbench does not "
+                f"open places through its API. Open {tasks} more place(s) on {backend.label}'s "
+                "own site.")
+    else:
+        note = "Recorded here; in-house annotators find the work on their task page."
+    with transaction.atomic():
+        locked = CrowdStudy.objects.select_for_update().get(pk=study.pk)
+        locked.places_published += tasks
+        locked.save(update_fields=["places_published"])
+        log(action=AuditLog.Action.PUBLISH, study=study, actor=actor, amount=cost, sent=False,
+            request={"places": tasks},
+            response={"places_published": locked.places_published, "note": note})
+    study.places_published = locked.places_published
+    message = f"Recorded {tasks} place(s) ({locked.places_published} in all; ${cost:.2f} more committed). "
+    if not backend.credential_settings:
+        return Publication(study=study, hits=[], places=tasks, sent=False, message=message + note)
+    message += (f"Nothing was sent to {backend.label}: open {tasks} more place(s) on its own site "
+                "(crowdbench does not open places through its API).")
+    if note := access.missing_credentials_note(backend):
+        message += f" {note}"
+    return Publication(study=study, hits=[], places=tasks, sent=False, message=message)
 
 
 def check_budget(study, committed, cost, *, per_task):

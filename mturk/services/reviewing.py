@@ -2,6 +2,7 @@
 blocks, messages to workers, and expiring or extending HITs."""
 
 import logging
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import transaction
@@ -10,12 +11,12 @@ from django.utils import timezone
 from annotation import review
 from annotation.models import Worker, WorkerBlock, WorkState
 from annotation.workforce import forget_standing
-from mturk import pay
+from mturk import calls, pay
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
 from mturk.platforms import get_backend
 from mturk.platforms.base import State
-from mturk.services.audit import log, require_researcher
+from mturk.services.audit import audited, log_calls, require_researcher
 from mturk.services.publishing import check_budget
 
 logger = logging.getLogger(__name__)
@@ -38,19 +39,22 @@ def _review(*, submissions, actor, action, call, message):
         # MTurk reviews one assignment per call; the others take a list in one call.
         groups = [[pk] for pk in ids] if backend.publishes_per_unit else [ids]
         for group in groups:
-            try:
-                with transaction.atomic():
-                    done.extend(_review_group(study, backend, group, actor, action, call, message,
-                                              problems))
-            except PlatformError as error:
-                for submission in Submission.objects.filter(pk__in=group).select_related("worker"):
-                    problems.append(f"{submission.worker}: {error}")
-                    log(action=action, study=study, worker=submission.worker, submission=submission,
-                        actor=actor, ok=False, error=str(error))
+            with calls.collect() as made:
+                try:
+                    with transaction.atomic():
+                        done.extend(_review_group(study, backend, group, actor, action, call,
+                                                  message, problems, made))
+                except PlatformError as error:
+                    # Written after the rollback, so the failure and the calls that led to it stay.
+                    for submission in Submission.objects.filter(pk__in=group).select_related("worker"):
+                        problems.append(f"{submission.worker}: {error}")
+                        log_calls(made, action=action, study=study, worker=submission.worker,
+                                  submission=submission, actor=actor, ok=False, error=str(error),
+                                  request={"assignment": submission.platform_assignment_id})
     return done, problems
 
 
-def _review_group(study, backend, ids, actor, action, call, message, problems):
+def _review_group(study, backend, ids, actor, action, call, message, problems, made):
     locked = list(Submission.objects.select_for_update(of=("self",)).filter(pk__in=ids)
                   .select_related("worker", "hit", "study"))
     ready = []
@@ -63,6 +67,10 @@ def _review_group(study, backend, ids, actor, action, call, message, problems):
         record = backend.verify(submission)
         if record is not None and record.state != State.SUBMITTED:
             problems.append(f"{submission.worker}: the platform says {record.platform_status}.")
+            log_calls(made, action=action, study=study, worker=submission.worker,
+                      submission=submission, actor=actor, ok=False,
+                      request={"assignment": submission.platform_assignment_id},
+                      error=f"not sent: the platform says the work is {record.platform_status}")
             continue
         ready.append(submission)
     results = call(backend, ready) if ready else {}
@@ -70,9 +78,9 @@ def _review_group(study, backend, ids, actor, action, call, message, problems):
     for submission in ready:
         result = results[submission.pk]
         amount = _amount(submission) if action == AuditLog.Action.APPROVE else None
-        log(action=action, study=study, worker=submission.worker, submission=submission,
-            amount=amount, actor=actor, ok=result.ok, request=result.request,
-            response=result.response, error=result.error)
+        log_calls(made, action=action, study=study, worker=submission.worker,
+                  submission=submission, amount=amount, actor=actor, ok=result.ok,
+                  request=result.request, response=result.response, error=result.error)
         if not result.ok:
             problems.append(f"{submission.worker}: {result.error}")
             continue
@@ -137,7 +145,7 @@ def pay_bonus(*, bonus, actor):
     backend = get_backend(bonus.submission.study.platform)
     if bonus.submission.study.platform == Worker.Platform.PROLIFIC:
         return _pay_prolific_bonus(bonus, backend, actor)
-    with transaction.atomic():
+    with calls.collect() as made, transaction.atomic():
         bonus = Bonus.objects.select_for_update(of=("self",)).select_related(
             "submission__worker", "submission__study", "submission__hit").get(pk=bonus.pk)
         if bonus.status == Bonus.Status.PAID:
@@ -155,29 +163,40 @@ def pay_bonus(*, bonus, actor):
             error_text = result.error if result is not None else error_text
             bonus.status, bonus.error = Bonus.Status.FAILED, error_text
         bonus.save(update_fields=["status", "paid_at", "error"])
-        log(action=AuditLog.Action.BONUS, study=submission.study, worker=submission.worker,
-            submission=submission, amount=bonus.amount_usd, actor=actor,
-            ok=bonus.status == Bonus.Status.PAID, request=result.request if result else {},
-            response=result.response if result else {}, error=bonus.error)
+        log_calls(made, action=AuditLog.Action.BONUS, study=submission.study,
+                  worker=submission.worker, submission=submission, amount=bonus.amount_usd,
+                  actor=actor, ok=bonus.status == Bonus.Status.PAID,
+                  request=result.request if result else {}, response=result.response if result else {},
+                  error=bonus.error)
     if bonus.status != Bonus.Status.PAID:
         raise PlatformError(f"The bonus was not paid: {bonus.error}")
     return bonus
 
 
 def _pay_prolific_bonus(bonus, backend, actor):
-    with transaction.atomic():
-        bonus = Bonus.objects.select_for_update(of=("self",)).select_related(
-            "submission__worker", "submission__study").get(pk=bonus.pk)
-        submission = bonus.submission
-        if bonus.status in (Bonus.Status.PENDING, Bonus.Status.FAILED):
-            backend.verify(submission)
-            result = backend.set_up_bonus(bonus)
-            bonus.platform_reference = str(result.response.get("id", ""))
-            bonus.status, bonus.error = Bonus.Status.SET_UP, ""
-            bonus.save(update_fields=["platform_reference", "status", "error"])
-            log(action=AuditLog.Action.BONUS, study=submission.study, worker=submission.worker,
-                submission=submission, amount=Decimal("0.00"), actor=actor,
-                request=result.request, response=result.response)
+    submission = bonus.submission
+    with calls.collect() as made:
+        try:
+            with transaction.atomic():
+                bonus = Bonus.objects.select_for_update(of=("self",)).select_related(
+                    "submission__worker", "submission__study").get(pk=bonus.pk)
+                submission = bonus.submission
+                if bonus.status in (Bonus.Status.PENDING, Bonus.Status.FAILED):
+                    backend.verify(submission)
+                    result = backend.set_up_bonus(bonus)
+                    bonus.platform_reference = str(result.response.get("id", ""))
+                    bonus.status, bonus.error = Bonus.Status.SET_UP, ""
+                    bonus.save(update_fields=["platform_reference", "status", "error"])
+                    log_calls(made, action=AuditLog.Action.BONUS, study=submission.study,
+                              worker=submission.worker, submission=submission,
+                              amount=Decimal("0.00"), actor=actor, request=result.request,
+                              response=result.response)
+        except PlatformError as error:
+            # Step one failed: nothing was set up, so nothing can have been paid.
+            log_calls(made, action=AuditLog.Action.BONUS, study=submission.study,
+                      worker=submission.worker, submission=submission, amount=Decimal("0.00"),
+                      actor=actor, ok=False, error=f"not set up, nothing paid: {error}")
+            raise
     if bonus.status == Bonus.Status.PAID:
         return bonus
     if bonus.status == Bonus.Status.PAYING:
@@ -190,24 +209,24 @@ def _pay_prolific_bonus(bonus, backend, actor):
             status=Bonus.Status.PAYING)
     if not claimed:
         raise PlatformError("Another request is paying this bonus.")
-    try:
-        result = backend.pay_set_up_bonus(bonus)
-    except PlatformRequestError as error:
-        # Refused outright (4xx): nothing was paid, so the set-up payment may be sent again.
-        Bonus.objects.filter(pk=bonus.pk).update(status=Bonus.Status.SET_UP, error=str(error))
-        log(action=AuditLog.Action.BONUS, study=submission.study, worker=submission.worker,
-            submission=submission, amount=bonus.amount_usd, actor=actor, ok=False,
-            request={"pay": bonus.platform_reference}, response=error.response, error=str(error))
-        raise
-    except PlatformError as error:
-        log(action=AuditLog.Action.BONUS, study=submission.study, worker=submission.worker,
-            submission=submission, amount=bonus.amount_usd, actor=actor, ok=False,
-            request={"pay": bonus.platform_reference}, error=f"outcome unknown: {error}")
-        raise
+    with calls.collect() as made:
+        try:
+            result = backend.pay_set_up_bonus(bonus)
+        except PlatformError as error:
+            refused = isinstance(error, PlatformRequestError) or not error.sent
+            if refused:
+                # Refused outright (4xx), or never sent: nothing was paid, so the set-up payment
+                # may be sent again.
+                Bonus.objects.filter(pk=bonus.pk).update(status=Bonus.Status.SET_UP, error=str(error))
+            log_calls(made, action=AuditLog.Action.BONUS, study=submission.study,
+                      worker=submission.worker, submission=submission, amount=bonus.amount_usd,
+                      actor=actor, ok=False, request={"pay": bonus.platform_reference},
+                      error=str(error) if refused else f"outcome unknown: {error}")
+            raise
     Bonus.objects.filter(pk=bonus.pk).update(status=Bonus.Status.PAID, paid_at=timezone.now())
-    log(action=AuditLog.Action.BONUS, study=submission.study, worker=submission.worker,
-        submission=submission, amount=bonus.amount_usd, actor=actor, request=result.request,
-        response=result.response)
+    log_calls(made, action=AuditLog.Action.BONUS, study=submission.study, worker=submission.worker,
+              submission=submission, amount=bonus.amount_usd, actor=actor, request=result.request,
+              response=result.response)
     bonus.refresh_from_db()
     return bonus
 
@@ -218,41 +237,69 @@ def block_worker(*, worker, reason, actor, study=None):
     reason = (reason or "").strip()
     if not reason:
         raise PlatformError("Give the reason for the block; MTurk shows it to the worker.")
-    result = get_backend(worker.platform if worker.platform in (
+    backend = get_backend(worker.platform if worker.platform in (
         Worker.Platform.MTURK, Worker.Platform.CLOUDRESEARCH, Worker.Platform.PROLIFIC)
-        else Worker.Platform.LOCAL).block(worker, reason=reason)
-    log(action=AuditLog.Action.BLOCK, study=study, worker=worker, actor=actor, ok=result.ok,
-        request=result.request, response=result.response, error=result.error)
+        else Worker.Platform.LOCAL)
+    with audited(action=AuditLog.Action.BLOCK, study=study, worker=worker, actor=actor) as step:
+        result = backend.block(worker, reason=reason)
+        step.request, step.response, step.error = result.request, result.response, result.error
     if not result.ok:
         raise PlatformError(f"The platform refused the block: {result.error}")
     forget_standing(worker)
     return WorkerBlock.objects.create(worker=worker, reason=reason, created_by=actor)
 
 
+@dataclass(frozen=True)
+class Notification:
+    """What a message to workers did: the platform's answers, and what the researcher is told."""
+
+    results: list
+    message: str
+
+
 def notify_workers(*, study, workers, subject, message, actor):
+    """Message workers through the platform; what is said back counts only what it accepted."""
     require_researcher(actor)
     subject, message = (subject or "").strip(), (message or "").strip()
     if not subject or not message or len(subject) > 200 or len(message) > 4096:
         raise PlatformError("A message needs a subject (up to 200 characters) and a text (up to 4096).")
     workers = list(workers)
-    results = get_backend(study.platform).notify(study, workers, subject=subject, message=message)
-    for result in results:
-        log(action=AuditLog.Action.NOTIFY, study=study, actor=actor, ok=result.ok,
-            request={**result.request, "WorkerIds": len(result.request.get("WorkerIds", workers))},
-            response=result.response, error=result.error)
-    return results
+    backend = get_backend(study.platform)
+    with audited(action=AuditLog.Action.NOTIFY, study=study, actor=actor,
+                 request={"subject": subject, "workers": len(workers)}) as step:
+        results = backend.notify(study, workers, subject=subject, message=message)
+        failed = [result.error for result in results if not result.ok]
+        step.response = {"results": [result.response for result in results]}
+        step.error = "; ".join(failed)
+    if not step.calls:
+        note = "; ".join(str(result.response.get("note", "")) for result in results)
+        return Notification(results, f"Nothing was sent to a platform: {note}.")
+    sent = sum(len(r.request.get("WorkerIds", [])) or 1 for r in results if r.ok)
+    text = f"{backend.label} accepted the message for {sent} of {len(workers)} worker(s)."
+    return Notification(results, f"{text} It refused: {step.error}" if failed else text)
 
 
 def expire_hits(*, study, actor):
     """Stop the study's open HITs taking new workers; submitted work can still be reviewed."""
     require_researcher(actor)
+    backend = get_backend(study.platform)
+    if not backend.publishes_per_unit:
+        raise PlatformError(f"Close {backend.label} studies on {backend.label}'s own site; nothing "
+                            "was sent.")
     hits = list(study.hits.filter(status=Hit.Status.OPEN))
-    for hit, result in get_backend(study.platform).expire(study, hits):
-        hit.status, hit.expires_at = Hit.Status.EXPIRED, timezone.now()
-        hit.save(update_fields=["status", "expires_at"])
-        log(action=AuditLog.Action.EXPIRE, study=study, actor=actor, request=result.request,
-            response=result.response)
-    return hits
+    expired = []
+    for hit in hits:
+        try:
+            with audited(action=AuditLog.Action.EXPIRE, study=study, actor=actor,
+                         request={"HITId": hit.hit_id}):
+                backend.expire(study, [hit])
+                hit.status, hit.expires_at = Hit.Status.EXPIRED, timezone.now()
+                hit.save(update_fields=["status", "expires_at"])
+        except PlatformError as error:
+            raise PlatformError(f"Expired {len(expired)} of {len(hits)} open HIT(s); HIT "
+                                f"{hit.hit_id} was not: {error}") from error
+        expired.append(hit)
+    return expired
 
 
 def extend_hit(*, hit, more, actor):
@@ -264,10 +311,10 @@ def extend_hit(*, hit, more, actor):
         platform=hit.study.platform, reward=hit.reward_usd,
         assignments_per_task=hit.max_assignments, tasks=1)
     check_budget(hit.study, pay.committed_spend(hit.study), cost, per_task=cost)
-    result = get_backend(hit.study.platform).extend(hit, more=more)
-    Hit.objects.filter(pk=hit.pk).update(max_assignments=hit.max_assignments + more)
-    log(action=AuditLog.Action.EXTEND, study=hit.study, actor=actor, amount=cost,
-        request=result.request, response=result.response)
+    with audited(action=AuditLog.Action.EXTEND, study=hit.study, actor=actor, amount=cost,
+                 request={"HITId": hit.hit_id, "more": more}):
+        get_backend(hit.study.platform).extend(hit, more=more)
+        Hit.objects.filter(pk=hit.pk).update(max_assignments=hit.max_assignments + more)
     hit.refresh_from_db()
     return hit
 

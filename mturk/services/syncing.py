@@ -12,26 +12,36 @@ from django.utils import timezone
 from annotation.models import Assignment, Worker
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
-from mturk.models import CrowdStudy, Hit, NotificationEvent, Submission
+from mturk.models import AuditLog, CrowdStudy, Hit, NotificationEvent, Submission
 from mturk.platforms import get_backend
 from mturk.platforms.base import State
-from mturk.services.audit import jsonable
+from mturk.services.audit import audited, jsonable
 
 logger = logging.getLogger(__name__)
 
 
-def sync_study(*, study, hits=None):
-    """Reconcile the platform's list of work with what our pages stored. Returns counts by review."""
+def sync_study(*, study, hits=None, actor=None):
+    """Reconcile the platform's list of work with what our pages stored. Returns counts by review.
+    The calls it made, and what they brought back, are audited whatever the platform answers."""
     backend = get_backend(study.platform)
+    if not backend.credential_settings:
+        raise PlatformError(f"Nothing to sync: {backend.label} work is stored here as it is "
+                            "submitted, with no platform to ask.")
     if hits is None and backend.publishes_per_unit:
         hits = list(study.hits.filter(status__in=[Hit.Status.OPEN, Hit.Status.EXPIRED])
                     .exclude(hit_id="").select_related("unit"))
-    records = backend.records(study, hits=hits)
-    hits_by_id = {hit.hit_id: hit for hit in (hits or [])}
-    counts = {}
-    for record in records:
-        submission = _reconcile(study, record, hits_by_id.get(record.hit_id))
-        counts[submission.review] = counts.get(submission.review, 0) + 1
+        if not hits:
+            raise PlatformError("Nothing to sync: the study has no HITs on MTurk yet, so nothing "
+                                "was asked of MTurk.")
+    with audited(action=AuditLog.Action.SYNC, study=study, actor=actor,
+                 request={"hits": [hit.hit_id for hit in hits]} if hits is not None else {}) as step:
+        records = backend.records(study, hits=hits)
+        hits_by_id = {hit.hit_id: hit for hit in (hits or [])}
+        counts = {}
+        for record in records:
+            submission = _reconcile(study, record, hits_by_id.get(record.hit_id))
+            counts[submission.review] = counts.get(submission.review, 0) + 1
+        step.response = {"records": len(records), "by_review": counts}
     now = timezone.now()
     if hits:
         Hit.objects.filter(pk__in=[h.pk for h in hits]).update(last_synced_at=now)
@@ -94,11 +104,18 @@ def _attach_and_check(submission, hit):
 
 
 def sync_open_studies():
-    """The periodic job: every study with open HITs or places."""
+    """The periodic job: every study with open HITs or places whose platform can be asked (one
+    without credentials would only fail, every few minutes; its study page says what to set)."""
     done = {}
     studies = CrowdStudy.objects.filter(
         Q(hits__status=Hit.Status.OPEN) | Q(places_published__gt=0)).distinct()
     for study in studies:
+        backend = get_backend(study.platform)
+        if not backend.credential_settings:
+            continue
+        if missing := backend.missing_credentials():
+            done[study.pk] = {"skipped": f"{' and '.join(missing)} not set"}
+            continue
         try:
             done[study.pk] = sync_study(study=study)
         except PlatformError as error:

@@ -120,8 +120,12 @@ def test_publish_submit_sync_approve_bonus_through_the_admin(client, mturk, caps
 
     assert client.get("/admin/mturk/auditlog/").status_code == 200
     entries = list(AuditLog.objects.order_by("id"))
-    assert [(e.action, e.ok) for e in entries] == [("publish", True), ("approve", True), ("bonus", True)]
-    assert all(e.actor == researcher for e in entries)
+    # The HIT type and the HIT are each a call of their own; the sync is audited like the rest.
+    assert [(e.action, e.ok) for e in entries] == [("publish", True), ("publish", True), ("sync", True),
+                                                   ("approve", True), ("bonus", True)]
+    assert all(e.actor == researcher and e.sent_to_platform for e in entries)
+    assert [c["operation"] for c in entries[0].request["calls"]] == ["CreateQualificationType",
+                                                                   "CreateHITType"]
     log.append("MTurk calls: " + ", ".join(mturk.operations()))
     for e in entries:
         log.append(f"audit: {e.created_at:%H:%M:%S} {e.action} by {e.actor.username} "
