@@ -207,6 +207,20 @@ class AgreementSerializer(serializers.Serializer):
     majority = MajorityAgreementSerializer(many=True)
 
 
+class RubricScoreSerializer(serializers.Serializer):
+    rubric = serializers.CharField(help_text="The rubric's criterion (its first line), or “All rubrics”.")
+    model = serializers.CharField()
+    mean = serializers.FloatField(help_text="Mean 1-5 score over responses, each response's scores "
+                                            "averaged first.")
+    lower = serializers.FloatField(allow_null=True, help_text="95% Student's t interval over responses, "
+                                                              "kept within 1-5; null below two responses "
+                                                              "or when every response got the same mean.")
+    upper = serializers.FloatField(allow_null=True)
+    responses = serializers.IntegerField(help_text="Responses scored (one model's answer to one instance).")
+    scores = serializers.IntegerField(help_text="Scores given (a response scored by several workers, or "
+                                                "in several battles, has several).")
+
+
 class RubricCorrelationSerializer(serializers.Serializer):
     judge = serializers.CharField()
     n = serializers.IntegerField(help_text="Responses scored by both the judge and the crowd.")
@@ -227,5 +241,19 @@ class LeaderboardSerializer(serializers.Serializer):
     rows = LeaderboardRowSerializer(many=True)
     categories = CategoryWinRateSerializer(many=True)
     agreement = AgreementSerializer(allow_null=True, help_text="This judge against the crowd; null for the crowd.")
-    rubric_correlation = RubricCorrelationSerializer(
-        allow_null=True, help_text="This judge's 1-5 rubric scores against the crowd's; null without rubric scores.")
+    rubric_scores = RubricScoreSerializer(
+        many=True, help_text="This evaluator's 1-5 rubric scores per model, over every rubric and per "
+                             "criterion; empty when it gave none (the crowd of a tournament without a "
+                             "rubric, a judge other than Prometheus).")
+    rubric_criteria = serializers.ListField(child=serializers.CharField(),
+                                            help_text="The criteria of the rubrics scored against.")
+    rubric_correlation = serializers.FloatField(
+        allow_null=True,
+        help_text="Spearman's rho between the models' mean rubric score (All rubrics) and their Elo on "
+                  "this board (All images). A number whenever 3 or more models have both; null with "
+                  "fewer, or when the mean scores or the ratings are all equal (no order to correlate).")
+    rubric_models = serializers.IntegerField(help_text="Models with both a rubric score and an Elo.")
+    rubric_vs_crowd = RubricCorrelationSerializer(
+        allow_null=True, help_text="This judge's 1-5 rubric scores against the crowd's, response by response "
+                                   "(Prometheus-Vision §5); null for the crowd, or without rubric scores on "
+                                   "both sides.")

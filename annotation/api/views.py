@@ -133,7 +133,10 @@ class TournamentViewSet(viewsets.ReadOnlyModelViewSet):
              "min_matches": scoring.MIN_MATCHES,
              "rows": [{**row, "few_matches": row["matches"] < scoring.MIN_MATCHES} for row in board.rows],
              "categories": board.categories, "agreement": result.agreement(board.key),
-             "rubric_correlation": result.rubric_correlation(board.key)}
+             "rubric_scores": board.rubric_scores, "rubric_criteria": board.rubric_criteria,
+             "rubric_correlation": board.rubric_correlation,
+             "rubric_models": board.rubric_models,
+             "rubric_vs_crowd": result.rubric_vs_crowd(board.key)}
             for board in result.boards
         ]
         return Response(serializers.LeaderboardSerializer(data, many=True).data)

@@ -124,14 +124,48 @@ def decide_reference(*, reference):
     return reference
 
 
+def verify_instance(*, instance, reference=None):
+    """Make an instance verified, with its verified reference in `reference_output`.
+
+    The one door every way of verifying a reference goes through: the crowd's verdict
+    (`decide_reference`, for a generated or a pasted candidate alike) and a published sheet's
+    (`record_imported_verdict`, from the import command, the admin's import page or the demo).
+    Battles (preferences/tournaments.reference_responses), the reference-backed judge's prompt and
+    every export read `reference_output`, so a verified instance without one took part in none of
+    them.
+
+    The verified reference is the human-written one the instance already holds (a published
+    sheet's reference_output), else `reference`, the candidate verified correct. The instance's
+    other candidates are no longer asked about. Returns the instance.
+    """
+    if reference is not None and (reference.verdict != Reference.Verdict.CORRECT
+                                  or reference.instance_id != instance.pk):
+        raise AnnotationError(f"Reference #{reference.pk} is not a correct reference of "
+                              f"instance #{instance.pk}.")
+    if not instance.reference_output.strip():
+        instance.reference_output = reference.text if reference is not None else ""
+    if not instance.reference_output.strip():
+        raise AnnotationError(f"Instance #{instance.pk} has no correct reference to be verified with.")
+    close_units_no_longer_owed(stage=Stage.VERIFICATION, instance=instance)
+    instance.status = Instance.Status.VERIFIED
+    instance.save(update_fields=["status", "reference_output", "updated_at"])
+    return instance
+
+
+def _discard(instance):
+    close_units_no_longer_owed(stage=Stage.VERIFICATION, instance=instance)
+    instance.status = Instance.Status.DISCARDED
+    instance.save(update_fields=["status", "updated_at"])
+
+
 def _settle_instance(*, instance, reference, config):
+    if reference.verdict == Reference.Verdict.CORRECT:
+        verify_instance(instance=instance, reference=reference)
+        return
     # Whatever the verdict, the instance's other candidates (a reference pasted while the model's
     # was being verified) are no longer asked about.
     close_units_no_longer_owed(stage=Stage.VERIFICATION, instance=instance)
-    if reference.verdict == Reference.Verdict.CORRECT:
-        instance.status = Instance.Status.VERIFIED
-        instance.reference_output = instance.reference_output or reference.text
-    elif (
+    if (
         config.on_incorrect == StageConfig.IncorrectAction.RECAPTION
         and reference.problem_in_caption
         and instance.caption_round < config.max_caption_rounds
@@ -142,12 +176,9 @@ def _settle_instance(*, instance, reference, config):
         instance.save(update_fields=["status", "current_caption", "caption_round", "updated_at"])
         create_work_units(family=instance.family, stage=Stage.CAPTION, instance=instance)
         return
-    else:
-        instance.status = Instance.Status.DISCARDED
-    instance.save(update_fields=["status", "reference_output", "updated_at"])
-    if instance.status == Instance.Status.DISCARDED:
-        # Its replacement is asked for at once, not when the sweep next looks.
-        create_work_units(family=instance.family, stage=Stage.INSTRUCTION_GENERATION)
+    _discard(instance)
+    # Its replacement is asked for at once, not when the sweep next looks.
+    create_work_units(family=instance.family, stage=Stage.INSTRUCTION_GENERATION)
 
 
 def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, problem_in_response=False,
@@ -231,7 +262,8 @@ def record_imported_verdict(*, reference, reference_correct, problem_in_caption,
     # A published sheet keeps a row whose candidate was wrong when it gives a human-written
     # reference_output (most of visit_bench_multi_images.csv does), so only a row without one
     # is discarded.
-    kept = reference_correct or bool(instance.reference_output.strip())
-    instance.status = Instance.Status.VERIFIED if kept else Instance.Status.DISCARDED
-    instance.save(update_fields=["status", "updated_at"])
+    if reference_correct or instance.reference_output.strip():
+        verify_instance(instance=instance, reference=reference if reference_correct else None)
+    else:
+        _discard(instance)
     return reference

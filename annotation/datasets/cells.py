@@ -3,6 +3,7 @@ importer and the exporter alike (the columns themselves are defined in layouts.p
 
 import json
 import math
+from dataclasses import replace
 
 from annotation.datasets.layouts import (
     BLIP2,
@@ -218,18 +219,30 @@ def write_cell(layout, concept, content):
     return content.value(concept)
 
 
-def kept_or_written(layout, position, raw_cell, content):
+def kept_or_written(layout, position, raw_cell, content, *, as_published=False):
     """The cell for one column: the cell as it was imported while it still says what the instance
     says (its JSON key order, spacing and NaN tokens survive, which the database's JSON type does
-    not keep), else the cell written anew."""
+    not keep), else the cell written anew.
+
+    `as_published`: the row is written back in its own sheet's layout, so an empty reference_output
+    beside a candidate rated correct is kept, as the sheet's authors wrote it: read with its row,
+    it names the candidate as the reference (`Content.verified_reference`). Our own layout writes
+    the verified reference out in full, so a dataset user reading that column alone finds it."""
     concept = layout.concepts[position]
     if concept is None:
         return raw_cell if raw_cell is not None else ""
     if raw_cell is not None and concept not in BOOLEAN_CONCEPTS:
         try:
-            same = PARSERS[concept](raw_cell, layout.kind) == content.value(concept)
+            parsed = PARSERS[concept](raw_cell, layout.kind)
         except CellError:
-            same = False
-        if same:
+            parsed = _UNREADABLE
+        if parsed == content.value(concept):
+            return raw_cell
+        if (as_published and concept == REFERENCE_OUTPUT and parsed is not _UNREADABLE
+                and replace(content, reference_output=parsed).verified_reference
+                == content.verified_reference):
             return raw_cell
     return write_cell(layout, concept, content)
+
+
+_UNREADABLE = object()

@@ -76,7 +76,11 @@ _MEANINGS = {
     layouts.IS_MULTI: "True when the instance has several images.",
     layouts.PREDICTION: "The candidate reference a model wrote from the caption (paper §2.1); empty "
                         "when the reference was written by people.",
-    layouts.REFERENCE_OUTPUT: "The human-verified reference; empty when the sheet gave none.",
+    layouts.REFERENCE_OUTPUT: "The human-verified reference: the human-written one a published sheet "
+                              "gave, else the candidate (gpt4_prediction) verified correct. A "
+                              "published sheet written back in its own layout leaves it empty where "
+                              "its authors did: beside a candidate rated correct, which is then the "
+                              "reference.",
     layouts.METADATA: "JSON object of public image metadata, as published.",
     layouts.HUMAN_OUTPUT: "The human-written (or human-verified) reference.",
     **{column.name: column.description for column in _RATINGS},

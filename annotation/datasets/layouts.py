@@ -131,12 +131,22 @@ class Content:
     def key(self):
         return (self.category, self.instruction, self.image_urls)
 
+    @property
+    def verified_reference(self):
+        """The reference the row holds as verified: its reference_output, or, where the sheet left
+        that empty, the candidate (gpt4_prediction) when it was rated correct. The published
+        sheets write it so (396 rows of the single-image sheet, 21 of the multi-image one), and
+        an instance verified here holds the same text in its reference_output."""
+        if self.reference_output.strip():
+            return self.reference_output
+        return self.prediction if self.correct else ""
+
     def value(self, concept):
         """The value a column of `concept` carries, in the form its parser returns."""
         return {
             CATEGORY: self.category, IMAGES: self.image_urls, INSTRUCTION: self.instruction,
             PREDICTION: self.prediction, CAPTIONS: self.captions, BLIP2: self.blip2_captions,
-            REFERENCE_OUTPUT: self.reference_output, CORRECT: self.correct,
+            REFERENCE_OUTPUT: self.verified_reference, CORRECT: self.correct,
             PROBLEM_IN_CAPTION: self.problem_in_caption, PROBLEM_IN_GPT4: self.problem_in_response,
             METADATA: self.metadata, IS_MULTI: len(self.image_urls) > 1,
             HUMAN_OUTPUT: self.human_output,

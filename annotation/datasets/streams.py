@@ -180,7 +180,8 @@ def _source_layout_rows(layout, sheets, instances, chunk_size):
     for imported in rows.iterator(chunk_size=chunk_size):
         content = _content(imported.instance)
         yield imported.instance_id, tuple(
-            cells.kept_or_written(layout, position, imported.cells[position], content)
+            cells.kept_or_written(layout, position, imported.cells[position], content,
+                                  as_published=True)
             for position in range(len(layout.columns))
         )
 

@@ -32,7 +32,10 @@ class Instance(models.Model):
     # it back for a new caption. Its caption unit is made for this round, so the unit's identity
     # does not move while the round's captions come in.
     caption_round = models.PositiveSmallIntegerField(default=1)
-    # Kept from imported sheets so a published dataset round-trips unchanged.
+    # The verified reference, once the instance is verified (collection/verification.py
+    # verify_instance, whichever way it was verified): an imported sheet's human-written
+    # reference_output as published, else the candidate verified correct. Battles, the
+    # reference-backed judge and the exports read it.
     reference_output = models.TextField(blank=True)
     public_images_metadata = models.JSONField(default=dict, blank=True)
     imported_from = models.CharField(max_length=200, blank=True)

@@ -108,12 +108,21 @@ class Tournament(models.Model):
 
     def rubric_for(self, instance):
         """The most specific rubric: the instance's, then its family's, then the tournament's."""
+        return self.rubric_finder()(instance)
+
+    def rubric_finder(self):
+        """`rubric_for` as a function of the instance, with the rubrics read once (for the many
+        instances of a tournament's scores)."""
         rubrics = {(r.family_id, r.instance_id): r.text for r in self.rubrics.all()}
-        return (
-            rubrics.get((None, instance.pk))
-            or rubrics.get((instance.family_id, None))
-            or self.rubric
-        )
+
+        def rubric_for(instance):
+            return (
+                rubrics.get((None, instance.pk))
+                or rubrics.get((instance.family_id, None))
+                or self.rubric
+            )
+
+        return rubric_for
 
 
 class Rubric(models.Model):

@@ -1,6 +1,7 @@
 """Scoring the judgements (VisIT-Bench §4, Tables 3-4, Figs. 8-9): the battles as the scoring
 functions take them (battles), Elo and Bradley-Terry ratings and win-rates (ratings), agreement
-between judges and the crowd (agreement), the leaderboard computed once per state of the
+between judges and the crowd (agreement), rubric scores per model and criterion and their rank
+correlation with the ratings (rubrics), the leaderboard computed once per state of the
 judgements (leaderboard), and its figures (plots)."""
 
 # Here rather than in leaderboard.py, so that pages which only name them (the API's defaults, the

@@ -15,6 +15,7 @@ from annotation.models import (
     JudgeRun,
     Side,
 )
+from annotation.scoring.rubrics import rubric_criterion
 
 HUMAN_JUDGE = "human"
 BATTLE_COLUMNS = [
@@ -30,7 +31,9 @@ BATTLE_COLUMNS = [
     "response_a_len",
     "response_b_len",
 ]
-SCORE_COLUMNS = ["model", "question_id", "instruction_category", "is_multi_image", "judge", "score"]
+# `rubric`: the criterion of the rubric the score was given against (scoring/rubrics.py).
+SCORE_COLUMNS = ["model", "question_id", "instruction_category", "is_multi_image", "judge", "rubric",
+                 "score"]
 _WINNER = {
     Judgement.Winner.A: "model_a",
     Judgement.Winner.B: "model_b",
@@ -149,13 +152,31 @@ def finished_runs(*, tournament):
     return list(JudgeRun.objects.filter(tournament=tournament, status=JudgeRun.Status.DONE).order_by("id"))
 
 
+def _rubric_criteria(tournament):
+    """The criterion of the rubric each instance is scored against, by instance."""
+    rubric_for = tournament.rubric_finder()
+    found = {}
+
+    def criterion(instance):
+        if instance.pk not in found:
+            found[instance.pk] = rubric_criterion(rubric_for(instance))
+        return found[instance.pk]
+
+    return criterion
+
+
 def human_rubric_scores(*, tournament):
-    """One row per (worker's judgement, response) with its 1-5 rubric score."""
+    """One row per (worker's judgement, response) with its 1-5 rubric score.
+
+    The worker scored the responses by the side they were shown on (`rubric_scores` is keyed
+    left / right); `winner_side` maps a side to model_a or model_b as it does for the choice.
+    """
     judgements = _battle_related(
         HumanJudgement.objects.counted().filter(battle__tournament=tournament).exclude(rubric_scores={}), "battle__"
     )
     judgements = list(judgements)
     flags = _multi_image([j.battle for j in judgements])
+    criterion = _rubric_criteria(tournament)
     rows = []
     for judgement in judgements:
         fields = _battle_fields(judgement.battle, flags)
@@ -168,6 +189,7 @@ def human_rubric_scores(*, tournament):
                     "instruction_category": fields["instruction_category"],
                     "is_multi_image": fields["is_multi_image"],
                     "judge": HUMAN_JUDGE,
+                    "rubric": criterion(judgement.battle.instance),
                     "score": score,
                 }
             )
@@ -183,6 +205,7 @@ def judge_rubric_scores(*, run):
         )
     )
     flags = _multi_image([j.battle for j in judgements])
+    criterion = _rubric_criteria(run.tournament)
     rows = []
     for judgement in judgements:
         fields = _battle_fields(judgement.battle, flags)
@@ -197,6 +220,7 @@ def judge_rubric_scores(*, run):
                     "instruction_category": fields["instruction_category"],
                     "is_multi_image": fields["is_multi_image"],
                     "judge": run.judge_name,
+                    "rubric": criterion(judgement.battle.instance),
                     "score": score,
                 }
             )

@@ -1,7 +1,9 @@
 """The leaderboard of a tournament: VisIT-Bench Tables 3 and 4, for the crowd and each judge,
-with the judges' agreement with the crowd.
+with each evaluator's 1-5 rubric scores per model and criterion and their Spearman's rho against
+its Elo, and the judges' agreement with the crowd.
 
-The numbers come from ratings.py, bradley_terry.py, tables.py and agreement.py beside this module.
+The numbers come from ratings.py, bradley_terry.py, tables.py, rubrics.py and agreement.py beside
+this module.
 A leaderboard is computed once per state of the judgements and stored (LeaderboardResult), keyed
 by a hash of the battles it was computed from: the dashboard, its figures, the API and the
 `leaderboard` command read that one result, and a new or changed judgement makes a new key, so
@@ -17,7 +19,7 @@ from django.db import IntegrityError, transaction
 from scipy import stats
 
 from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult
-from annotation.scoring import DEFAULT_ROUNDS, MIN_MATCHES, agreement, ratings, tables
+from annotation.scoring import DEFAULT_ROUNDS, MIN_MATCHES, agreement, ratings, rubrics, tables
 from annotation.scoring.battles import (
     finished_runs,
     human_battles,
@@ -28,7 +30,7 @@ from annotation.scoring.battles import (
 )
 
 # Bump when the computation or the stored layout changes, so older stored results are not read.
-COMPUTATION_VERSION = 3
+COMPUTATION_VERSION = 4
 SPLIT_LABELS = {
     tables.ALL_IMAGES: "All images",
     tables.SINGLE_IMAGE: "Single Image",
@@ -174,13 +176,26 @@ def _board(evaluator, *, rounds, seed):
         "rows": [],
         "categories": [],
     }
+    elo = pd.Series(dtype=float)
     if not battles.empty:
         table = tables.leaderboard_table(battles, reference_model=REFERENCE_MODEL_NAME, rounds=rounds, seed=seed)
         board["rows"] = _records(table)
         board["categories"] = _records(
             tables.category_win_rate_table(battles, reference_model=REFERENCE_MODEL_NAME)
         )
-    return board
+        all_images = table[table["split"] == tables.ALL_IMAGES] if "split" in table else table
+        elo = all_images.set_index("model")["elo"]
+    return {**board, **_rubric_part(evaluator.scores, elo)}
+
+
+def _rubric_part(scores, elo):
+    """The evaluator's own rubric scores per model and criterion, and Spearman's rho between the
+    models' mean score and their Elo on the same board (All images)."""
+    table = rubrics.rubric_table(scores)
+    found = rubrics.rating_correlation(table, elo) if len(table) else {"rho": None, "models": 0}
+    criteria = sorted(set(scores["rubric"])) if scores is not None and not scores.empty else []
+    return {"rubric_scores": _records(table), "rubric_criteria": criteria,
+            "rubric_correlation": found["rho"], "rubric_models": found["models"]}
 
 
 def compute(found, *, seed, rounds):
@@ -232,6 +247,10 @@ class Board:
     judgements: int
     rows: list
     categories: list
+    rubric_scores: list = field(default_factory=list)
+    rubric_criteria: list = field(default_factory=list)
+    rubric_correlation: float | None = None
+    rubric_models: int = 0
     agreement: dict | None = None
 
     @property
@@ -260,6 +279,37 @@ class Board:
             }
             for row in self.rows
         ]
+
+    @property
+    def rubric_rows(self):
+        """Mean 1-5 rubric score per model, over every rubric and then per criterion (when there
+        are several), with its 95% interval, the responses and scores it rests on, and the
+        model's Elo on this board."""
+        elo = {row["model"]: _number(row["elo"]) for row in self.rows
+               if row.get("split", tables.ALL_IMAGES) == tables.ALL_IMAGES}
+        return [
+            {
+                "rubric": row["rubric"],
+                "all_rubrics": row["rubric"] == rubrics.ALL_RUBRICS,
+                "model": row["model"],
+                "mean": f"{row['mean']:.2f}",
+                "interval": "" if row["lower"] is None else f"{row['lower']:.2f} to {row['upper']:.2f}",
+                "responses": row["responses"],
+                "scores": row["scores"],
+                "elo": elo.get(row["model"], ""),
+            }
+            for row in self.rubric_scores
+        ]
+
+    @property
+    def rubric_correlation_text(self):
+        """Spearman's rho of the models' mean rubric score against their Elo, or why there is none."""
+        if self.rubric_correlation is not None:
+            return f"{self.rubric_correlation:.2f} over {self.rubric_models} models"
+        if self.rubric_models < rubrics.MIN_MODELS:
+            return (f"none: {self.rubric_models} model{'' if self.rubric_models == 1 else 's'} "
+                    f"with both a rubric score and an Elo, fewer than {rubrics.MIN_MODELS}")
+        return "none: the mean scores or the ratings do not vary, so there is no order to correlate"
 
     @property
     def few_matches(self):
@@ -307,11 +357,12 @@ class TournamentLeaderboard:
     def agreement_rows(self):
         return [agreement_row(found) for found in self.agreements]
 
-    def rubric_correlation(self, key):
+    def rubric_vs_crowd(self, key):
+        """A judge's 1-5 scores against the crowd's, response by response (Prometheus-Vision §5)."""
         return next((found for found in self.rubric_correlations if found["key"] == key), None)
 
     @property
-    def rubric_rows(self):
+    def rubric_vs_crowd_rows(self):
         return [{**found, "enough": found["pearson"] is not None,
                  **{name: _number(found[name], "{:.2f}") for name in ("pearson", "kendall", "spearman")}}
                 for found in self.rubric_correlations]

@@ -19,7 +19,7 @@ from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.paths import DOCS_SCREENSHOTS
-from tests.scoring_factories import create_tournament, verified_instance, with_responses
+from tests.scoring_factories import create_tournament, rubric_tournament, verified_instance, with_responses
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -99,3 +99,43 @@ def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warn
     # The title, the crowd's board with its figures, and the start of the judge's board.
     bottom = judge.bounding_box()["y"] + 160
     page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": 1280, "height": bottom})
+
+
+def test_researcher_reads_the_rubric_scores_beside_the_ratings(browser, live_server, tmp_path):
+    tournament = rubric_tournament()
+    get_user_model().objects.create_superuser("lead", password="a long password")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+
+    page.goto(f"{live_server.url}/admin/login/?next=/dashboard/")
+    page.fill("#id_username", "lead")
+    page.fill("#id_password", "a long password")
+    page.click("input[type=submit]")
+    page.click(f"text={tournament.name} >> xpath=ancestor::tr >> text=Leaderboard")
+    page.wait_for_selector("table.rubric-scores", timeout=180_000)
+
+    human = page.locator("#board-human")
+    table = human.locator("table.rubric-scores")
+    assert table.locator("thead th").all_inner_texts() == [
+        "Rubric", "Model", "Mean score", "95% interval", "Responses", "Scores", "Elo"]
+    overall = [row.split("\t") for row in table.locator("tr.all-rubrics").all_inner_texts()]
+    assert [(cells[1], cells[2], cells[4], cells[5]) for cells in overall] == [
+        ("llava", "4.67", "3", "18"), ("instructblip", "4.00", "3", "18"), ("otter", "2.00", "3", "18"),
+        ("blip2", "1.00", "3", "18")]
+    assert all(cells[6].strip().isdigit() for cells in overall)
+    criteria = set(table.locator("tbody tr:not(.all-rubrics) td:first-child").all_inner_texts())
+    assert criteria == {"Is the response grounded in the image?", "Does the response follow the instruction?"}
+    assert human.locator("p.rubric-correlation").inner_text() == (
+        "Spearman's ρ between the models' mean rubric score and their Elo (All images): "
+        "1.00 over 4 models.")
+    assert not errors
+    screenshot = tmp_path / "leaderboard-rubric.png"
+    # Boxes are measured from the top of the page, as the full-page clip is.
+    page.evaluate("window.scrollTo(0, 0)")
+    top = human.locator("h3").bounding_box()["y"] - 20
+    bottom = human.locator("p.rubric-correlation").bounding_box()
+    page.screenshot(path=str(screenshot), full_page=True,
+                    clip={"x": 0, "y": top, "width": 1280, "height": bottom["y"] + bottom["height"] + 20 - top})
+    assert screenshot.stat().st_size > 10_000
+    print(f"Rubric table screenshot: {screenshot}")

@@ -208,3 +208,34 @@ def test_caption_units_the_old_keys_made_twice_are_closed_flagged_and_reported(l
 
     again_report = surplus.repair(apps)
     assert (again_report.newly_flagged, again_report.units_no_longer_owed, again_report.surplus_units) == (0, 0, 3)
+
+
+VERIFIED_REFERENCES = ("annotation", "0013_verified_instances_hold_their_reference")
+
+
+def test_verified_instances_without_a_reference_output_get_the_reference_verified_correct(
+        latest_schema_afterwards):
+    apps = migrate_to(UNIT_ROUNDS)
+    model = partial(apps.get_model, "annotation")
+    family = model("InstructionFamily").objects.create(name="Animals")
+
+    def instance(status, reference_output="", *references):
+        made = model("Instance").objects.create(family=family, instruction="Why?", status=status,
+                                                reference_output=reference_output)
+        for text, verdict in references:
+            model("Reference").objects.create(instance=made, text=text, verdict=verdict, source="imported")
+        return made
+
+    # An imported row rated correct without a reference_output of its own, as 0012 left it.
+    imported = instance("verified", "", ("The first candidate.", "incorrect"), ("The candidate.", "correct"))
+    blank = instance("verified", " \n", ("Spaces only before.", "correct"))
+    human = instance("verified", "No", ("A longer candidate.", "correct"))
+    wrong = instance("verified", "", ("A wrong candidate.", "incorrect"))
+    waiting = instance("awaiting_verification", "", ("Not yet decided.", "pending"))
+
+    apps = migrate_to(VERIFIED_REFERENCES)
+    outputs = dict(apps.get_model("annotation", "Instance").objects.values_list("pk", "reference_output"))
+    assert outputs[imported.pk] == "The candidate."
+    assert outputs[blank.pk] == "Spaces only before."
+    assert outputs[human.pk] == "No"
+    assert outputs[wrong.pk] == outputs[waiting.pk] == ""

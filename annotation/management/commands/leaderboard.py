@@ -18,12 +18,23 @@ def _columns(header, body):
     ]
 
 
+def _rubric_lines(board):
+    if not board.rubric_scores:
+        return []
+    header = ("Rubric", "Model", "Mean score", "95% interval", "Responses", "Scores", "Elo")
+    body = [(r["rubric"], r["model"], r["mean"], r["interval"] or "-", str(r["responses"]), str(r["scores"]),
+             r["elo"] or "-") for r in board.rubric_rows]
+    return [f"-- {board.title}: rubric scores (1-5) --", *_columns(header, body),
+            f"Spearman's rho of mean rubric score against Elo: {board.rubric_correlation_text}", ""]
+
+
 def render_text(leaderboard):
     lines = []
     for board in leaderboard.boards:
         lines.append(f"== {board.title}: {board.battles} battles, {board.judgements} judgements ==")
         if not board.rows:
             lines += ["No battles judged yet.", ""]
+            lines += _rubric_lines(board)
             continue
         header = ("Category", "Model", "Elo", "95% interval", "Bradley-Terry", "95% interval", "Matches",
                   "Win-rate vs. reference")
@@ -36,6 +47,7 @@ def render_text(leaderboard):
         if board.few_matches:
             lines.append(f"(!) fewer than {MIN_MATCHES} matches: the interval means little.")
         lines.append("")
+        lines += _rubric_lines(board)
     lines.append("== Agreement of the judges with the crowd ==")
     if not leaderboard.agreements:
         lines += ["No finished judge run shares battles with the crowd yet.", ""]

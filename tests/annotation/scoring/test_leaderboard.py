@@ -244,7 +244,7 @@ def test_a_rubric_tournament_shows_its_judges_rubric_correlation_on_the_page_and
     api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
 
     assert "Rubric scores of the judges against the crowd" in page
-    [correlation] = [board["rubric_correlation"] for board in api if board["rubric_correlation"]]
+    [correlation] = [board["rubric_vs_crowd"] for board in api if board["rubric_vs_crowd"]]
     assert correlation["n"] == 6 and correlation["pearson"] is not None
     assert f'{correlation["kendall"]:.2f}' in page
 
