@@ -210,12 +210,12 @@ def test_caption_units_the_old_keys_made_twice_are_closed_flagged_and_reported(l
     assert (again_report.newly_flagged, again_report.units_no_longer_owed, again_report.surplus_units) == (0, 0, 3)
 
 
-VERIFIED_REFERENCES = ("annotation", "0013_verified_instances_hold_their_reference")
+VERIFIED_REFERENCES = ("annotation", "0015_verified_instances_hold_their_reference")
 
 
 def test_verified_instances_without_a_reference_output_get_the_reference_verified_correct(
         latest_schema_afterwards):
-    apps = migrate_to(UNIT_ROUNDS)
+    apps = migrate_to(("annotation", "0014_review_and_adjudication"))
     model = partial(apps.get_model, "annotation")
     family = model("InstructionFamily").objects.create(name="Animals")
 

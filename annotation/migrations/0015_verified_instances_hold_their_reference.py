@@ -22,7 +22,7 @@ def fill_verified_references(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0012_units_keyed_by_what_does_not_move"),
+        ("annotation", "0014_review_and_adjudication"),
     ]
 
     operations = [
