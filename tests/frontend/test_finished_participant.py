@@ -10,7 +10,6 @@ from django.core.cache import cache
 from django.test import Client
 
 from annotation.models import Assignment, Stage, Worker
-from mturk.models import StudyCompletion
 from tests.frontend_support import study, verification_unit
 
 pytestmark = pytest.mark.django_db
@@ -76,6 +75,8 @@ def test_a_participant_who_pressed_finish_and_reopens_the_study_link_sees_the_co
     assert_code_again(browser.get(next_url))
     assert_code_again(browser.get(prolific_link(session_id="")))
     assert Assignment.objects.filter(status=Assignment.Status.SUBMITTED).count() == 1
+    from mturk.models import StudyCompletion
+
     assert StudyCompletion.objects.get().platform_session_id == "SESSION1"
 
 
@@ -137,5 +138,7 @@ def test_a_new_submission_prolific_confirms_gets_tasks_and_earns_its_code_with_i
     do_one_task(browser, prolific_link(session_id="SESSION2"))
     assert CODE in browser.post("/work/finish/", {"session": second_session}).content.decode()
     assert_code_again(browser.get(prolific_link(session_id="SESSION2")))
+    from mturk.models import StudyCompletion
+
     assert sorted(StudyCompletion.objects.values_list("platform_session_id", flat=True)) == [
         "SESSION1", "SESSION2"]
