@@ -43,11 +43,18 @@ def test_in_house_annotators_skip_the_qualification_test_and_the_readme_says_so(
     assert participant.status_code == 302
     assert participant["Location"].startswith(f"/work/qualify/{Stage.VERIFICATION}/")
     annotator = Client()
-    annotator.force_login(get_user_model().objects.create_user("ann", password=None))
+    user = get_user_model().objects.create_user("ann", password=None)
+    annotator.force_login(user)
     task = annotator.get(f"/work/{Stage.VERIFICATION}/")
     assert task.status_code == 200 and task.context["assignment"].unit == unit
     own_page = annotator.get("/work/me/").content.decode()
     assert "As an in-house annotator you may work without these tests." in own_page
+
+    readme_says("to stop one, untick *Active* on their user in the admin")
+    user.is_active = False
+    user.save()
+    stopped = annotator.get(f"/work/{Stage.VERIFICATION}/")
+    assert stopped.status_code == 302 and stopped["Location"].startswith("/work/login/")
 
 
 @pytest.mark.django_db
