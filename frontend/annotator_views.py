@@ -54,7 +54,7 @@ from frontend.qualification_views import may_offer_gold, offer_gold, qualificati
 from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_stage_page, with_notice
 from mturk import identity, links
 from mturk.models import CrowdStudy
-from mturk.participants import done_in_study, participants_of, stop_participating
+from mturk.participants import earned_code, finish_participating, finished, participants_of
 
 # --- ways in -----------------------------------------------------------------------------------
 
@@ -196,7 +196,10 @@ def _chosen_family(request, stage):
 
 def _lease_in_study(request, page, study, worker, session):
     """The participant's next lease in the study (None: nothing for them), or the page that comes
-    first: the qualification test, why they are paused, or a gold item."""
+    first: their completion code again once they have it, the qualification test, why they are
+    paused, or a gold item."""
+    if finished(worker=worker, study=study, platform_session_id=session.platform_session_id):
+        return _completion(request, study, again=True)
     next_url = reverse("frontend:stage", args=[study.stage]) + "?continue=" + tokens.sign_session(session)
     gate = qualification_gate(request, worker, study.stage, next_url=next_url, study=study,
                                session=session)
@@ -218,7 +221,9 @@ def _study_page(request, page, study, worker, session, outcome):
     if isinstance(outcome, HttpResponse):
         return outcome
     if outcome is None:
-        if done_in_study(worker, study):
+        if earned_code(worker=worker, study=study, platform_session_id=session.platform_session_id):
+            finish_participating(worker=worker, study=study,
+                                 platform_session_id=session.platform_session_id)
             return _completion(request, study)
         return problem_page(
             request, "There are no tasks for you right now. Please return the study on your "
@@ -230,9 +235,9 @@ def _study_page(request, page, study, worker, session, outcome):
     return render_stage_page(request, page, outcome.unit, assignment=outcome, grant=grant, study=study)
 
 
-def _completion(request, study):
+def _completion(request, study, *, again=False):
     return render(request, "annotator/completion.html",
-                  {"study": study, "completion": links.completion(study)})
+                  {"study": study, "completion": links.completion(study), "again": again})
 
 
 # --- submitting --------------------------------------------------------------------------------
@@ -382,8 +387,8 @@ def finish(request):
     if not bound_to_browser(request, worker.pk):
         # The code goes only to the browser that did the work, not to whoever holds its token.
         return problem_page(request, identity.STUDY_NOT_CONFIRMED, status=403)
-    if not done_in_study(worker, study):
+    if not earned_code(worker=worker, study=study, platform_session_id=session.platform_session_id):
         return problem_page(request, "Finish a task first: the code is given once your first answer "
                         "is saved.", heading="No code yet")
-    stop_participating(worker=worker, study=study)
+    finish_participating(worker=worker, study=study, platform_session_id=session.platform_session_id)
     return _completion(request, study)

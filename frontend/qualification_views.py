@@ -334,6 +334,7 @@ def _test_result(request, stage, worker, grant, attempt):
     retake_at = None
     if attempt.status == QualificationAttempt.Status.FAILED:
         retake_at = attempt.submitted_at + timedelta(hours=qualification.retake_after_hours)
+    retake_now = retake_at is not None and retake_at <= timezone.now()
     return render(request, "annotator/qualification_result.html", {
         "qualification": qualification,
         "result": result,
@@ -344,7 +345,23 @@ def _test_result(request, stage, worker, grant, attempt):
         "paused": paused,
         "retake_at": retake_at,
         "retake_url": (reverse("frontend:qualify", args=[stage]) + "?q="
-                       + tokens.sign_qualification(grant))
-        if retake_at is not None and retake_at <= timezone.now() else "",
+                       + tokens.sign_qualification(grant)) if retake_now else "",
+        "give_back": _give_back_after_failing(worker, retake_now=retake_now)
+        if attempt.status == QualificationAttempt.Status.FAILED else "",
         "worker_token": tokens.sign_worker(worker.pk),
     })
+
+
+def _give_back_after_failing(worker, *, retake_now):
+    """What a platform worker who failed the test should do on their platform: give their place
+    back, so that it goes to someone who can do the work rather than waiting out its time."""
+    if worker.platform == Worker.Platform.MTURK:
+        step = "press “Return” on MTurk, so that the HIT goes to someone else"
+    elif worker.platform in (Worker.Platform.PROLIFIC, Worker.Platform.CLOUDRESEARCH):
+        step = (f"return the study on {worker.get_platform_display()}, so that your place goes to "
+                "someone else")
+    else:
+        return ""
+    if retake_now:
+        return f"These tasks need the test passed. If you do not take it again now, please {step}."
+    return f"These tasks need the test passed, so there is no work for you here now. Please {step}."

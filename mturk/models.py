@@ -197,6 +197,30 @@ class Submission(models.Model):
         return f"{self.platform_assignment_id or 'session'} by {self.worker}"
 
 
+class StudyCompletion(models.Model):
+    """A study participant was shown the study's completion code in one platform session: that
+    session's work is done. Opening the study link again in it shows the code again and hands out
+    no more tasks; only a new session the platform confirms (a new Prolific submission, a new
+    Connect assignment) is given tasks again."""
+
+    study = models.ForeignKey(CrowdStudy, on_delete=models.PROTECT, related_name="completions")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="study_completions")
+    platform_session_id = models.CharField(
+        max_length=128, blank=True,
+        help_text="Prolific SESSION_ID or Connect assignmentId; empty when the link carried none.")
+    shown_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "worker", "platform_session_id"],
+                                    name="study_completion_once_per_session"),
+        ]
+
+    def __str__(self):
+        return f"{self.worker} finished {self.study}"
+
+
 class Bonus(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending", "Not paid yet"

@@ -1,19 +1,33 @@
 """Study participants (CloudResearch Connect, Prolific): who may act as one, how much of the study
-they have done, and stopping.
+they have done, stopping, and being finished.
 
 A participant id in a study link is no secret. So a participant is first admitted to one browser,
 and any later claim to the same id from elsewhere is checked with the platform before it sees
 their work or their completion code (mturk/identity.py). Which browser holds which participant is
 the web layer's to remember; it tells `admit_participant` whether this one does.
+
+Once shown the completion code, a participant has entered it on their platform, or will: the
+platform's submission (Prolific's SESSION_ID, Connect's assignmentId) is complete and paid as it
+stands. So the study link, opened again in that session, shows the code again and hands out no
+more tasks. Both platforms give a participant one submission per study; a new one, should the
+platform start it (a place given again after a return), comes with a new session id, and opens
+tasks once the platform confirms that session is theirs, since an id typed into the link would
+otherwise buy a second round of work that no submission pays for.
 """
 
-from django.db.models import Count, OuterRef, Subquery, Value
+from django.core.cache import cache
+from django.db.models import Count, Exists, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from annotation.models import Assignment
 from annotation.queue import return_held
 from annotation.workforce import workers_with_standing
 from mturk import identity
+from mturk.models import StudyCompletion
+
+# How long a platform's confirmation of a new session is trusted, so that each next task of it
+# does not ask the platform again.
+_SESSION_CONFIRMED_SECONDS = 24 * 3600
 
 
 def _submitted_in(study, worker):
@@ -29,7 +43,8 @@ def participants_of(study):
     done = _submitted_in(study, OuterRef("pk")).order_by().values("worker").annotate(
         n=Count("pk")).values("n")
     return workers_with_standing(study.stage).annotate(
-        done_in_study_id=Value(study.pk), done_count=Coalesce(Subquery(done), 0))
+        done_in_study_id=Value(study.pk), done_count=Coalesce(Subquery(done), 0),
+        finished_in_study=Exists(StudyCompletion.objects.filter(study=study, worker=OuterRef("pk"))))
 
 
 def done_in_study(worker, study):
@@ -62,3 +77,55 @@ def stop_participating(*, worker, study):
     """The participant stops: any task they hold in the study goes back to the pool. Whether they
     have earned the code is `done_in_study`'s to say."""
     return return_held(worker=worker, platform_listing_id=study.external_id)
+
+
+def finish_participating(*, worker, study, platform_session_id):
+    """The participant is shown the study's code: any task they hold goes back to the pool, and
+    this platform session is finished (`finished`). Showing the code again changes nothing."""
+    stop_participating(worker=worker, study=study)
+    completion, _ = StudyCompletion.objects.get_or_create(study=study, worker=worker,
+                                                          platform_session_id=platform_session_id)
+    return completion
+
+
+def _finished_sessions(worker, study):
+    if getattr(worker, "done_in_study_id", None) == study.pk and not worker.finished_in_study:
+        return set()  # fetched by participants_of: no query on the way to every next task
+    return set(StudyCompletion.objects.filter(study=study, worker=worker)
+               .values_list("platform_session_id", flat=True))
+
+
+def finished(*, worker, study, platform_session_id):
+    """Whether the participant has been shown the study's code for this platform session, so the
+    study link shows it again and leases nothing.
+
+    A link without a session id is the session they finished in. A session other than every one
+    they finished is a new submission only when the platform confirms it is theirs in this study;
+    anything else (no platform API, an id of somebody else's, a typo) is the finished one.
+    """
+    sessions = _finished_sessions(worker, study)
+    if not sessions:
+        return False
+    if not platform_session_id or platform_session_id in sessions:
+        return True
+    key = f"crowdbench:new-study-session:{study.pk}:{worker.pk}:{platform_session_id}"
+    if cache.get(key):
+        return False
+    try:
+        identity.confirm_participant(study=study, participant_id=worker.external_id,
+                                     platform_session_id=platform_session_id)
+    except identity.IdentityRefused:
+        return True
+    cache.set(key, True, _SESSION_CONFIRMED_SECONDS)
+    return False
+
+
+def earned_code(*, worker, study, platform_session_id):
+    """Whether the participant may be given the code now: a task of the study submitted, in this
+    platform session when they were given the code in another one already."""
+    if not done_in_study(worker, study):
+        return False
+    others = _finished_sessions(worker, study) - {platform_session_id}
+    if not others or not platform_session_id:
+        return True
+    return _submitted_in(study, worker).filter(platform_assignment_id=platform_session_id).exists()

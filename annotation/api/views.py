@@ -6,8 +6,6 @@ errors a client caused become 400s in annotation/api/exceptions.py. The defaults
 settings.REST_FRAMEWORK.
 """
 
-import re
-
 import django_filters
 from django.db.models import Count, Prefetch, Q
 from drf_spectacular.types import OpenApiTypes
@@ -19,6 +17,8 @@ from rest_framework.response import Response
 
 from annotation import scoring
 from annotation.api import serializers
+from annotation.api.filters import FilterSet
+from annotation.api.numbers import ID_PATH_PATTERN, IdFilter, query_number
 from annotation.datasets import downloads, manifest, snapshots
 from annotation.models import (
     CHIRP_CRITERIA,
@@ -35,21 +35,15 @@ from annotation.models import (
 MAX_LEADERBOARD_ROUNDS = 1000
 DEFAULT_LEADERBOARD_ROUNDS = scoring.DEFAULT_ROUNDS
 MAX_SNAPSHOT_VERSION = 999_999_999
-# ASCII digits only: str.isdigit() and int() also take "²" and "١٢".
-_WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")
+_SNAPSHOT_VERSION_PATTERN = r"[0-9]{1,9}"
 
 
-def query_int(request, name, *, default, maximum, minimum=1):
-    """A whole-number query parameter in [minimum, maximum], or a 400 naming the parameter."""
-    text = request.query_params.get(name)
-    if text is None:
-        return default
-    if not _WHOLE_NUMBER.fullmatch(text) or not minimum <= int(text) <= maximum:
-        raise ValidationError({name: f"A whole number from {minimum} to {maximum}."})
-    return int(text)
+class ReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):
+    # A detail id is ASCII digits: the database would read "/api/families/%201/" as row 1.
+    lookup_value_regex = ID_PATH_PATTERN
 
 
-class FamilyFilter(django_filters.FilterSet):
+class FamilyFilter(FilterSet):
     name = django_filters.CharFilter(lookup_expr="icontains")
 
     class Meta:
@@ -57,7 +51,7 @@ class FamilyFilter(django_filters.FilterSet):
         fields = ["name", "source", "is_multi_image", "source_dataset"]
 
 
-class FamilyViewSet(viewsets.ReadOnlyModelViewSet):
+class FamilyViewSet(ReadOnlyViewSet):
     serializer_class = serializers.FamilySerializer
     filterset_class = FamilyFilter
     ordering_fields = ["name", "created_at", "instance_count"]
@@ -67,7 +61,7 @@ class FamilyViewSet(viewsets.ReadOnlyModelViewSet):
         return InstructionFamily.objects.annotate(instance_count=Count("instances"))
 
 
-class InstanceFilter(django_filters.FilterSet):
+class InstanceFilter(FilterSet):
     family_name = django_filters.CharFilter(field_name="family__name")
     is_multi_image = django_filters.BooleanFilter(method="filter_multi_image")
     instruction = django_filters.CharFilter(lookup_expr="icontains")
@@ -81,7 +75,7 @@ class InstanceFilter(django_filters.FilterSet):
         return queryset.filter(multi) if value else queryset.exclude(multi)
 
 
-class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
+class InstanceViewSet(ReadOnlyViewSet):
     serializer_class = serializers.InstanceSerializer
     filterset_class = InstanceFilter
     ordering_fields = ["id", "created_at", "updated_at"]
@@ -91,7 +85,7 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
     )
 
 
-class TournamentViewSet(viewsets.ReadOnlyModelViewSet):
+class TournamentViewSet(ReadOnlyViewSet):
     serializer_class = serializers.TournamentSerializer
     filterset_fields = ["sampling", "image_kind", "with_criteria", "with_rubric"]
     ordering_fields = ["id", "name", "created_at"]
@@ -121,7 +115,8 @@ class TournamentViewSet(viewsets.ReadOnlyModelViewSet):
         criterion = request.query_params.get("criterion", "overall")
         if criterion not in CHIRP_CRITERIA:
             raise ValidationError({"criterion": f"One of {', '.join(CHIRP_CRITERIA)}."})
-        rounds = query_int(request, "rounds", default=DEFAULT_LEADERBOARD_ROUNDS, maximum=MAX_LEADERBOARD_ROUNDS)
+        rounds = query_number(request, "rounds", default=DEFAULT_LEADERBOARD_ROUNDS,
+                              maximum=MAX_LEADERBOARD_ROUNDS)
         # Imported by the request that needs it: the scientific stack stays out of web workers
         # that never serve a leaderboard.
         from annotation.scoring import leaderboard
@@ -142,9 +137,9 @@ class TournamentViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(serializers.LeaderboardSerializer(data, many=True).data)
 
 
-class HumanJudgementFilter(django_filters.FilterSet):
-    tournament = django_filters.NumberFilter(field_name="battle__tournament")
-    instance = django_filters.NumberFilter(field_name="battle__instance")
+class HumanJudgementFilter(FilterSet):
+    tournament = IdFilter(field_name="battle__tournament")
+    instance = IdFilter(field_name="battle__instance")
     model = django_filters.CharFilter(method="filter_model", label="Either side's model name")
 
     class Meta:
@@ -156,7 +151,7 @@ class HumanJudgementFilter(django_filters.FilterSet):
                                | Q(battle__response_b__model_name=value))
 
 
-class HumanJudgementViewSet(viewsets.ReadOnlyModelViewSet):
+class HumanJudgementViewSet(ReadOnlyViewSet):
     serializer_class = serializers.HumanJudgementSerializer
     filterset_class = HumanJudgementFilter
     ordering_fields = ["id", "created_at", "active_seconds"]
@@ -166,15 +161,15 @@ class HumanJudgementViewSet(viewsets.ReadOnlyModelViewSet):
     )
 
 
-class JudgeJudgementFilter(django_filters.FilterSet):
-    tournament = django_filters.NumberFilter(field_name="run__tournament")
+class JudgeJudgementFilter(FilterSet):
+    tournament = IdFilter(field_name="run__tournament")
 
     class Meta:
         model = Judgement
         fields = ["tournament", "run", "battle", "criterion", "ordering", "winner"]
 
 
-class JudgeJudgementViewSet(viewsets.ReadOnlyModelViewSet):
+class JudgeJudgementViewSet(ReadOnlyViewSet):
     serializer_class = serializers.JudgeJudgementSerializer
     filterset_class = JudgeJudgementFilter
     ordering_fields = ["id", "created_at"]
@@ -190,7 +185,7 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["version", "created_at"]
     ordering = ["-version"]
     lookup_field = "version"
-    lookup_value_regex = _WHOLE_NUMBER.pattern
+    lookup_value_regex = _SNAPSHOT_VERSION_PATTERN
     queryset = Snapshot.objects.select_related("created_by").prefetch_related("tournaments")
 
     @extend_schema(request=serializers.SnapshotRequestSerializer,
@@ -223,7 +218,7 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         """Instances added, removed and changed since another snapshot."""
         new = self.get_object()
         old = None
-        against = query_int(request, "against", default=None, maximum=MAX_SNAPSHOT_VERSION)
+        against = query_number(request, "against", default=None, maximum=MAX_SNAPSHOT_VERSION)
         if against is not None:
             old = Snapshot.objects.filter(version=against).first()
             if old is None:

@@ -1,8 +1,15 @@
-"""Qualification tests, gold items and answers, worker standing, and the audit log of every payment action."""
+"""Qualification tests, gold items, attempts and answers, worker standing, and the audit log of
+every payment action."""
 
 from django.contrib import admin
 
-from annotation.models import GoldAnswer, GoldItem, StageQualification, WorkerQualification
+from annotation.models import (
+    GoldAnswer,
+    GoldItem,
+    QualificationAttempt,
+    StageQualification,
+    WorkerQualification,
+)
 from mturk import qualifications
 from mturk.models import AuditLog
 
@@ -28,6 +35,33 @@ class StageQualificationAdmin(admin.ModelAdmin):
 class GoldItemAdmin(admin.ModelAdmin):
     list_display = ["id", "qualification", "kind", "question", "in_test", "in_live_work", "active"]
     list_filter = ["qualification", "kind", "in_test", "in_live_work", "active"]
+
+
+@admin.register(QualificationAttempt)
+class QualificationAttemptAdmin(admin.ModelAdmin):
+    """Who took which test, when, and how it went. A record, read only: attempts are scored as they
+    are submitted, and a free-text answer waiting for review is marked under Gold answers."""
+
+    list_display = ["started_at", "qualification", "worker", "platform", "status", "score",
+                    "submitted_at"]
+    list_filter = ["status", "qualification", "worker__platform"]
+    list_select_related = ["qualification", "worker"]
+    date_hierarchy = "started_at"
+    fields = ["qualification", "worker", "status", "score", "started_at", "submitted_at", "item_ids"]
+    readonly_fields = fields
+
+    @admin.display(description="platform", ordering="worker__platform")
+    def platform(self, attempt):
+        return attempt.worker.get_platform_display()
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(GoldAnswer)

@@ -44,9 +44,14 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
             "fields": ["requires_stage_qualification", "worker_countries", "min_approval_rate",
                        "min_approved_hits", "auto_approval_days"],
             "description": "Countries, approval rate and approved HITs become MTurk qualification "
-                           "requirements. On Prolific and CloudResearch Connect set them in the "
-                           "platform's own screening; they start empty here. Auto-approval starts at "
-                           "the platform's own delay (Prolific 21 days, Connect 14).",
+                           "requirements, and so does the stage's qualification test when "
+                           "'requires stage qualification' is ticked, so that MTurk shows the HITs "
+                           "only to workers who passed it. Whatever that box says, a stage with a "
+                           "test gives its tasks on every platform only to workers who passed it; "
+                           "in-house annotators, trained in person, skip it. On Prolific and "
+                           "CloudResearch Connect set the rest in the platform's own screening; it "
+                           "starts empty here. Auto-approval starts at the platform's own delay "
+                           "(Prolific 21 days, Connect 14).",
         }),
         ("Links and platform ids", {"fields": ["link", "completion", "hit_type_id", "hit_type_environment"]}),
     ]
@@ -154,11 +159,11 @@ class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
             for platform in sorted(platforms):
                 if notice := access.credentials_notice(platform):
                     self.message_user(request, notice, messages.WARNING)
+        # A state shown with the page, not a message: a message added here was stored as well
+        # whenever the list answered with a redirect (after every action), and shown twice.
         paused = WorkerQualification.objects.filter(status=WorkerQualification.Status.PAUSED).count()
-        if paused:
-            self.message_user(request, f"{paused} worker(s) paused for low accuracy on gold items: "
-                                       "see Worker qualifications.", messages.WARNING)
-        return super().changelist_view(request, {**(extra_context or {}), "mturk": banner})
+        return super().changelist_view(request, {**(extra_context or {}), "mturk": banner,
+                                                 "paused_workers": paused})
 
     @admin.action(description="Publish a batch", permissions=["pay"])
     def publish_batch(self, request, queryset):

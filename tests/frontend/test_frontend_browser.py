@@ -203,6 +203,33 @@ def test_prolific_participant_finishes_early_and_gets_the_code(page, live_server
     assert Assignment.objects.filter(status=Assignment.Status.RETURNED).count() == 1
 
 
+def test_a_finished_prolific_participant_reopening_the_study_link_sees_the_code_again(
+        page, live_server):
+    caption_unit()
+    caption_unit(photos=("chelsea",))
+    study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION, external_id="STUDY9",
+          code="PROCODE9")
+    page.route("https://app.prolific.com/**", lambda route: route.fulfill(
+        status=200, content_type="text/html", body="<title>Prolific</title>done"))
+    link = f"{live_server.url}/work/{Stage.CAPTION}/?" + urlencode(
+        {"PROLIFIC_PID": "PP1", "STUDY_ID": "STUDY9", "SESSION_ID": "SESS1"})
+    page.goto(link)
+    page.fill("textarea[name=caption-0]", CAPTION)
+    page.keyboard.press("Control+Enter")
+    page.click("text=Finish and get my code")
+    page.wait_for_url("https://app.prolific.com/**", timeout=10_000)
+
+    page.goto(link)
+    assert page.locator("h1").inner_text() == "You have finished this study"
+    assert page.locator("[data-completion-code]").inner_text() == "PROCODE9"
+    assert "gives no more tasks" in page.locator("[data-no-more-tasks]").inner_text()
+    assert page.locator("textarea").count() == 0
+    shoot(page, "completion-again")
+    assert not Assignment.objects.filter(status=Assignment.Status.LEASED).exists()
+    page.wait_for_url("https://app.prolific.com/submissions/complete?cc=PROCODE9", timeout=10_000)
+    assert page.errors == []
+
+
 def test_double_click_on_submit_stores_one_answer(page, live_server, external_submit):
     origin, received = external_submit
     unit = caption_unit()

@@ -284,3 +284,51 @@ def test_worker_page_offers_the_test_to_a_worker_who_has_not_taken_it():
     assert 'data-qualification-status="not_taken"' in html
     link = page.context["qualifications"][0]["test_url"]
     assert Client().get(link).status_code == 200
+
+
+@pytest.mark.parametrize(("platform", "query", "where"), [
+    (Worker.Platform.PROLIFIC, {"PROLIFIC_PID": "PP9", "STUDY_ID": "ST1", "SESSION_ID": "SE1"},
+     "return the study on Prolific, so that your place goes to someone else"),
+    (Worker.Platform.CLOUDRESEARCH, {"participantId": "CR9", "projectId": "ST1", "assignmentId": "A1"},
+     "return the study on CloudResearch, so that your place goes to someone else"),
+])
+def test_a_study_participant_who_fails_is_told_to_return_the_study_on_their_platform(
+        platform, query, where):
+    qualification_test(retake_after_hours=24)
+    verification_unit()
+    study(platform=platform, stage=Stage.VERIFICATION, external_id="ST1")
+    client = Client()
+    arrival = client.get(f"/work/{Stage.VERIFICATION}/?{urlencode(query)}")
+    page = client.get(arrival["Location"])
+    attempt = QualificationAttempt.objects.get()
+    result = client.post(f"/work/qualify/{Stage.VERIFICATION}/",
+                         {"token": page.context["token"], **right_answers(attempt, wrong=3)})
+    html = result.content.decode()
+    assert "Not passed this time" in html
+    assert f"there is no work for you here now. Please {where}." in html
+    assert not Assignment.objects.exists()
+
+
+def test_an_mturk_worker_who_fails_is_told_to_return_the_hit_and_one_who_may_retake_is_told_both():
+    qualification_test(retake_after_hours=0)
+    unit = verification_unit()
+    page = open_test(Client(), unit)
+    attempt = QualificationAttempt.objects.get()
+    result = Client().post(f"/work/qualify/{Stage.VERIFICATION}/",
+                           {"token": page.context["token"], **right_answers(attempt, wrong=3)})
+    html = result.content.decode()
+    assert "Take the test again" in html
+    assert ("If you do not take it again now, please press “Return” on MTurk, so that the HIT goes "
+            "to someone else.") in html
+
+
+def test_an_in_house_annotator_who_fails_is_not_sent_to_a_platform():
+    qualification_test(retake_after_hours=24)
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("ann", password=None))
+    page = client.get(f"/work/qualify/{Stage.VERIFICATION}/")
+    attempt = QualificationAttempt.objects.get()
+    result = client.post(f"/work/qualify/{Stage.VERIFICATION}/",
+                         {"token": page.context["token"], **right_answers(attempt, wrong=3)})
+    html = result.content.decode()
+    assert "Not passed this time" in html and "data-give-back" not in html

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_domain_error_from_a_service_is_a_400_with_its_message():
-    root = get_user_model().objects.create_superuser("root", password="pw")
+    root = get_user_model().objects.create_superuser("root", password=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=root).key}")
     Snapshot.objects.create(version=1, status=Snapshot.Status.PENDING, created_by=root)
