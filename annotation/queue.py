@@ -143,12 +143,14 @@ def holds_a_lease(*, worker, stage, family=None):
     return _held_leases(worker=worker, stage=stage, family=family, now=timezone.now()).exists()
 
 
-def next_assignment(*, worker, stage, family=None, platform_assignment_id="", platform_listing_id=""):
+def next_assignment(*, worker, stage, family=None, platform_assignment_id="", platform_listing_id="",
+                    given_back_too=True):
     """Lease the next unit of `stage` to `worker`, or return None when there is nothing for them.
 
     A worker holding an unexpired lease in the stage gets that lease back, so a reload resumes; one
     whose lease lapsed while they were away gets it back while nobody else took its slot; a unit
-    they gave back comes back to them only once the stage has nothing else for them.
+    they gave back comes back to them only once the stage has nothing else for them (and not on
+    the request that follows giving one back: `given_back_too=False`).
     Platform ids (a crowd study's id and the participant's platform session) are stored with the lease.
     Inside the caller's transaction it takes no savepoint (two round trips on the busiest request):
     an error raised here fails the caller's transaction too.
@@ -191,8 +193,9 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
                 # locked unit may still have room once that request commits: wait for it.
                 unit = remaining.select_for_update(of=("self",)).first()
                 if unit is None:
-                    given_back = _earlier_leases(worker=worker, stage=stage, family=family, now=now, lapsed=False)
-                    return revive(given_back) if may_work(worker, stage) else None
+                    if not given_back_too or not may_work(worker, stage):
+                        return None
+                    return revive(_earlier_leases(worker=worker, stage=stage, family=family, now=now, lapsed=False))
             # A lease seen here may have been submitted or given back since (from another tab,
             # which does not take this lock): then the unit in hand is leased instead.
             if unit.held_lease_id is not None and (held := resume(held_lease_id=unit.held_lease_id)):

@@ -113,6 +113,10 @@ DATABASES = {
 # A connection kept between requests saves its set-up (a third of a next-unit request's time on
 # PostgreSQL); the health check replaces one the server closed meanwhile, before it is used.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+# The cache the throttles count in (new study participants per address) and confirmations are
+# remembered in: shared by every web process in production (Redis, as compose sets), the process's
+# own memory for the embedded default, whose development server is one process.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default runs the web server and a worker side by side on one file.
@@ -309,6 +313,8 @@ ANNOTATOR_TOKEN_MAX_AGE_SECONDS = env.int("ANNOTATOR_TOKEN_MAX_AGE_SECONDS", def
 # one every LEASE_HEARTBEAT_SECONDS while the worker is active), and at the latest after the
 # stage's lease minutes; so a worker who stops or closes the tab holds the task for no longer.
 LEASE_IDLE_MINUTES = env.float("LEASE_IDLE_MINUTES", default=5.0)
+# New participant ids a study admits from one client address (django-ratelimit's "count/period").
+STUDY_NEW_PARTICIPANTS_RATE = env("STUDY_NEW_PARTICIPANTS_RATE", default="10/h")
 LEASE_HEARTBEAT_SECONDS = env.int("LEASE_HEARTBEAT_SECONDS", default=60)
 CLOUDRESEARCH_COMPLETE_URL = "https://connect.cloudresearch.com/participant/project/{code}/complete"
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"

@@ -47,6 +47,7 @@ from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.arrival import (
     MAX_ACTIVE_SECONDS,
+    arrivals_window_seconds,
     bound_to_browser,
     study_participant,
 )
@@ -54,7 +55,7 @@ from frontend.qualification_views import may_offer_gold, offer_gold, qualificati
 from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_stage_page, with_notice
 from mturk import identity, links
 from mturk.models import CrowdStudy
-from mturk.participants import earned_code, finish_participating, finished, participants_of
+from mturk.participants import TooManyNewParticipants, earned_code, finish_participating, finished, participants_of
 
 # --- ways in -----------------------------------------------------------------------------------
 
@@ -159,6 +160,10 @@ def stage_page(request, stage):
             worker = study_participant(request, arrival=arrival, study=study)
         except identity.IdentityRefused as refused:
             return problem_page(request, str(refused), status=403)
+        except TooManyNewParticipants as refused:
+            page = problem_page(request, str(refused), status=429, heading="Please try again later")
+            page["Retry-After"] = str(arrivals_window_seconds())
+            return page
         session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
                                       platform_session_id=arrival.session_id)
         outcome = _lease_in_study(request, page, study, worker, session)
@@ -173,7 +178,8 @@ def stage_page(request, stage):
         gate = qualification_gate(request, worker, stage, next_url=request.get_full_path())
         if gate is not None:
             return gate
-        assignment = next_assignment(worker=worker, stage=stage, family=family)
+        assignment = next_assignment(worker=worker, stage=stage, family=family,
+                                     given_back_too=request.GET.get("after") != "given-back")
     if assignment is None:
         return render(request, "annotator/nothing_waiting.html", {
             "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})
@@ -214,7 +220,8 @@ def _lease_in_study(request, page, study, worker, session):
             return gold
     return next_assignment(worker=worker, stage=study.stage, family=study.family,
                            platform_assignment_id=session.platform_session_id,
-                           platform_listing_id=study.external_id)
+                           platform_listing_id=study.external_id,
+                           given_back_too=request.GET.get("after") != "given-back")
 
 
 def _study_page(request, page, study, worker, session, outcome):

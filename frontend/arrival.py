@@ -1,7 +1,9 @@
 """Which study participants this browser arrived as: the one thing about a participant's identity
 that lives in the browser (mturk/participants.py holds the rules)."""
 
+from axes.helpers import get_client_ip_address
 from django.conf import settings
+from django_ratelimit.core import _split_rate, is_ratelimited
 
 from mturk.participants import admit_participant
 
@@ -53,11 +55,27 @@ def remember_participants(get_response):
     return middleware
 
 
+def _may_admit_new(request, study):
+    """Another new participant id from this client's address in this study, within
+    STUDY_NEW_PARTICIPANTS_RATE (django-ratelimit, on the shared cache): one person with a study
+    link could otherwise open many made-up ids, hold many leases and decide majorities."""
+    return not is_ratelimited(request, group=f"crowdbench.study-arrivals.{study.pk}",
+                              key=lambda group, request: get_client_ip_address(request) or "unknown",
+                              rate=settings.STUDY_NEW_PARTICIPANTS_RATE, increment=True)
+
+
+def arrivals_window_seconds():
+    """The period of STUDY_NEW_PARTICIPANTS_RATE ("10/h": an hour), for a throttled page's Retry-After."""
+    return _split_rate(settings.STUDY_NEW_PARTICIPANTS_RATE)[1]
+
+
 def study_participant(request, *, arrival, study):
     """The Worker a study link names, admitted to this browser (mturk.participants); raises
-    IdentityRefused when another browser holds them and the platform does not confirm the claim."""
+    IdentityRefused when another browser holds them and the platform does not confirm the claim,
+    and TooManyNewParticipants past the throttle of new ids from one address."""
     worker = admit_participant(arrival=arrival, study=study,
-                               known_here=lambda worker_id: bound_to_browser(request, worker_id))
+                               known_here=lambda worker_id: bound_to_browser(request, worker_id),
+                               may_admit_new=lambda: _may_admit_new(request, study))
     bound = _browser_participants(request)
     if bound[-1:] != [worker.pk]:
         request.browser_participants = [*[pk for pk in bound if pk != worker.pk],

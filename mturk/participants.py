@@ -23,11 +23,22 @@ from annotation.models import Assignment
 from annotation.queue import return_held
 from annotation.workforce import workers_with_standing
 from mturk import identity
+from mturk.exceptions import WorkerFacingError
 from mturk.models import StudyCompletion
 
 # How long a platform's confirmation of a new session is trusted, so that each next task of it
 # does not ask the platform again.
 _SESSION_CONFIRMED_SECONDS = 24 * 3600
+
+
+class TooManyNewParticipants(WorkerFacingError):
+    """More new participant ids arrived from one address than a study admits in a while."""
+
+    def __init__(self):
+        super().__init__(
+            "Too many new participants have started this study from your network in a short time, so no new "
+            "one is admitted from it for now. If you are a participant, please try again later, or message "
+            "the researchers through your platform.")
 
 
 def _submitted_in(study, worker):
@@ -54,15 +65,22 @@ def done_in_study(worker, study):
     return _submitted_in(study, worker).count()
 
 
-def admit_participant(*, arrival, study, known_here):
+def admit_participant(*, arrival, study, known_here, may_admit_new=lambda: True):
     """The Worker a StudyArrival names, once it may act as them here.
 
     `known_here(worker_id)` says whether this browser was admitted as that worker before. A new
-    participant is admitted at once; a known one arriving from elsewhere only when the platform
-    confirms the claim. Raises IdentityRefused.
+    participant is admitted at once, while `may_admit_new()` lets one more in (the web layer's
+    throttle of new ids per address: an id nobody confirmed yet, mturk/services/confirming.py);
+    a known one arriving from elsewhere only when the platform confirms the claim. Raises
+    IdentityRefused, or TooManyNewParticipants.
     """
-    worker, created = participants_of(study).get_or_create(
-        platform=study.platform, external_id=arrival.participant_id)
+    worker = participants_of(study).filter(platform=study.platform, external_id=arrival.participant_id).first()
+    created = worker is None
+    if created:
+        if not may_admit_new():
+            raise TooManyNewParticipants()
+        worker, created = participants_of(study).get_or_create(
+            platform=study.platform, external_id=arrival.participant_id)
     if created:
         # A row just made carries none of the annotations: one query for them all, where each
         # check of the request (standing twice, progress once) would otherwise ask its own.

@@ -79,6 +79,7 @@ def app_environment(spec, *, database_url, redis_url, s3_url, web_port, openai_u
     local = {
         "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": redis_url,
+        "CACHE_URL": redis_url.rsplit("/", 1)[0] + "/1",
         "AWS_S3_ENDPOINT_URL": s3_url,
         "AWS_S3_REGION_NAME": "us-east-1",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",

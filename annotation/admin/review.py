@@ -64,7 +64,7 @@ def _answer_text(answer):
 class AnswerAdmin(admin.ModelAdmin):
     """Answers to review: the reviewer's queue."""
 
-    list_display = ["id", "stage", "family", "worker_link", "answer", "work_state", "review_reason",
+    list_display = ["id", "stage", "family", "worker_link", "answer", "work_state", "reason",
                     "seconds", "worker_seconds_per_task", "worker_gold_accuracy", "submitted_at"]
     list_filter = ["work_state", "unit__stage", "worker__platform", "unit__family"]
     search_fields = ["worker__external_id", "=unit__key"]
@@ -108,6 +108,11 @@ class AnswerAdmin(admin.ModelAdmin):
     def answer(self, answer):
         text = _answer_text(answer)
         return text if len(text) <= 160 else text[:159] + "…"
+
+    @admin.display(description="reason")
+    def reason(self, answer):
+        text = answer.review_reason
+        return format_html('<span title="{}">{}</span>', text, text if len(text) <= 60 else text[:59] + "…")
 
     @admin.display(description="seconds", ordering="active_seconds")
     def seconds(self, answer):

@@ -89,12 +89,12 @@ def _review_group(study, backend, ids, actor, action, call, message, problems, m
         submission.reviewed_at, submission.reviewed_by = timezone.now(), actor
         submission.feedback = message
         submission.save(update_fields=["review", "reviewed_at", "reviewed_by", "feedback"])
-        _answers_follow(submission, actor)
+        answers_follow(submission, actor)
         done.append(submission)
     return done
 
 
-def _answers_follow(submission, actor):
+def answers_follow(submission, actor):
     """The answers of work approved or rejected on its platform are accepted or rejected with it:
     a platform rejection takes them out of every count and asks their tasks again."""
     answers = list(submission.assignments.all())
@@ -342,6 +342,6 @@ def review_on_platforms(*, assignments, actor, reason=""):
         except PlatformError as error:
             done, problems = [], [str(error)]
         where = submission.study.get_platform_display()
-        lines += [f"{submission.worker}: {verb} on {where}." for _ in done]
-        lines += [f"Not {verb} on {where}: {problem}" for problem in problems]
+        lines += [f"{where}: the work of {submission.worker.pseudonym} was {verb} there." for _ in done]
+        lines += [f"{where}: not {verb} there: {problem}" for problem in problems]
     return lines

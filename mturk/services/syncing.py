@@ -16,6 +16,8 @@ from mturk.models import AuditLog, CrowdStudy, Hit, NotificationEvent, Submissio
 from mturk.platforms import get_backend
 from mturk.platforms.base import State
 from mturk.services.audit import audited, jsonable
+from mturk.services.confirming import confirm_and_quarantine
+from mturk.services.reviewing import answers_follow
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +43,11 @@ def sync_study(*, study, hits=None, actor=None):
         for record in records:
             submission = _reconcile(study, record, hits_by_id.get(record.hit_id))
             counts[submission.review] = counts.get(submission.review, 0) + 1
-        step.response = {"records": len(records), "by_review": counts}
+        checked = confirm_and_quarantine(study=study, records=records, hits=hits)
+        if checked.quarantined:
+            counts["quarantined"] = checked.quarantined
+        step.response = {"records": len(records), "by_review": counts, "confirmed": checked.confirmed,
+                         "quarantined": checked.quarantined}
     now = timezone.now()
     if hits:
         Hit.objects.filter(pk__in=[h.pk for h in hits]).update(last_synced_at=now)
@@ -61,11 +67,14 @@ def _reconcile(study, record, hit):
         submission.platform_status = record.platform_status
         submission.submitted_at = record.submitted_at or submission.submitted_at
         submission.platform_record = jsonable(record.raw)
+        decided_there = False
         if record.state == State.APPROVED and submission.review != Submission.Review.APPROVED:
             submission.review = Submission.Review.APPROVED
             submission.feedback = submission.feedback or "Approved on the platform (e.g. auto-approval)."
+            decided_there = True
         elif record.state == State.REJECTED and submission.review != Submission.Review.REJECTED:
             submission.review = Submission.Review.REJECTED
+            decided_there = True
         elif record.state == State.SUBMITTED and submission.review in (
                 Submission.Review.IN_PROGRESS, Submission.Review.READY, Submission.Review.FLAGGED):
             submission.save()
@@ -73,6 +82,9 @@ def _reconcile(study, record, hit):
             submission.review = Submission.Review.FLAGGED if problems else Submission.Review.READY
             submission.flag_reason = "; ".join(problems)
         submission.save()
+        if decided_there and submission.pk:
+            # Approved or rejected on the platform's own page: its answers follow.
+            answers_follow(submission, actor=None)
     return submission
 
 

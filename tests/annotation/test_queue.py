@@ -95,7 +95,9 @@ def test_a_unit_given_back_comes_back_to_the_same_worker_only_once_nothing_else_
     second = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
     assert second.unit_id == second_unit.pk
     queue.return_assignment(assignment=second)
-    # Both given back: the newest comes back, as the same assignment, not a second one.
+    # Not on the page right after giving one back; later the newest comes back, as the same
+    # assignment, not a second one.
+    assert queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION, given_back_too=False) is None
     back = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
     assert back.pk == second.pk and back.status == Assignment.Status.LEASED
 

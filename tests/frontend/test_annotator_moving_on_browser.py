@@ -2,14 +2,18 @@
 """Issue 9.9 in headless Chromium: give a task back, see "saved", log out, "Your work" at 390 px,
 and Swagger UI with no network beyond this site."""
 
+import os
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from annotation.models import Assignment
 from tests.frontend_support import caption_unit, confirmed_by_sync, unit_url, verification_unit
 from tests.paths import DOCS_SCREENSHOTS
 
+# Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 CAPTION = "A white cup of coffee with latte art in the shape of a heart, on a white saucer, steam rising."
@@ -37,7 +41,12 @@ def test_give_back_frees_the_slot_and_moves_on_then_a_submit_says_saved_then_log
     page.fill("#caption-0", CAPTION)
     page.click("[data-submit]")
     page.locator("[data-notice]:has-text('Saved. Your answer is stored')").wait_for()
-    assert page.locator("text=Nothing waiting").is_visible()
+    # Nothing else is left, so the task given back comes back to them, as the same assignment.
+    page.locator("#caption-0").wait_for()
+    first.refresh_from_db()
+    assert first.status == Assignment.Status.LEASED
+    page.click("button:has-text('Give this task back')")
+    page.locator("text=Nothing waiting").wait_for()
     page.click("[data-logout]")
     page.locator("text=Log in to annotate").wait_for()
     page.goto(f"{live_server.url}/work/")
@@ -95,3 +104,25 @@ def test_give_back_is_on_every_stage_page(page, live_server):
     for unit in (instruction_unit(), caption_unit(), verification_unit(), pairwise_unit()):
         page.goto(live_server.url + unit_url(unit, assignment_id=f"3ASG{unit.pk:08d}"))
         assert page.locator("button:has-text('Give this task back')").is_visible(), unit.stage
+
+
+def test_an_active_page_keeps_its_lease_and_an_idle_one_lets_it_lapse(page, live_server, settings):
+    settings.LEASE_HEARTBEAT_SECONDS = 1
+    settings.LEASE_IDLE_MINUTES = 0.05  # three seconds
+    caption_unit()
+    log_in(page, live_server)
+    beats = []
+    page.on("request", lambda request: beats.append(request.url) if request.url.endswith("/work/heartbeat/") else None)
+    page.click("a:has-text('Start') >> nth=0")
+    page.locator("#caption-0").wait_for()
+    lease = Assignment.objects.get()
+    for _ in range(6):  # six seconds of typing: twice the idle limit, the lease held throughout
+        page.type("#caption-0", "A cup ")
+        page.wait_for_timeout(1000)
+    lease.refresh_from_db()
+    assert len(beats) >= 3
+    assert lease.status == Assignment.Status.LEASED and lease.lease_expires_at > timezone.now()
+    page.wait_for_timeout(5000)  # no input: no sign of life, and the lease lapses
+    lease.refresh_from_db()
+    assert lease.lease_expires_at < timezone.now()
+    assert page.errors == []

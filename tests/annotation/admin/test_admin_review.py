@@ -2,56 +2,20 @@
 Table 2, their references are decided again by other workers, and MTurk rejects the assignments
 (botocore's Stubber at the wire), each call in the audit log."""
 
-from decimal import Decimal
-
 import pytest
 from django.contrib.messages import get_messages
 
 from annotation import queue
-from annotation.collection import progress, references, verification
-from annotation.models import Assignment, Instance, Reference, Stage, WorkState, WorkUnit
-from mturk.models import AuditLog, CrowdStudy, Hit, Submission
-from mturk.services import syncing
-from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, WorkerFactory, launch
-from tests.mturk_wire import assignment, make_researcher
+from annotation.collection import progress
+from annotation.models import Assignment, Reference, Stage, WorkState
+from mturk.models import AuditLog, Submission
+from tests.factories import WorkerFactory
+from tests.mturk_wire import assignment
+from tests.review_support import make_reviewer
+from tests.review_support import verified_on_mturk as _verified_on_mturk
 
 pytestmark = pytest.mark.django_db
 REASON = "These verifications were submitted in under three seconds each, without opening the images."
-
-
-def make_reviewer():
-    from django.contrib.auth.models import Permission
-
-    user = make_researcher("reviewer")
-    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="annotation",
-                                                         codename__in=["view_answer", "change_answer"]))
-    return type(user).objects.get(pk=user.pk)
-
-
-def _verified_on_mturk(mturk, worker, count=2):
-    family = FamilyFactory()
-    launch(family, Stage.VERIFICATION)
-    study = CrowdStudy.objects.create(platform="mturk", stage=Stage.VERIFICATION, family=family, name="Checks",
-                                      title="Check an answer", description="Verify", keywords="image",
-                                      reward_usd=Decimal("0.20"))
-    leases = []
-    for number in range(count):
-        instance = InstanceFactory(family=family, status=Instance.Status.AWAITING_REFERENCE)
-        instance.current_caption = CaptionFactory(instance=instance)
-        instance.save()
-        reference = references.store_reference(instance=instance, text="Two cups.", source=Reference.Source.MANUAL)
-        unit = WorkUnit.objects.get(reference=reference)
-        hit_id, assignment_id = f"3HIT{number:018d}", f"3ASSIGN{number:013d}"
-        Hit.objects.create(study=study, unit=unit, hit_id=hit_id, status=Hit.Status.OPEN, max_assignments=1,
-                           reward_usd=study.reward_usd)
-        lease = queue.lease_unit(worker=worker, unit=unit, platform_assignment_id=assignment_id,
-                                 platform_listing_id=hit_id)
-        verification.submit_verification(assignment_id=lease.pk, worker=worker, is_correct=True, active_seconds=2)
-        mturk.expect("list_assignments_for_hit", {"NumResults": 1, "Assignments": [
-            assignment(assignment_id=assignment_id, worker_id=worker.external_id, hit_id=hit_id)]})
-        leases.append(lease)
-    syncing.sync_study(study=study)
-    return study, leases
 
 
 def test_rejecting_answers_in_bulk_reopens_their_decisions_and_rejects_them_on_mturk(client, mturk):
@@ -75,7 +39,7 @@ def test_rejecting_answers_in_bulk_reopens_their_decisions_and_rejects_them_on_m
     messages = [str(message) for message in get_messages(done.wsgi_request)]
     mturk.done()
     assert any("2 answer(s) rejected" in message and "2 decision(s) reopened" in message for message in messages)
-    assert sum("rejected on MTurk" in message for message in messages) == 2
+    assert sum(message.startswith("MTurk: ") and "rejected there" in message for message in messages) == 2
     assert set(Assignment.objects.filter(pk__in=ids).values_list("work_state", flat=True)) == {WorkState.REJECTED}
     assert set(Submission.objects.values_list("review", flat=True)) == {Submission.Review.REJECTED}
     assert AuditLog.objects.filter(action=AuditLog.Action.REJECT, ok=True).count() == 2
