@@ -77,21 +77,8 @@ def _submitted(assignments):
 def accept_work(*, assignments, reviewer=None, reason=""):
     """Accept submitted answers. Where a stage counts only accepted answers, an acceptance that
     completes an item decides it (a caption round, a reference)."""
-    reason = _clean_reason(reason, required=False)
-    outcome = ReviewOutcome()
-    with transaction.atomic():
-        for assignment in _submitted(assignments):
-            if assignment.work_state == WorkState.ACCEPTED:
-                outcome.unchanged += 1
-                continue
-            was_rejected = assignment.work_state == WorkState.REJECTED
-            _set_state(assignment, WorkState.ACCEPTED, reviewer, reason)
-            outcome.changed += 1
-            if was_rejected:
-                outcome.standing.append(f"Answer #{assignment.pk} was rejected before; its task was asked again, "
-                                        "so accepting it now adds an answer beyond the overlap.")
-            outcome.decided += settle_unit(assignment.unit)[1]
-    return outcome
+    return _review_each(assignments, WorkState.ACCEPTED, reviewer, _clean_reason(reason, required=False),
+                        _after_acceptance)
 
 
 def reject_work(*, assignments, reason, reviewer=None):
@@ -99,21 +86,37 @@ def reject_work(*, assignments, reason, reviewer=None):
     someone else, and what was built on them undone while nothing more was built on that. An
     instance whose decision is reopened or discarded takes its battles out of the ratings and
     exports (`counted_battles`) until it is verified again."""
-    reason = _clean_reason(reason, required=True)
+    return _review_each(assignments, WorkState.REJECTED, reviewer, _clean_reason(reason, required=True),
+                        _after_rejection)
+
+
+def _review_each(assignments, state, reviewer, reason, consequences):
     outcome = ReviewOutcome()
     with transaction.atomic():
         for assignment in _submitted(assignments):
-            if assignment.work_state == WorkState.REJECTED:
+            if assignment.work_state == state:
                 outcome.unchanged += 1
                 continue
-            _set_state(assignment, WorkState.REJECTED, reviewer, reason)
+            before = assignment.work_state
+            _set_state(assignment, state, reviewer, reason)
             outcome.changed += 1
-            stands, reopened = _undo(assignment)
-            if stands:
-                outcome.standing.append(stands)
-            outcome.decisions_reopened += reopened
-            outcome.units_reopened += stages.reopen_if_needed(assignment.unit)
+            consequences(assignment, before, outcome)
     return outcome
+
+
+def _after_acceptance(assignment, before, outcome):
+    if before == WorkState.REJECTED:
+        outcome.standing.append(f"Answer #{assignment.pk} was rejected before; its task was asked again, "
+                                "so accepting it now adds an answer beyond the overlap.")
+    outcome.decided += settle_unit(assignment.unit)[1]
+
+
+def _after_rejection(assignment, before, outcome):
+    stands, reopened = _undo(assignment)
+    if stands:
+        outcome.standing.append(stands)
+    outcome.decisions_reopened += reopened
+    outcome.units_reopened += stages.reopen_if_needed(assignment.unit)
 
 
 def _set_state(assignment, state, reviewer, reason):
