@@ -198,3 +198,22 @@ def test_a_surplus_caption_keeps_counting_unless_rejected():
     review.reject_work(assignments=[lease], reason="Bought twice; the researcher leaves it out.")
     assert Caption.objects.filter(assignment__work_state=WorkState.REJECTED).count() == 1
     assert WorkUnit.objects.get(pk=unit.pk).status == WorkUnit.Status.CANCELLED
+
+
+def test_a_reviewer_adjudicates_where_verifiers_disagree_and_it_is_recorded_as_such(django_user_model):
+    instance, reference = reference_under_verification(
+        overlap=2, verification_rule=StageConfig.VerificationRule.UNANIMOUS)
+    verify(is_correct=True)
+    verify(is_correct=False, problem_in_response=True)
+    reference.refresh_from_db()
+    assert reference.verdict == Reference.Verdict.INCORRECT
+    reviewer = django_user_model.objects.create_user("reviewer", is_staff=True)
+    with pytest.raises(AnnotationError, match="Say why"):
+        verification.adjudicate(reference=reference, reviewer=reviewer, is_correct=True, note=" ")
+    verification.adjudicate(reference=reference, reviewer=reviewer, is_correct=True,
+                            note="The response counts three sheep, as the image shows.")
+    reference.refresh_from_db()
+    instance.refresh_from_db()
+    assert (reference.verdict, reference.adjudicated_by, instance.status) == (
+        Reference.Verdict.CORRECT, reviewer, Instance.Status.VERIFIED)
+    assert "three sheep" in reference.adjudication_note

@@ -255,3 +255,26 @@ def test_worker_page_shows_their_own_work_escaped(mturk):
     assert "Instruction-conditioned caption" in html
     assert "&lt;script&gt;x()&lt;/script&gt;" in html
     assert "No qualification test is recorded" in html
+
+
+def test_an_in_house_annotator_sees_the_work_waiting_per_family_and_may_choose_one(client, django_user_model):
+    from annotation.collection import stages as stage_units
+    from tests.factories import FamilyFactory, InstanceFactory, launch
+
+    families = [FamilyFactory(name="Animals"), FamilyFactory(name="Drinks")]
+    for family, count in zip(families, (1, 2), strict=True):
+        for _ in range(count):
+            InstanceFactory(family=family)
+        launch(family, Stage.CAPTION)
+        stage_units.create_work_units(family=family, stage=Stage.CAPTION)
+    client.force_login(django_user_model.objects.create_user("ann", password="pw"))
+    home = client.get("/work/").content.decode()
+    assert 'Drinks</a> <span class="muted">2 waiting' in home
+    assert 'Animals</a> <span class="muted">1 waiting' in home
+    chosen = client.get(f"/work/caption/?family={families[1].pk}")
+    assert chosen.context["assignment"].unit.family == families[1]
+    # The choice holds for the tasks that follow, until "any".
+    client.post("/work/submit/", {"token": chosen.context["token"],
+                                  "caption-0": "A white cup of coffee with a heart drawn in the foam, on a saucer."})
+    following = client.get("/work/caption/")
+    assert following.context["assignment"].unit.family == families[1]
