@@ -64,8 +64,7 @@ def _answer_text(answer):
 class AnswerAdmin(admin.ModelAdmin):
     """Answers to review: the reviewer's queue."""
 
-    list_display = ["id", "stage", "family", "worker_link", "answer", "work_state", "reason",
-                    "seconds", "worker_seconds_per_task", "worker_gold_accuracy", "submitted_at"]
+    list_display = ["id", "task", "answer", "work_state", "reason", "seconds", "worker_link", "submitted_at"]
     list_filter = ["work_state", "unit__stage", "worker__platform", "unit__family"]
     search_fields = ["worker__external_id", "=unit__key"]
     list_select_related = ["unit__family", "worker", "caption", "verification", "human_judgement",
@@ -91,40 +90,31 @@ class AnswerAdmin(admin.ModelAdmin):
         # Reviewing is done by the actions; the answer itself never changes.
         return obj is None and super().has_change_permission(request, obj)
 
-    @admin.display(description="stage", ordering="unit__stage")
-    def stage(self, answer):
-        return answer.unit.get_stage_display()
+    @admin.display(description="task", ordering="unit__stage")
+    def task(self, answer):
+        return format_html("{}<br><small>{}</small>", answer.unit.get_stage_display(), answer.unit.family)
 
-    @admin.display(description="family", ordering="unit__family__name")
-    def family(self, answer):
-        return answer.unit.family
-
-    @admin.display(description="worker", ordering="worker")
+    @admin.display(description="worker (mean time per task, gold accuracy)", ordering="worker")
     def worker_link(self, answer):
         url = reverse("admin:annotation_answer_changelist") + f"?worker__id__exact={answer.worker_id}"
-        return format_html('<a href="{}" title="All answers of this worker">{}</a>', url, answer.worker)
+        seconds = f"{answer.seconds_per_task:.0f} s/task" if answer.seconds_per_task is not None else "- s/task"
+        gold = f"gold {answer.gold_accuracy:.0%}" if answer.gold_accuracy is not None else "no gold yet"
+        return format_html('<a href="{}" title="All answers of this worker">{}</a><br><small>{} · {}</small>',
+                           url, answer.worker, seconds, gold)
 
     @admin.display(description="answer")
     def answer(self, answer):
         text = _answer_text(answer)
-        return text if len(text) <= 160 else text[:159] + "…"
+        return format_html('<span title="{}">{}</span>', text, text if len(text) <= 100 else text[:99] + "…")
 
     @admin.display(description="reason")
     def reason(self, answer):
         text = answer.review_reason
         return format_html('<span title="{}">{}</span>', text, text if len(text) <= 60 else text[:59] + "…")
 
-    @admin.display(description="seconds", ordering="active_seconds")
+    @admin.display(description="s", ordering="active_seconds")
     def seconds(self, answer):
         return round(answer.active_seconds) if answer.active_seconds is not None else "-"
-
-    @admin.display(description="worker's mean s/task")
-    def worker_seconds_per_task(self, answer):
-        return round(answer.seconds_per_task) if answer.seconds_per_task is not None else "-"
-
-    @admin.display(description="worker's gold accuracy")
-    def worker_gold_accuracy(self, answer):
-        return f"{answer.gold_accuracy:.0%}" if answer.gold_accuracy is not None else "-"
 
     @admin.action(description="Accept the selected answers", permissions=["change"])
     def accept(self, request, queryset):
