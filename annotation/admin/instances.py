@@ -11,7 +11,7 @@ from django.utils.html import format_html
 
 from annotation import llm
 from annotation.admin.images import thumbnail_html
-from annotation.admin.review import DisagreementFilter, adjudicate_action, votes_summary
+from annotation.admin.review import DisagreementFilter, adjudicate_action, votes_counts, votes_summary
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.collection import captions, references
 from annotation.exceptions import AnnotationError
@@ -175,6 +175,10 @@ class ReferenceAdmin(admin.ModelAdmin):
                     "cost_usd"]
     list_filter = ["verdict", DisagreementFilter, "source", "model", "flagged_harmful"]
     actions = [adjudicate_action]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("instance__family", "adjudicated_by").annotate(
+            **votes_counts())
 
     @admin.display(description="verifiers")
     def votes(self, reference):
