@@ -3,7 +3,8 @@
 from django import forms
 from django.contrib import admin, messages
 from django.core.files.base import ContentFile
-from django.db.models import Count
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -223,11 +224,16 @@ class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
 class BattleAdmin(admin.ModelAdmin):
     list_display = ["id", "tournament", "instance", "model_a", "model_b", "human_judgement_count"]
     list_filter = ["tournament"]
-    list_select_related = ["tournament", "instance", "response_a", "response_b"]
+    list_select_related = ["tournament", "instance__family", "response_a", "response_b"]
     raw_id_fields = ["instance", "response_a", "response_b"]
+    # A count of a quarter of a million battles on every page was most of its time.
+    show_full_result_count = False
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(n_human=Count("human_judgements"))
+        # Counted per battle shown (a subquery), not grouped over every battle before the page is cut.
+        judgements = HumanJudgement.objects.filter(battle=OuterRef("pk")).order_by().values("battle")
+        return super().get_queryset(request).annotate(
+            n_human=Coalesce(Subquery(judgements.annotate(n=Count("pk")).values("n"), output_field=IntegerField()), 0))
 
     @admin.display(description="model A", ordering="response_a__model_name")
     def model_a(self, battle):
@@ -256,8 +262,10 @@ class HumanJudgementAdmin(admin.ModelAdmin):
         "created_at",
     ]
     list_filter = ["battle__tournament", "choice"]
+    list_select_related = ["battle__response_a", "battle__response_b", "worker"]
     raw_id_fields = ["battle", "worker", "assignment"]
     readonly_fields = ["created_at"]
+    show_full_result_count = False
 
 
 @admin.register(JudgeRun)
