@@ -16,10 +16,11 @@ otherwise buy a second round of work that no submission pays for.
 """
 
 from django.core.cache import cache
+from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from annotation.models import Assignment
+from annotation.models import Assignment, Worker
 from annotation.queue import return_held
 from annotation.workforce import workers_with_standing
 from mturk import identity
@@ -74,17 +75,19 @@ def admit_participant(*, arrival, study, known_here, may_admit_new=lambda: True)
     a known one arriving from elsewhere only when the platform confirms the claim. Raises
     IdentityRefused, or TooManyNewParticipants.
     """
-    worker = participants_of(study).filter(platform=study.platform, external_id=arrival.participant_id).first()
-    created = worker is None
-    if created:
+    same_id = participants_of(study).filter(platform=study.platform, external_id=arrival.participant_id)
+    worker = same_id.first()
+    if worker is None:
         if not may_admit_new():
             raise TooManyNewParticipants()
-        worker, created = participants_of(study).get_or_create(
-            platform=study.platform, external_id=arrival.participant_id)
-    if created:
+        try:
+            with transaction.atomic():
+                Worker.objects.create(platform=study.platform, external_id=arrival.participant_id)
+        except IntegrityError:
+            pass  # the same id's other tab made it first: it is the same participant
         # A row just made carries none of the annotations: one query for them all, where each
         # check of the request (standing twice, progress once) would otherwise ask its own.
-        return participants_of(study).get(pk=worker.pk)
+        return same_id.get()
     if not known_here(worker.pk):
         identity.confirm_participant(study=study, participant_id=arrival.participant_id,
                                      platform_session_id=arrival.session_id)
