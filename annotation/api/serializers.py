@@ -196,14 +196,24 @@ class MajorityAgreementSerializer(serializers.Serializer):
     length_baseline = serializers.FloatField(allow_null=True)
 
 
+class ContradictionSerializer(serializers.Serializer):
+    questions = serializers.IntegerField(help_text="Questions with at least three models compared, where a "
+                                                   "contradiction is possible.")
+    contradicted = serializers.IntegerField(help_text="Of those, questions whose preferences (each pair's "
+                                                      "majority) contain a cycle (CHIRP C.2.8).")
+    share = serializers.FloatField(allow_null=True, help_text="contradicted / questions; null without questions.")
+    three_cycles = serializers.IntegerField(help_text="Directed 3-cycles (A over B over C over A) over those "
+                                                      "questions.")
+
+
 class AgreementSerializer(serializers.Serializer):
     judge = serializers.CharField()
     shared = serializers.IntegerField(help_text="Battles judged by both the judge and the crowd.")
     accuracy = serializers.FloatField(allow_null=True, help_text="Reconstructs the crowd majority.")
     kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa (CHIRP C.2.5).")
     spearman = serializers.FloatField(allow_null=True, help_text="Spearman of the two Elo rankings.")
-    judge_cycles = serializers.IntegerField()
-    human_cycles = serializers.IntegerField()
+    judge_contradictions = ContradictionSerializer(help_text="The judge's verdicts on every battle it judged.")
+    human_contradictions = ContradictionSerializer(help_text="The crowd's judgements on every battle they judged.")
     majority = MajorityAgreementSerializer(many=True)
 
 

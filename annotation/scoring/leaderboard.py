@@ -30,7 +30,7 @@ from annotation.scoring.battles import (
 )
 
 # Bump when the computation or the stored layout changes, so older stored results are not read.
-COMPUTATION_VERSION = 4
+COMPUTATION_VERSION = 5
 SPLIT_LABELS = {
     tables.ALL_IMAGES: "All images",
     tables.SINGLE_IMAGE: "Single Image",
@@ -116,7 +116,7 @@ def _labels_by_model(frame):
     return frame.apply(lambda row: row[row["winner"]] if row["winner"] != "tie" else "tie", axis=1)
 
 
-def _agreement(human, human_elo, human_cycles, judge):
+def _agreement(human, human_elo, human_contradictions, judge):
     """How one judge agrees with the crowd on the battles both judged (paper §4.3; CHIRP C.2),
     or None when they share none."""
     verdicts = judge.battles
@@ -145,8 +145,8 @@ def _agreement(human, human_elo, human_cycles, judge):
         "accuracy": float(overall["judge_accuracy"].iloc[0]) if len(overall) else None,
         "kappa": kappa,
         "spearman": agreement.ranking_spearman(human_elo, ratings.online_elo(verdicts)).statistic,
-        "judge_cycles": int(agreement.contradiction_cycles(verdicts)["n_cycles"].sum()),
-        "human_cycles": human_cycles,
+        "judge_contradictions": agreement.contradiction_share(agreement.contradictions(verdicts)),
+        "human_contradictions": human_contradictions,
         "majority": _records(majority),
     }
 
@@ -204,10 +204,10 @@ def compute(found, *, seed, rounds):
     agreements = []
     human = found[0].battles
     if not human.empty:
-        human_cycles = int(agreement.contradiction_cycles(human)["n_cycles"].sum())
+        human_contradictions = agreement.contradiction_share(agreement.contradictions(human))
         human_elo = ratings.online_elo(human)
         for judge in found[1:]:
-            result = _agreement(human, human_elo, human_cycles, judge)
+            result = _agreement(human, human_elo, human_contradictions, judge)
             if result is not None:
                 agreements.append(_plain(result))
     correlations = []
@@ -368,6 +368,15 @@ class TournamentLeaderboard:
                 for found in self.rubric_correlations]
 
 
+def _contradiction_text(found):
+    """CHIRP's share of questions with a contradiction, with what it rests on."""
+    if found["share"] is None:
+        return "– (no question with 3 models)"
+    cycles = found["three_cycles"]
+    return (f"{found['share']:.1%} of {found['questions']} "
+            f"({cycles} three-cycle{'' if cycles == 1 else 's'})")
+
+
 def agreement_row(found):
     return {
         "key": found["key"],
@@ -376,7 +385,8 @@ def agreement_row(found):
         "agreement": _number(found["accuracy"], "{:.1%}"),
         "kappa": _number(found["kappa"], "{:.2f}"),
         "spearman": _number(found["spearman"], "{:.2f}"),
-        "cycles": f"{found['judge_cycles']} / {found['human_cycles']}",
+        "contradictions": f"{_contradiction_text(found['judge_contradictions'])} / "
+                          f"{_contradiction_text(found['human_contradictions'])}",
     }
 
 

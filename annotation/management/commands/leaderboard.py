@@ -56,7 +56,7 @@ def render_text(leaderboard):
         lines.append(
             f"{row['judge']}: {row['shared']} shared battles, agreement with the majority "
             f"{row['agreement']}, Cohen's kappa {row['kappa']}, Spearman of rankings "
-            f"{row['spearman']}, contradiction cycles (judge / humans) {row['cycles']}"
+            f"{row['spearman']}, questions with a contradiction (judge / humans) {row['contradictions']}"
         )
     for found in leaderboard.agreements:
         lines.append(f"-- {found['judge']}: by majority strength --")

@@ -117,6 +117,21 @@ def test_dashboard_and_api_show_one_stored_computation(judged_tournament_three_w
     assert next(board for board in api if board["key"] == f"run-{run.pk}")["agreement"]["shared"] == 9
 
 
+def test_contradictions_are_reported_as_the_share_of_questions_with_a_cycle(judged_tournament_three_workers,
+                                                                             staff_client):
+    tournament, run = judged_tournament_three_workers
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
+    api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
+    found = next(board for board in api if board["key"] == f"run-{run.pk}")["agreement"]
+    for side in ("judge_contradictions", "human_contradictions"):
+        # 3 instances, each with llava, otter and the reference: a cycle is possible on all three
+        assert found[side]["questions"] == 3
+        assert found[side]["share"] == pytest.approx(found[side]["contradicted"] / 3)
+        assert 0 <= found[side]["three_cycles"] <= found[side]["contradicted"]
+    assert "Questions with a contradiction (judge / humans)" in page
+    assert f"{found['judge_contradictions']['share']:.1%} of 3" in page
+
+
 def test_figures_read_the_stored_result_without_recomputing(judged_tournament_three_workers, staff_client):
     tournament, run = judged_tournament_three_workers
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
