@@ -30,7 +30,7 @@ from annotation.scoring.battles import (
 )
 
 # Bump when the computation or the stored layout changes, so older stored results are not read.
-COMPUTATION_VERSION = 5
+COMPUTATION_VERSION = 6
 SPLIT_LABELS = {
     tables.ALL_IMAGES: "All images",
     tables.SINGLE_IMAGE: "Single Image",
