@@ -44,6 +44,7 @@ def render_text(leaderboard):
             for r in board.display_rows
         ]
         lines += _columns(header, body)
+        lines.append(leaderboard.bt_prior_text)
         if board.few_matches:
             lines.append(f"(!) fewer than {MIN_MATCHES} matches: the interval means little.")
         lines.append("")
