@@ -162,10 +162,11 @@ def bradley_terry(
     Unlike online Elo it ignores battle order. The maximum-likelihood ratings are what the
     prior's mode tends to with many battles (at 10,000 battles among five models they differ by
     a fraction of a point), but on few battles they can be anything: a model that won (or lost)
-    every battle has none, and FastChat's fit walks towards infinity until its optimiser stops.
-    A Gaussian prior is the L2 penalty of a logistic regression; scikit-learn's default one gave
-    FastChat's first ``compute_mle_elo``, which counted every battle twice, such a prior with sd
-    sqrt(2) * 400 points unawares. Newton's method finds the maximum to about 1e-10 Elo points.
+    every battle has none, and FastChat's ``compute_elo_mle_with_tie`` walks towards infinity
+    until its optimiser stops. A Gaussian prior is the L2 penalty of a logistic regression:
+    FastChat's style-controlled ``fit_mle_elo`` has one without saying so (scikit-learn's default
+    C=1 on every battle counted twice, a prior with sd sqrt(2) * 400 points). Newton's method
+    finds the maximum to about 1e-10 Elo points.
     """
     counts = pair_counts(battles)
     n_models = len(counts.models)
