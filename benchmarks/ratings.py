@@ -5,8 +5,8 @@ Run from the project root:  .venv/bin/python benchmarks/ratings.py  [--quick | -
 Battles among 15 models are drawn from known Bradley-Terry strengths with a fixed seed: 31,735 of
 them (the size of the VisIT-Bench leaderboard in Table 4) and 1,000,000. The script times
 
-- annotation.scoring.ratings: online Elo, its 1,000-round bootstrap, the Bradley-Terry MLE and its
-  1,000-round bootstrap;
+- annotation.scoring.ratings: online Elo, its 1,000-round bootstrap, the Bradley-Terry fit (with
+  its prior, annotation.scoring.BT_PRIOR_SD) and its 1,000-round bootstrap;
 - FastChat's current bootstrap algorithm (one Python loop over the battles, each step vectorised
   across rounds with numpy), re-implemented below from its description, on the same resampled
   battles, printing the largest rating difference; the two bootstraps run --repeat times each,
@@ -209,7 +209,7 @@ def bt_benchmarks(report, battles, strengths, *, rounds, seed=0):
     # shrinks every gap by the tie rate; the order is what the fit should recover.
     bt, seconds = timed(bradley_terry.bradley_terry, battles, repeat=3)
     rho = spearmanr(bt[strengths.index], strengths).statistic
-    report.add("Bradley-Terry MLE (L-BFGS, aggregated)", n, 1, seconds, f"rho vs truth {rho:.3f}")
+    report.add("Bradley-Terry with prior (Newton, aggregated)", n, 1, seconds, f"rho vs truth {rho:.3f}")
     boot, seconds = timed(bradley_terry.bootstrap_bradley_terry, battles, rounds=rounds, seed=seed)
     boot = boot.set_index("model")
     inside = int(((boot["lower"] <= bt[boot.index]) & (bt[boot.index] <= boot["upper"])).sum())
@@ -218,7 +218,7 @@ def bt_benchmarks(report, battles, strengths, *, rounds, seed=0):
         n,
         rounds,
         seconds,
-        f"MLE inside 95% interval for {inside}/{len(bt)} models",
+        f"full-data fit inside 95% interval for {inside}/{len(bt)} models",
     )
 
 

@@ -105,7 +105,7 @@ def _board(request, tournament_id, judge):
 def elo_plot(request, tournament_id, judge):
     from annotation.scoring import plots
     board, immutable = _board(request, tournament_id, judge)
-    table = board.table
+    table = board.rated_table
     if "split" in table.columns:
         # The figure shows the all-images ratings; the table beside it has each split.
         table = table[table["split"] == table["split"].iloc[0]]

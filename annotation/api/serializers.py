@@ -166,11 +166,16 @@ class LeaderboardRowSerializer(serializers.Serializer):
     elo = serializers.FloatField(help_text="Online Elo, bootstrap median.")
     elo_lower = serializers.FloatField()
     elo_upper = serializers.FloatField()
-    bt = serializers.FloatField(help_text="Bradley-Terry maximum-likelihood rating, Elo scale.")
+    bt = serializers.FloatField(help_text="Bradley-Terry rating, Elo scale: the most probable rating under the "
+                                          "board's bt_prior.")
     bt_lower = serializers.FloatField()
     bt_upper = serializers.FloatField()
     matches = serializers.IntegerField()
-    few_matches = serializers.BooleanField(help_text="Fewer matches than min_matches: the interval means little.")
+    few_matches = serializers.BooleanField(help_text="Fewer matches than min_matches: the Elo interval means "
+                                                     "little.")
+    bt_rated = serializers.BooleanField(help_text="At least min_rated_matches matches; below that the page shows "
+                                                  "“not yet rated” for Bradley-Terry, as bt then says more about "
+                                                  "the prior than about the model.")
     wins_vs_reference = serializers.IntegerField(allow_null=True)
     n_vs_reference = serializers.IntegerField(allow_null=True)
     win_rate_vs_reference = serializers.FloatField(allow_null=True)
@@ -196,14 +201,24 @@ class MajorityAgreementSerializer(serializers.Serializer):
     length_baseline = serializers.FloatField(allow_null=True)
 
 
+class ContradictionSerializer(serializers.Serializer):
+    questions = serializers.IntegerField(help_text="Questions with at least three models compared, where a "
+                                                   "contradiction is possible.")
+    contradicted = serializers.IntegerField(help_text="Of those, questions whose preferences (each pair's "
+                                                      "majority) contain a cycle (CHIRP C.2.8).")
+    share = serializers.FloatField(allow_null=True, help_text="contradicted / questions; null without questions.")
+    three_cycles = serializers.IntegerField(help_text="Directed 3-cycles (A over B over C over A) over those "
+                                                      "questions.")
+
+
 class AgreementSerializer(serializers.Serializer):
     judge = serializers.CharField()
     shared = serializers.IntegerField(help_text="Battles judged by both the judge and the crowd.")
     accuracy = serializers.FloatField(allow_null=True, help_text="Reconstructs the crowd majority.")
     kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa (CHIRP C.2.5).")
     spearman = serializers.FloatField(allow_null=True, help_text="Spearman of the two Elo rankings.")
-    judge_cycles = serializers.IntegerField()
-    human_cycles = serializers.IntegerField()
+    judge_contradictions = ContradictionSerializer(help_text="The judge's verdicts on every battle it judged.")
+    human_contradictions = ContradictionSerializer(help_text="The crowd's judgements on every battle they judged.")
     majority = MajorityAgreementSerializer(many=True)
 
 
@@ -229,6 +244,12 @@ class RubricCorrelationSerializer(serializers.Serializer):
     spearman = serializers.FloatField(allow_null=True)
 
 
+class BradleyTerryPriorSerializer(serializers.Serializer):
+    distribution = serializers.CharField(help_text="“normal”: a Gaussian prior on every rating.")
+    mean = serializers.FloatField(help_text="Its mean, Elo points (the initial rating).")
+    sd = serializers.FloatField(help_text="Its standard deviation, Elo points.")
+
+
 class LeaderboardSerializer(serializers.Serializer):
     key = serializers.CharField()
     title = serializers.CharField()
@@ -238,6 +259,11 @@ class LeaderboardSerializer(serializers.Serializer):
     data_key = serializers.CharField(help_text="sha256 of the judgements the result was computed from.")
     computed_at = serializers.DateTimeField()
     min_matches = serializers.IntegerField()
+    bt_prior = BradleyTerryPriorSerializer(help_text="The prior of the Bradley-Terry ratings (a maximum a "
+                                                     "posteriori fit): a model that won or lost every match "
+                                                     "still gets a finite rating.")
+    min_rated_matches = serializers.IntegerField(help_text="Matches below which a model's Bradley-Terry rating "
+                                                           "is shown as not yet rated (rows' bt_rated).")
     rows = LeaderboardRowSerializer(many=True)
     categories = CategoryWinRateSerializer(many=True)
     agreement = AgreementSerializer(allow_null=True, help_text="This judge against the crowd; null for the crowd.")

@@ -11,3 +11,11 @@ DEFAULT_ROUNDS = 1000
 # this cannot get far from 1000 whatever its results: its bootstrap interval is narrow because
 # the rating barely moved, not because it is known. Its rows carry a warning.
 MIN_MATCHES = 100
+# Bradley-Terry is fitted with a Gaussian prior on every rating, centred on the initial rating
+# with this standard deviation in Elo points (bradley_terry.py): 400 points is the scale's own
+# unit, the gap at which the stronger model is expected to win 10 to 1. Without it a model that
+# won (or lost) every match has no finite rating, and 24 judgements gave 6829 and -4781.
+BT_PRIOR_SD = 400.0
+# A model with fewer matches is "not yet rated" on Bradley-Terry's column: even at even odds its
+# rating would be uncertain by about +-200 points or more (95%), half the prior's own spread.
+MIN_RATED_MATCHES = 10

@@ -1,5 +1,6 @@
-"""The Bradley-Terry maximum-likelihood ratings over battles, on the Elo scale, and their
-bootstrap over the same resampled battles as online Elo's (ratings.py)."""
+"""The Bradley-Terry ratings over battles, on the Elo scale, fitted with a stated Gaussian prior
+(maximum a posteriori), and their bootstrap over the same resampled battles as online Elo's
+(ratings.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 from threadpoolctl import threadpool_limits
 
+from annotation.scoring import BT_PRIOR_SD
 from annotation.scoring.ratings import (
     BASE,
     INITIAL_RATING,
@@ -63,18 +64,6 @@ def pair_counts(battles: pd.DataFrame) -> PairCounts:
     )
 
 
-def _bt_loss_and_grad(ratings, low, high, won_low, won_high, alpha):
-    # A tie is half a win for each side, so each pair contributes won_low = wins + ties / 2.
-    margin = alpha * (ratings[low] - ratings[high])
-    loss = -(won_low * log_expit(margin) + won_high * log_expit(-margin)).sum()
-    pair_grad = -alpha * (won_low - (won_low + won_high) * expit(margin))
-    n_models = ratings.shape[0]
-    grad = np.bincount(low, weights=pair_grad, minlength=n_models) - np.bincount(
-        high, weights=pair_grad, minlength=n_models
-    )
-    return loss, grad
-
-
 def _incidence(low, high, n_models):
     """Pair x model matrix: +1 at the pair's low model, -1 at its high model."""
     rows = np.arange(len(low))
@@ -84,40 +73,42 @@ def _incidence(low, high, n_models):
     return incidence
 
 
-def _bt_losses(x, incidence, won_low, won_high, alpha):
+def _bt_losses(x, incidence, won_low, won_high, alpha, precision):
+    """Negative log-posterior (up to a constant) per row, and each pair's margin."""
     margin = alpha * x @ incidence.T
-    return -(won_low * log_expit(margin) + won_high * log_expit(-margin)).sum(axis=1), margin
+    likelihood = (won_low * log_expit(margin) + won_high * log_expit(-margin)).sum(axis=1)
+    return -likelihood + 0.5 * precision[:, 0] * (x * x).sum(axis=1), margin
 
 
-def _newton_bt(x, incidence, won_low, won_high, alpha):
-    """Newton's method on the (concave) log-likelihood, to the exact MLE, for many count vectors
-    at once (one row of ``x``, ``won_low`` and ``won_high`` per fit).
+def _newton_bt(x, incidence, won_low, won_high, alpha, precision):
+    """Newton's method on the (concave) log-posterior, to the exact maximum, for many count
+    vectors at once (one row of ``x``, ``won_low``, ``won_high`` and ``precision`` per fit).
 
     L-BFGS stops where its line search can no longer tell two losses apart, which left the
     ratings about 1e-6 Elo points off; Newton converges quadratically to rounding. The Hessian
-    is a weighted graph Laplacian whose null space is the common shift of all ratings; adding
-    the all-ones matrix fixes that shift, and since the gradient sums to zero every step keeps
-    the ratings' mean.
+    is a weighted graph Laplacian plus the prior's precision on the diagonal, so it is positive
+    definite and the maximum exists whatever the counts. The likelihood's gradient sums to zero
+    over the models, so at the maximum the prior's does too: the ratings' mean is 0.
     """
     x = x.copy()
     n_models = x.shape[1]
-    shift = np.ones((n_models, n_models))
+    identity = np.eye(n_models)
     active = np.ones(len(x), dtype=bool)
     for _ in range(NEWTON_MAX_STEPS):
         rows = np.flatnonzero(active)
         if not len(rows):
             break
-        here, low_won, high_won = x[rows], won_low[rows], won_high[rows]
-        loss, margin = _bt_losses(here, incidence, low_won, high_won, alpha)
+        here, low_won, high_won, prior = x[rows], won_low[rows], won_high[rows], precision[rows]
+        loss, margin = _bt_losses(here, incidence, low_won, high_won, alpha, prior)
         p = expit(margin)
-        gradient = (-alpha * (low_won - (low_won + high_won) * p)) @ incidence
+        gradient = (-alpha * (low_won - (low_won + high_won) * p)) @ incidence + prior * here
         weight = alpha * alpha * (low_won + high_won) * p * (1.0 - p)
-        hessian = (incidence.T[None, :, :] * weight[:, None, :]) @ incidence + shift
+        hessian = (incidence.T[None, :, :] * weight[:, None, :]) @ incidence + prior[:, :, None] * identity
         step = np.linalg.solve(hessian, -gradient[..., None])[..., 0]
         # Far from the optimum a full step can overshoot; near it the losses agree to rounding,
         # so a step is only halved when it clearly makes things worse.
         for _ in range(30):
-            trial, _ = _bt_losses(here + step, incidence, low_won, high_won, alpha)
+            trial, _ = _bt_losses(here + step, incidence, low_won, high_won, alpha, prior)
             worse = trial > loss + 1e-12 * np.abs(loss)
             if not worse.any():
                 break
@@ -127,53 +118,29 @@ def _newton_bt(x, incidence, won_low, won_high, alpha):
     return x
 
 
-def _mle_exists(low, high, won_low, won_high, n_models):
-    """Zermelo's condition, per row of counts: the ratings have a finite maximum only when every
-    model can be reached from every other along "took points from" edges (a tie takes points
-    both ways)."""
-    took = np.zeros((len(won_low), n_models, n_models), dtype=bool)
-    took[:, low, high] = won_low > 0
-    took[:, high, low] = won_high > 0
-    exists = np.ones(len(won_low), dtype=bool)
-    for graph in (took, took.transpose(0, 2, 1)):
-        reached = np.zeros((len(won_low), n_models), dtype=bool)
-        reached[:, 0] = True
-        for _ in range(n_models):
-            reached = reached | (reached[:, :, None] & graph).any(axis=1)
-        exists &= reached.all(axis=1)
-    return exists
-
-
-def _fit_bt(low, high, won_low, won_high, n_models, alpha, x0, tol, max_iter):
-    """Natural-scale ratings for each row of counts (``won_*``: fits x pairs), centred on 0.
+def _fit_bt(low, high, won_low, won_high, n_models, alpha, x0, precision):
+    """Natural-scale ratings for each row of counts (``won_*``: fits x pairs), centred on 0,
+    under a Gaussian prior of the given precision (1 / variance, natural units) on each rating.
 
     Counts are normalised to proportions so the tolerances mean the same for 100 battles and
-    for 1,000,000. Where the MLE exists Newton's method reaches it from ``x0`` in a few steps;
-    elsewhere there is no maximum and L-BFGS walks towards infinity until its gradient falls
-    below ``tol``, as FastChat's fit does.
+    for 1,000,000; the prior is divided by the same total, so it stays worth the same number
+    of battles.
     """
     total = won_low.sum(axis=1, keepdims=True) + won_high.sum(axis=1, keepdims=True)
     won_low, won_high = won_low / total, won_high / total
     x = np.tile(x0 - x0.mean(), (len(won_low), 1))
-    exists = _mle_exists(low, high, won_low, won_high, n_models)
     # These are problems of a few models: a BLAS call on them costs microseconds on one thread,
-    # while handing it to OpenBLAS's threads costs milliseconds (far more on a busy machine), and
-    # L-BFGS makes thousands of such calls when no MLE exists (a model that always lost): one
-    # thread turns a 9-judgement leaderboard from minutes into about a second.
+    # while handing it to OpenBLAS's threads costs milliseconds (far more on a busy machine).
     with threadpool_limits(limits=1, user_api="blas"):
-        if exists.any():
-            x[exists] = _newton_bt(x[exists], _incidence(low, high, n_models), won_low[exists],
-                                   won_high[exists], alpha)
-        for row in np.flatnonzero(~exists):
-            x[row] = minimize(
-                _bt_loss_and_grad,
-                x[row],
-                args=(low, high, won_low[row], won_high[row], alpha),
-                jac=True,
-                method="L-BFGS-B",
-                options={"maxiter": max_iter, "gtol": tol, "ftol": 1e-15},
-            ).x
+        x = _newton_bt(x, _incidence(low, high, n_models), won_low, won_high, alpha, precision / total)
     return x - x.mean(axis=1, keepdims=True)
+
+
+def _precision(prior_sd: float, scale: float) -> float:
+    """The prior's precision on the natural scale (a rating of 1 there is ``scale`` Elo points)."""
+    if not prior_sd > 0:
+        raise ValueError("the prior's standard deviation must be positive")
+    return (scale / prior_sd) ** 2
 
 
 def _to_elo_scale(natural: np.ndarray, scale: float, initial: float) -> np.ndarray:
@@ -186,15 +153,20 @@ def bradley_terry(
     scale: float = SCALE,
     base: float = BASE,
     initial: float = INITIAL_RATING,
-    tol: float = 1e-10,
-    max_iter: int = 1000,
+    prior_sd: float = BT_PRIOR_SD,
 ) -> pd.Series:
-    """Maximum-likelihood Bradley-Terry ratings on the Elo scale (P(a beats b) =
-    1 / (1 + base ** ((rb - ra) / scale))), ties as half wins, centred on ``initial``.
+    """Bradley-Terry ratings on the Elo scale (P(a beats b) = 1 / (1 + base ** ((rb - ra) /
+    scale))), ties as half wins: the most probable ratings (maximum a posteriori) under a
+    Gaussian prior centred on ``initial`` with standard deviation ``prior_sd`` Elo points.
 
-    Unlike online Elo it ignores battle order. Newton's method finds the exact maximum (to about
-    1e-10 Elo points). A model that won (or lost) every battle has no finite MLE; L-BFGS then
-    stops at a large but finite rating, where its gradient falls below ``tol``.
+    Unlike online Elo it ignores battle order. The maximum-likelihood ratings are what the
+    prior's mode tends to with many battles (at 10,000 battles among five models they differ by
+    a fraction of a point), but on few battles they can be anything: a model that won (or lost)
+    every battle has none, and FastChat's ``compute_elo_mle_with_tie`` walks towards infinity
+    until its optimiser stops. A Gaussian prior is the L2 penalty of a logistic regression:
+    FastChat's style-controlled ``fit_mle_elo`` has one without saying so (scikit-learn's default
+    C=1 on every battle counted twice, a prior with sd sqrt(2) * 400 points). Newton's method
+    finds the maximum to about 1e-10 Elo points.
     """
     counts = pair_counts(battles)
     n_models = len(counts.models)
@@ -206,8 +178,7 @@ def bradley_terry(
         n_models,
         math.log(base),
         np.zeros(n_models),
-        tol,
-        max_iter,
+        np.full((1, 1), _precision(prior_sd, scale)),
     )[0]
     return rating_series(_to_elo_scale(natural, scale, initial), counts.models, "bt")
 
@@ -220,20 +191,21 @@ def bootstrap_bradley_terry_samples(
     scale: float = SCALE,
     base: float = BASE,
     initial: float = INITIAL_RATING,
-    tol: float = 1e-10,
-    max_iter: int = 1000,
+    prior_sd: float = BT_PRIOR_SD,
 ) -> pd.DataFrame:
-    """Bradley-Terry on bootstrap rounds: one row per round, one column per model.
+    """Bradley-Terry, with the same prior, on bootstrap rounds: one row per round, one column
+    per model.
 
     Resampling n battles with replacement only changes how often each (pair, outcome) cell
     occurs, and those counts are multinomial; drawing them directly (as FastChat does) makes a
     round cost the same for 1,000 battles as for 1,000,000. Each fit starts from the full-data
-    MLE, which is close, and all rounds take their Newton steps together as array operations.
+    fit, which is close, and all rounds take their Newton steps together as array operations.
     """
     counts = pair_counts(battles)
     n_models = len(counts.models)
     n_pairs = len(counts.low)
     alpha = math.log(base)
+    precision = _precision(prior_sd, scale)
     cells = np.concatenate([counts.low_wins, counts.ties, counts.high_wins])
     n = int(cells.sum())
     rng = np.random.default_rng(seed)
@@ -247,11 +219,11 @@ def bootstrap_bradley_terry_samples(
         n_models,
         alpha,
         np.zeros(n_models),
-        tol,
-        max_iter,
+        np.full((1, 1), precision),
     )[0]
     samples = _fit_bt(
-        counts.low, counts.high, low_wins + ties / 2.0, high_wins + ties / 2.0, n_models, alpha, start, tol, max_iter
+        counts.low, counts.high, low_wins + ties / 2.0, high_wins + ties / 2.0, n_models, alpha, start,
+        np.full((len(draws), 1), precision),
     )
     return pd.DataFrame(_to_elo_scale(samples, scale, initial), columns=pd.Index(counts.models, name="model"))
 
@@ -264,10 +236,11 @@ def bootstrap_bradley_terry(
     scale: float = SCALE,
     base: float = BASE,
     initial: float = INITIAL_RATING,
+    prior_sd: float = BT_PRIOR_SD,
     level: float = 0.95,
 ) -> pd.DataFrame:
     """Bootstrapped Bradley-Terry: columns model, rating (median), lower, upper."""
     samples = bootstrap_bradley_terry_samples(
-        battles, rounds=rounds, seed=seed, scale=scale, base=base, initial=initial
+        battles, rounds=rounds, seed=seed, scale=scale, base=base, initial=initial, prior_sd=prior_sd
     )
     return summarise_samples(samples, level=level)

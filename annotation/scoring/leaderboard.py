@@ -19,7 +19,16 @@ from django.db import IntegrityError, transaction
 from scipy import stats
 
 from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult
-from annotation.scoring import DEFAULT_ROUNDS, MIN_MATCHES, agreement, ratings, rubrics, tables
+from annotation.scoring import (
+    BT_PRIOR_SD,
+    DEFAULT_ROUNDS,
+    MIN_MATCHES,
+    MIN_RATED_MATCHES,
+    agreement,
+    ratings,
+    rubrics,
+    tables,
+)
 from annotation.scoring.battles import (
     finished_runs,
     human_battles,
@@ -30,7 +39,7 @@ from annotation.scoring.battles import (
 )
 
 # Bump when the computation or the stored layout changes, so older stored results are not read.
-COMPUTATION_VERSION = 4
+COMPUTATION_VERSION = 6
 SPLIT_LABELS = {
     tables.ALL_IMAGES: "All images",
     tables.SINGLE_IMAGE: "Single Image",
@@ -116,7 +125,7 @@ def _labels_by_model(frame):
     return frame.apply(lambda row: row[row["winner"]] if row["winner"] != "tie" else "tie", axis=1)
 
 
-def _agreement(human, human_elo, human_cycles, judge):
+def _agreement(human, human_elo, human_contradictions, judge):
     """How one judge agrees with the crowd on the battles both judged (paper §4.3; CHIRP C.2),
     or None when they share none."""
     verdicts = judge.battles
@@ -145,8 +154,8 @@ def _agreement(human, human_elo, human_cycles, judge):
         "accuracy": float(overall["judge_accuracy"].iloc[0]) if len(overall) else None,
         "kappa": kappa,
         "spearman": agreement.ranking_spearman(human_elo, ratings.online_elo(verdicts)).statistic,
-        "judge_cycles": int(agreement.contradiction_cycles(verdicts)["n_cycles"].sum()),
-        "human_cycles": human_cycles,
+        "judge_contradictions": agreement.contradiction_share(agreement.contradictions(verdicts)),
+        "human_contradictions": human_contradictions,
         "majority": _records(majority),
     }
 
@@ -204,10 +213,10 @@ def compute(found, *, seed, rounds):
     agreements = []
     human = found[0].battles
     if not human.empty:
-        human_cycles = int(agreement.contradiction_cycles(human)["n_cycles"].sum())
+        human_contradictions = agreement.contradiction_share(agreement.contradictions(human))
         human_elo = ratings.online_elo(human)
         for judge in found[1:]:
-            result = _agreement(human, human_elo, human_cycles, judge)
+            result = _agreement(human, human_elo, human_contradictions, judge)
             if result is not None:
                 agreements.append(_plain(result))
     correlations = []
@@ -229,6 +238,23 @@ def _number(value, form="{:.0f}"):
 
 def _interval(lower, upper):
     return "" if lower is None or upper is None else f"{lower:.0f} to {upper:.0f}"
+
+
+def bt_rated(row):
+    """Whether a row's Bradley-Terry rating rests on enough matches to be shown as a rating."""
+    return row["matches"] >= MIN_RATED_MATCHES
+
+
+# The prior of every Bradley-Terry rating (bradley_terry.py), as the API names it and the page
+# and the command say it.
+BT_PRIOR = {"distribution": "normal", "mean": ratings.INITIAL_RATING, "sd": BT_PRIOR_SD}
+BT_PRIOR_TEXT = (
+    f"Bradley-Terry shows the most probable ratings under a Gaussian prior centred on "
+    f"{ratings.INITIAL_RATING:.0f} with a standard deviation of {BT_PRIOR_SD:.0f} points (the gap at "
+    f"which the stronger model is expected to win 10 to 1), so a model that won or lost every match "
+    f"still gets a finite rating and many matches outweigh the prior; a model with fewer than "
+    f"{MIN_RATED_MATCHES} matches is not yet rated."
+)
 
 
 def _percent_with_n(rate, n):
@@ -258,21 +284,31 @@ class Board:
         return pd.DataFrame(self.rows)
 
     @property
+    def rated_table(self):
+        """The rows as a frame with no Bradley-Terry rating where there is none yet, for figures."""
+        table = self.table
+        if not table.empty:
+            table.loc[table["matches"] < MIN_RATED_MATCHES, ["bt", "bt_lower", "bt_upper"]] = float("nan")
+        return table
+
+    @property
     def category_table(self):
         return pd.DataFrame(self.categories)
 
     @property
     def display_rows(self):
-        """Rows as the paper prints them: split, model, Elo (interval), Bradley-Terry (interval),
-        matches, win-rate vs. reference (n), and whether the matches are too few to mean much."""
+        """Rows as the paper prints them: split, model, Elo (interval), Bradley-Terry (interval,
+        or "not yet rated" below MIN_RATED_MATCHES), matches, win-rate vs. reference (n), and
+        whether the matches are too few for Elo to mean much."""
         return [
             {
                 "split": SPLIT_LABELS.get(row.get("split"), "All images"),
                 "model": row["model"],
                 "elo": _number(row["elo"]),
                 "elo_interval": _interval(row["elo_lower"], row["elo_upper"]),
-                "bt": _number(row["bt"]),
-                "bt_interval": _interval(row["bt_lower"], row["bt_upper"]),
+                "bt_rated": bt_rated(row),
+                "bt": _number(row["bt"]) if bt_rated(row) else "not yet rated",
+                "bt_interval": _interval(row["bt_lower"], row["bt_upper"]) if bt_rated(row) else "",
                 "matches": row["matches"],
                 "few_matches": row["matches"] < MIN_MATCHES,
                 "win_rate": _percent_with_n(row["win_rate_vs_reference"], row["n_vs_reference"]),
@@ -343,6 +379,12 @@ class TournamentLeaderboard:
                    agreements=stored.result["agreements"],
                    rubric_correlations=stored.result["rubric_correlations"])
 
+    # Constants of the code, on the result so that the page and the API read them with it (a
+    # stored result was computed by the code of its COMPUTATION_VERSION).
+    bt_prior = BT_PRIOR
+    bt_prior_text = BT_PRIOR_TEXT
+    min_rated_matches = MIN_RATED_MATCHES
+
     def board(self, key):
         return next((board for board in self.boards if board.key == key), None)
 
@@ -368,6 +410,15 @@ class TournamentLeaderboard:
                 for found in self.rubric_correlations]
 
 
+def _contradiction_text(found):
+    """CHIRP's share of questions with a contradiction, with what it rests on."""
+    if found["share"] is None:
+        return "– (no question with 3 models)"
+    cycles = found["three_cycles"]
+    return (f"{found['share']:.1%} of {found['questions']} "
+            f"({cycles} three-cycle{'' if cycles == 1 else 's'})")
+
+
 def agreement_row(found):
     return {
         "key": found["key"],
@@ -376,7 +427,8 @@ def agreement_row(found):
         "agreement": _number(found["accuracy"], "{:.1%}"),
         "kappa": _number(found["kappa"], "{:.2f}"),
         "spearman": _number(found["spearman"], "{:.2f}"),
-        "cycles": f"{found['judge_cycles']} / {found['human_cycles']}",
+        "contradictions": f"{_contradiction_text(found['judge_contradictions'])} / "
+                          f"{_contradiction_text(found['human_contradictions'])}",
     }
 
 

@@ -90,7 +90,8 @@ def _rated_part(part: pd.DataFrame, *, reference_model: str, rounds: int, seed: 
     elo = bootstrap_elo(part, rounds=rounds, seed=seed).rename(
         columns={"rating": "elo", "lower": "elo_lower", "upper": "elo_upper"}
     )
-    # Bradley-Terry as FastChat reports it: the MLE, with the bootstrap's percentile interval.
+    # Bradley-Terry as FastChat reports it, the full-data fit with the bootstrap's percentile interval,
+    # but with a stated prior (bradley_terry.py).
     elo["bt"] = elo["model"].map(bradley_terry(part))
     bt_interval = bootstrap_bradley_terry(part, rounds=rounds, seed=seed).set_index("model")
     elo["bt_lower"] = elo["model"].map(bt_interval["lower"])
@@ -108,8 +109,8 @@ def leaderboard_table(
     battles: pd.DataFrame, *, reference_model: str, rounds: int = 1000, seed: int = 0
 ) -> pd.DataFrame:
     """The layout of VisIT-Bench Tables 3-4: per model the bootstrapped Elo with its interval,
-    the Bradley-Terry MLE with its bootstrap interval, the number of matches it took part in,
-    and its win-rate against the reference with n.
+    the Bradley-Terry fit (with its prior) and its bootstrap interval, the number of matches it
+    took part in, and its win-rate against the reference with n.
 
     With an ``is_multi_image`` column the table has three splits (column ``split``): all battles
     together, then the single- and multi-image battles rated separately, as the paper does (the

@@ -80,6 +80,7 @@ def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warn
     assert splits.count("All images") == 4 and "Single Image" in splits and "Multiple Images" in splits
     bt_cells = human.locator("tr.all-images td:nth-child(5)").all_inner_texts()
     assert all(cell.strip().isdigit() for cell in bt_cells)
+    assert "Gaussian prior centred on 1000" in human.locator("p.prior").inner_text()
     assert human.locator("p.warning").inner_text().startswith(f"⚠ Fewer than {MIN_MATCHES} matches")
     assert human.locator("tr.few").count() > 0
 

@@ -44,6 +44,7 @@ def render_text(leaderboard):
             for r in board.display_rows
         ]
         lines += _columns(header, body)
+        lines.append(leaderboard.bt_prior_text)
         if board.few_matches:
             lines.append(f"(!) fewer than {MIN_MATCHES} matches: the interval means little.")
         lines.append("")
@@ -56,7 +57,7 @@ def render_text(leaderboard):
         lines.append(
             f"{row['judge']}: {row['shared']} shared battles, agreement with the majority "
             f"{row['agreement']}, Cohen's kappa {row['kappa']}, Spearman of rankings "
-            f"{row['spearman']}, contradiction cycles (judge / humans) {row['cycles']}"
+            f"{row['spearman']}, questions with a contradiction (judge / humans) {row['contradictions']}"
         )
     for found in leaderboard.agreements:
         lines.append(f"-- {found['judge']}: by majority strength --")

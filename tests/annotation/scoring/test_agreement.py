@@ -1,4 +1,6 @@
-"""Human-vs-judge agreement, kappa, rank and rubric correlations, contradiction cycles."""
+"""Human-vs-judge agreement, kappa, rank and rubric correlations, contradictions."""
+
+import time
 
 import numpy as np
 import pandas as pd
@@ -122,7 +124,7 @@ def test_rubric_correlations_drop_missing_pairs():
     assert (table["n"] == 2).all()
 
 
-def test_contradiction_found_on_a_cycle_and_not_on_a_transitive_set():
+def test_contradiction_found_on_a_three_cycle_and_not_on_a_transitive_set():
     battles = votes(
         [
             ("cyc", "A", "B", "model_a"),  # A > B
@@ -133,12 +135,73 @@ def test_contradiction_found_on_a_cycle_and_not_on_a_transitive_set():
             ("ok", "A", "C", "model_a"),  # A > C
         ]
     )
-    table = agreement.contradiction_cycles(battles).set_index("question_id")
+    table = agreement.contradictions(battles).set_index("question_id")
     assert table.loc["cyc", "has_contradiction"]
-    assert table.loc["cyc", "n_cycles"] == 1
+    assert table.loc["cyc", "n_three_cycles"] == 1
     assert not table.loc["ok", "has_contradiction"]
+    assert table.loc["ok", "n_three_cycles"] == 0
     assert table.loc["ok", "n_edges"] == 3
     assert table.loc["ok", "n_models"] == 3
+
+
+def test_a_four_cycle_without_a_three_cycle_is_a_contradiction_with_no_three_cycles():
+    # A > B > C > D > A with the diagonals tied (no edge): a cycle that no triangle holds. With
+    # every pair decided this cannot happen (a tournament with a cycle has a 3-cycle).
+    battles = votes(
+        [("q", "A", "B", "model_a"), ("q", "B", "C", "model_a"), ("q", "C", "D", "model_a"),
+         ("q", "D", "A", "model_a"), ("q", "A", "C", "tie"), ("q", "B", "D", "tie")]
+    )
+    row = agreement.contradictions(battles).iloc[0]
+    assert row["has_contradiction"]
+    assert row["n_three_cycles"] == 0
+    assert row["n_edges"] == 4
+
+
+def test_three_cycles_are_counted_once_each():
+    # Every pair of four models decided: of the four triangles A-C-D and B-C-D are cycles,
+    # A-B-C and A-B-D are not, as the enumeration of the triangles below confirms.
+    rows = [("q", "A", "B", "model_a"), ("q", "B", "C", "model_a"), ("q", "C", "D", "model_a"),
+            ("q", "D", "A", "model_a"), ("q", "A", "C", "model_a"), ("q", "D", "B", "model_a")]
+    beats = {(a, b) for _, a, b, _ in rows}
+    models = "ABCD"
+    by_enumeration = sum(
+        1 for i, x in enumerate(models) for j, y in enumerate(models) for z in models[j + 1 :]
+        if i < j and ({(x, y), (y, z), (z, x)} <= beats or {(y, x), (z, y), (x, z)} <= beats)
+    )
+    row = agreement.contradictions(votes(rows)).iloc[0]
+    assert by_enumeration == 2
+    assert row["n_three_cycles"] == by_enumeration
+
+
+def test_fifteen_models_judged_at_random_on_one_question_take_well_under_a_second():
+    # Every simple cycle of this graph is tens of millions (82 s to enumerate); a topological sort
+    # and a matrix product are not.
+    rng = np.random.default_rng(0)
+    models = [f"m{i}" for i in range(15)]
+    rows = [("q", a, b, rng.choice(["model_a", "model_b"]))
+            for i, a in enumerate(models) for b in models[i + 1 :] for _ in range(3)]
+    started = time.perf_counter()
+    row = agreement.contradictions(votes(rows)).iloc[0]
+    seconds = time.perf_counter() - started
+    assert row["n_edges"] == 105
+    assert row["has_contradiction"]
+    assert row["n_three_cycles"] > 0
+    assert seconds < 0.5
+
+
+def test_contradiction_share_counts_questions_where_a_cycle_is_possible():
+    battles = votes(
+        [("cyc", "A", "B", "model_a"), ("cyc", "B", "C", "model_a"), ("cyc", "C", "A", "model_a"),
+         ("ok", "A", "B", "model_a"), ("ok", "B", "C", "model_a"), ("ok", "A", "C", "model_a"),
+         ("pair", "A", "B", "model_a")]  # two models: no cycle possible, not counted
+    )
+    share = agreement.contradiction_share(agreement.contradictions(battles))
+    assert share == {"questions": 2, "contradicted": 1, "share": 0.5, "three_cycles": 1}
+
+
+def test_contradiction_share_is_none_without_a_question_of_three_models():
+    share = agreement.contradiction_share(agreement.contradictions(votes([("q", "A", "B", "model_a")])))
+    assert share["share"] is None and share["questions"] == 0
 
 
 def test_repeated_judgements_of_a_pair_are_reduced_to_their_majority():
@@ -151,7 +214,7 @@ def test_repeated_judgements_of_a_pair_are_reduced_to_their_majority():
             ("q", "A", "C", "tie"),  # a tie adds no edge
         ]
     )
-    row = agreement.contradiction_cycles(battles).iloc[0]
+    row = agreement.contradictions(battles).iloc[0]
     assert row["n_edges"] == 2
     assert not row["has_contradiction"]
 
@@ -160,7 +223,7 @@ def test_contradictions_are_counted_per_criterion():
     battles = votes([("q", "A", "B", "model_a"), ("q", "B", "C", "model_a"), ("q", "C", "A", "model_a")] * 2)
     battles["criterion"] = ["overall"] * 3 + ["hallucination"] * 3
     battles.loc[5, "winner"] = "model_b"  # on hallucination A > C, so no cycle there
-    table = agreement.contradiction_cycles(battles).set_index("criterion")
+    table = agreement.contradictions(battles).set_index("criterion")
     assert table.loc["overall", "has_contradiction"]
     assert not table.loc["hallucination", "has_contradiction"]
 

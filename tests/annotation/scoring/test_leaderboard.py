@@ -15,6 +15,7 @@ from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, Le
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
+from annotation.scoring import BT_PRIOR_SD, MIN_RATED_MATCHES
 from annotation.scoring.leaderboard import MIN_MATCHES, rubric_correlation
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
@@ -108,13 +109,51 @@ def test_dashboard_and_api_show_one_stored_computation(judged_tournament_three_w
     assert LeaderboardResult.objects.filter(tournament=tournament).count() == 1
     assert {board["data_key"] for board in api} == {stored.data_key}
     assert [board["rows"] for board in api] == [
-        [{**row, "few_matches": row["matches"] < MIN_MATCHES} for row in board["rows"]]
+        [{**row, "few_matches": row["matches"] < MIN_MATCHES, "bt_rated": row["matches"] >= MIN_RATED_MATCHES}
+         for row in board["rows"]]
         for board in stored.result["boards"]
     ]
     human = next(board for board in api if board["key"] == "human")
     assert (human["battles"], human["judgements"]) == (9, 27)
     assert {row["split"] for row in human["rows"]} == {"all-images", "single-image", "multi-image"}
     assert next(board for board in api if board["key"] == f"run-{run.pk}")["agreement"]["shared"] == 9
+
+
+def test_a_model_with_few_matches_is_not_yet_rated_on_bradley_terry(judged_tournament_three_workers, staff_client):
+    # All images: 9 battles x 3 workers give each of the 3 models 18 matches; the one multi-image
+    # instance's 3 battles give each 6, fewer than MIN_RATED_MATCHES.
+    tournament, _ = judged_tournament_three_workers
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
+    api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
+    human = next(board for board in api if board["key"] == "human")
+    assert human["bt_prior"] == {"distribution": "normal", "mean": 1000.0, "sd": BT_PRIOR_SD}
+    assert human["min_rated_matches"] == MIN_RATED_MATCHES
+    for row in human["rows"]:
+        assert row["bt_rated"] == (row["split"] != "multi-image"), row
+    crowd_board = page[page.index('id="board-human"'):]
+    crowd_board = crowd_board[: crowd_board.index("</section>")]
+    assert crowd_board.count("not yet rated</td>") == 3
+    assert "a Gaussian prior centred on 1000 with a standard deviation of 400 points" in crowd_board
+    out = StringIO()
+    call_command("leaderboard", tournament.name, stdout=out)
+    crowd_text = out.getvalue().split("== LLM judge")[0]
+    assert crowd_text.count("not yet rated") == 4  # three rows and the sentence under them
+    assert "Gaussian prior" in crowd_text
+
+
+def test_contradictions_are_reported_as_the_share_of_questions_with_a_cycle(judged_tournament_three_workers,
+                                                                             staff_client):
+    tournament, run = judged_tournament_three_workers
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
+    api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
+    found = next(board for board in api if board["key"] == f"run-{run.pk}")["agreement"]
+    for side in ("judge_contradictions", "human_contradictions"):
+        # 3 instances, each with llava, otter and the reference: a cycle is possible on all three
+        assert found[side]["questions"] == 3
+        assert found[side]["share"] == pytest.approx(found[side]["contradicted"] / 3)
+        assert 0 <= found[side]["three_cycles"] <= found[side]["contradicted"]
+    assert "Questions with a contradiction (judge / humans)" in page
+    assert f"{found['judge_contradictions']['share']:.1%} of 3" in page
 
 
 def test_figures_read_the_stored_result_without_recomputing(judged_tournament_three_workers, staff_client):

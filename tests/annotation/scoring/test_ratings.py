@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.optimize import brentq
 
-from annotation.scoring import bradley_terry, ratings, tables
+from annotation.scoring import BT_PRIOR_SD, bradley_terry, ratings, tables
 from annotation.scoring.plots import category_heatmap, elo_interval_plot
 from tests.annotation.scoring.simulation import simulated_battles
 
@@ -184,19 +185,26 @@ def test_bootstrap_interval_contains_point_estimate():
 
 
 def test_bradley_terry_two_models_by_hand():
-    # A scores 3 of 4 (two wins and two ties), so P(A beats B) = 0.75 and the gap is
-    # 400 * log10(3) = 190.8485 Elo points, split evenly around 1000.
+    # A scores 3 of 4 (two wins and two ties). In log-odds units (400 Elo points / ln 10 each) with
+    # a gap g split evenly around 1000, the log-posterior is 3 log s(g) + log s(-g) - g^2 / (4 v),
+    # s the logistic function and v the prior's variance, stationary where 3 - 4 s(g) = g / (2 v).
+    # Without the prior the gap would be log 3 (400 log10 3 = 190.8 Elo points); the prior
+    # pulls it in.
     battles = frame([("A", "B", "model_a"), ("B", "A", "model_b"), ("A", "B", "tie"), ("B", "A", "tie")])
     bt = bradley_terry.bradley_terry(battles)
-    gap = 400 * math.log10(3)
-    assert bt["A"] == pytest.approx(1000 + gap / 2, abs=1e-4)
-    assert bt["B"] == pytest.approx(1000 - gap / 2, abs=1e-4)
+    per_unit = 400 / math.log(10)
+    variance = (BT_PRIOR_SD / per_unit) ** 2
+    gap = brentq(lambda g: 3 - 4 / (1 + math.exp(-g)) - g / (2 * variance), 0, math.log(3)) * per_unit
+    assert bt["A"] == pytest.approx(1000 + gap / 2, abs=1e-6)
+    assert bt["B"] == pytest.approx(1000 - gap / 2, abs=1e-6)
+    assert 0 < gap < 400 * math.log10(3)
 
 
 def test_bradley_terry_ties_count_as_half_wins():
     # FastChat's older fit duplicated every battle and turned a tie into one win for each side;
-    # a win plus a tie must therefore fit exactly like three wins and one loss.
-    with_tie = frame([("A", "B", "model_a"), ("A", "B", "tie"), ("B", "C", "model_a"), ("C", "B", "model_a")])
+    # two wins plus two ties must therefore fit exactly like three wins and one loss (the same
+    # number of battles, so the prior weighs the same against them).
+    with_tie = frame([("A", "B", "model_a"), ("A", "B", "tie"), ("B", "C", "model_a"), ("C", "B", "model_a")] * 2)
     duplicated = frame(
         [("A", "B", "model_a")] * 3 + [("A", "B", "model_b")] + [("B", "C", "model_a"), ("C", "B", "model_a")] * 2
     )
@@ -209,13 +217,14 @@ def test_bradley_terry_ties_count_as_half_wins():
     assert only_ties["A"] == pytest.approx(only_ties["B"])
 
 
-def test_bradley_terry_ignores_order_and_matches_duplicated_logistic_fit():
+def test_bradley_terry_ignores_order_and_its_posterior_is_stationary():
     battles = simulated_battles({"a": 1080, "b": 1000, "c": 960, "d": 920}, 3000, seed=4)
     bt = bradley_terry.bradley_terry(battles)
     shuffled = bradley_terry.bradley_terry(battles.sample(frac=1.0, random_state=0))
     pd.testing.assert_series_equal(bt.sort_index(), shuffled.sort_index(), atol=1e-6)
     assert bt.mean() == pytest.approx(1000.0)
-    # the likelihood is stationary at the fit: expected half points equal observed half points
+    # the posterior is stationary at the fit: observed minus expected half points, times ln 10
+    # (a half point's log-odds per 400 Elo points), balance the prior's pull towards 1000
     counts = bradley_terry.pair_counts(battles)
     r = bt.reindex(counts.models).to_numpy()
     n = counts.low_wins + counts.ties + counts.high_wins
@@ -223,7 +232,9 @@ def test_bradley_terry_ignores_order_and_matches_duplicated_logistic_fit():
     observed_low = counts.low_wins + counts.ties / 2
     scores = np.bincount(counts.low, observed_low - expected_low, minlength=len(r))
     scores -= np.bincount(counts.high, observed_low - expected_low, minlength=len(r))
-    assert np.abs(scores).max() < 1e-3
+    pull = (r - 1000) / 400 * (400 / BT_PRIOR_SD) ** 2
+    assert np.abs(math.log(10) * scores - pull).max() < 1e-3
+    assert np.abs(pull).max() > 1e-2  # the prior is there, and this checks it
 
 
 SIMULATED = {
