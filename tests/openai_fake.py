@@ -82,9 +82,10 @@ class FakeOpenAI:
         # Bodies of the requests answered 200, in order: a body twice is a call paid twice.
         self.answered = []
         # A server that honours idempotency keys (as Stripe's and some gateways do; OpenAI documents
-        # none) answers a request repeating an answered Idempotency-Key from its record, unpaid.
+        # none) answers a request repeating an answered Idempotency-Key from its record, unpaid:
+        # the answers it charged for are those recorded here, one per key.
         self.honour_idempotency_keys = False
-        self._by_idempotency_key = {}
+        self.answers_by_idempotency_key = {}
         self.replayed = []
         self._script = []
         # The Batch API (files + batches): a batch answers its lines from the same script, so a
@@ -215,7 +216,7 @@ class FakeOpenAI:
                 request = RecordedRequest(self.path, headers, body)
                 key = headers.get("idempotency-key")
                 with fake._lock:
-                    replay = fake._by_idempotency_key.get(key) if fake.honour_idempotency_keys else None
+                    replay = fake.answers_by_idempotency_key.get(key) if fake.honour_idempotency_keys else None
                     if replay is not None:
                         fake.replayed.append(body)
                 if replay is not None:
@@ -224,7 +225,7 @@ class FakeOpenAI:
                 response = fake._next_response(request)
                 if key and response.status == 200:
                     with fake._lock:
-                        fake._by_idempotency_key[key] = response
+                        fake.answers_by_idempotency_key[key] = response
                 if fake.latency:
                     time.sleep(fake.latency)
                 self._send(response)

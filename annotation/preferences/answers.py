@@ -129,12 +129,14 @@ def _prepare(tournament):
 
 
 def chunks(endpoint):
-    """The owed instances as spans (first id, last id), each a whole number of rounds of the
-    endpoint's concurrent calls (JUDGE_CHUNK_ROUNDS, as a judge chunk), so no job outlives the
-    broker's visibility timeout. A span names instances by id, so it stays the same chunk however
-    many of its neighbours are answered meanwhile."""
-    ids, size = owed_instance_ids(endpoint), settings.JUDGE_CHUNK_ROUNDS * endpoint.concurrency
-    return [(ids[start], ids[min(start + size, len(ids)) - 1]) for start in range(0, len(ids), size)]
+    """The owed instances as spans of ids (first, last), each holding at most a whole number of
+    rounds of the endpoint's concurrent calls (JUDGE_CHUNK_ROUNDS, as a judge chunk), so no job
+    outlives the broker's visibility timeout. A span is a fixed range of ids, not the next n owed
+    instances: a start job delivered again, or run again after some answers came, names the same
+    chunks, so one chunk's lease covers its instances whoever planned it."""
+    size = settings.JUDGE_CHUNK_ROUNDS * endpoint.concurrency
+    buckets = sorted({pk // size for pk in owed_instance_ids(endpoint)})
+    return [(bucket * size, bucket * size + size - 1) for bucket in buckets]
 
 
 def plan_generation(*, tournament):
