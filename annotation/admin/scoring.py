@@ -37,6 +37,10 @@ PENDING_PREDICTIONS = "pending_predictions"
 
 class PredictionsImportForm(forms.Form):
     predictions = forms.FileField(help_text="predictions.csv, UTF-8.")
+    model_name = forms.CharField(
+        required=False, max_length=200, label="Model name (optional)",
+        help_text="For a file with one prediction column: the model's name, whatever the column calls "
+                  "it (two files whose columns both say “MiniGPT-4 prediction” can then sit side by side).")
 
 
 @admin.register(ModelResponse)
@@ -70,7 +74,8 @@ class ModelResponseAdmin(admin.ModelAdmin):
                 return redirect("admin:annotation_modelresponse_import")
             upload = ContentFile(pending["data"].encode("utf-8"), name=pending["name"])
             try:
-                result = predictions.import_predictions(path_or_file=upload, only_good=True)
+                result = predictions.import_predictions(path_or_file=upload, only_good=True,
+                                                        model_name=pending.get("model_name", ""))
             except AnnotationError as error:
                 form = PredictionsImportForm()
                 form.add_error("predictions", str(error))
@@ -80,15 +85,16 @@ class ModelResponseAdmin(admin.ModelAdmin):
         elif request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["predictions"]
             data = upload.read()
+            model_name = form.cleaned_data["model_name"]
             try:
                 result = predictions.import_predictions(
-                    path_or_file=ContentFile(data, name=upload.name))
+                    path_or_file=ContentFile(data, name=upload.name), model_name=model_name)
             except AnnotationError as error:
                 form.add_error("predictions", str(error))
                 good = getattr(error, "good", 0)
                 if good:
                     request.session[PENDING_PREDICTIONS] = {
-                        "name": upload.name, "data": data.decode("utf-8-sig")}
+                        "name": upload.name, "data": data.decode("utf-8-sig"), "model_name": model_name}
             else:
                 self.message_user(request, result.summary())
                 return redirect("admin:annotation_modelresponse_changelist")
