@@ -1,10 +1,12 @@
 """Answers from endpoints: a tournament's endpoint models asked for their answers through the real
 openai client against the loopback OpenAI-compatible server, which checks the request bodies."""
 
+import io
 from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 
 from annotation.exceptions import AnnotationError
 from annotation.models import EndpointCall, ModelEndpoint, ModelResponse, Tournament
@@ -190,3 +192,15 @@ def test_an_endpoint_is_validated_before_it_is_saved(field, value, message):
     with pytest.raises(ValidationError) as caught:
         endpoint.full_clean()
     assert message in str(caught.value.message_dict[field])
+
+
+def test_manage_py_generate_answers_asks_and_reports_each_model(openai_server, endpoint_key):
+    verified_instance()
+    tournament, _ = endpoint_tournament(openai_server)
+    openai_server.default = completion("An answer.", prompt_tokens=1000, completion_tokens=100)
+    out = io.StringIO()
+
+    call_command("generate_answers", tournament.name, stdout=out)
+
+    assert "1 answer(s) stored." in out.getvalue()
+    assert "llava-next: 1 of 1 answered, 0 failed, $0.0035" in out.getvalue()
