@@ -83,8 +83,12 @@ def progress(endpoint, eligible=None):
 
 
 def tournament_progress(tournament):
+    endpoints = list(tournament.endpoint_models.all())
+    if not endpoints:
+        # The instances are not read for a tournament of imported predictions alone.
+        return []
     eligible = eligible_instances(tournament)
-    return [progress(endpoint, eligible) for endpoint in tournament.endpoint_models.all()]
+    return [progress(endpoint, eligible) for endpoint in endpoints]
 
 
 def owed_answers_message(tournament):

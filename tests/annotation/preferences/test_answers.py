@@ -1,18 +1,22 @@
 """Answers from endpoints: a tournament's endpoint models asked for their answers through the real
 openai client against the loopback OpenAI-compatible server, which checks the request bodies."""
 
+import base64
 import io
 from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
+from PIL import Image
 
+from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
-from annotation.models import EndpointCall, ModelEndpoint, ModelResponse, Tournament
+from annotation.models import EndpointCall, InstanceImage, ModelEndpoint, ModelResponse, Tournament
 from annotation.preferences.answers import generate_answers, start_generation
 from annotation.preferences.tournaments import sample_battles
-from tests.factories import FamilyFactory
+from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import ScriptedResponse, completion, rate_limited
 from tests.scoring_factories import verified_instance, with_responses
 
@@ -204,3 +208,20 @@ def test_manage_py_generate_answers_asks_and_reports_each_model(openai_server, e
 
     assert "1 answer(s) stored." in out.getvalue()
     assert "llava-next: 1 of 1 answered, 0 failed, $0.0035" in out.getvalue()
+
+
+def test_an_uploaded_image_travels_as_a_data_url(openai_server, endpoint_key, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 6), (200, 30, 30)).save(buffer, format="PNG")
+    image = store_uploaded_image(upload=SimpleUploadedFile("photo.png", buffer.getvalue(), content_type="image/png"),
+                                 uploaded_by=WorkerFactory(), licence="CC0 1.0")
+    instance = verified_instance()
+    InstanceImage.objects.filter(instance=instance).update(image=image)
+    tournament, _ = endpoint_tournament(openai_server)
+    openai_server.default = completion("Red.")
+
+    generate_answers(tournament=tournament)
+
+    (part,) = [p for p in openai_server.requests[0].body["messages"][0]["content"] if p["type"] == "image_url"]
+    assert part["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
