@@ -3,6 +3,7 @@ and the snapshot, with the one next action."""
 
 
 from django.conf import settings
+from django.db.models import Q
 from django.urls import reverse
 
 # The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
@@ -117,12 +118,14 @@ def tournament_workflow(tournament):
 
 
 def _generating(tournament, answers):
-    """Answers under way: calls not yet settled, or the start job still queued or running."""
-    if any(p.in_flight for p in answers):
-        return True
+    """Answers under way: the start job or a chunk job still queued, running or retrying (calls left
+    unsettled by a job that gave up are not: Generate answers is offered again, with the reason)."""
     active = (JobRecord.Status.QUEUED, JobRecord.Status.RUNNING, JobRecord.Status.RETRYING)
-    return JobRecord.objects.filter(key=job_key("tasks.generate_answers", [tournament.pk]),
-                                    status__in=active).exists()
+    jobs = JobRecord.objects.filter(status__in=active)
+    chunks = Q()
+    for p in answers:
+        chunks |= Q(key__startswith=job_key("tasks.answer_chunk", [p.endpoint.pk]) + ":")
+    return jobs.filter(Q(key=job_key("tasks.generate_answers", [tournament.pk])) | chunks).exists()
 
 
 def _answers_step(answers):

@@ -8,6 +8,8 @@ from django.urls import reverse
 
 from annotation.models import ModelEndpoint, Tournament
 from annotation.preferences.answers import generate_answers
+from tasks.jobs import job_key
+from tasks.models import Job as JobRecord
 from tests.annotation.admin.test_admin_workflow import next_button, next_url, tournament_form, workflow_url
 from tests.openai_fake import completion
 from tests.scoring_factories import verified_instance, with_responses
@@ -92,3 +94,24 @@ def test_generate_answers_on_the_workflow_queues_the_job(admin_client, openai_se
         response = admin_client.post(next_url(tournament), {"action": "generate_answers"}, follow=True)
     assert len(callbacks) == 1
     assert "Answers from 1 endpoint model are being generated" in response.content.decode()
+
+
+def test_a_generation_whose_retries_ran_out_offers_generate_answers_again_with_the_reason(
+        admin_client, openai_server, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "endpoint-key")
+    instance = verified_instance()
+    tournament = Tournament.objects.create(name="gave up")
+    endpoint = ModelEndpoint.objects.create(tournament=tournament, model_name="llava-next",
+                                            base_url=openai_server.base_url, model="llava-v1.6", api_key_env=KEY_ENV)
+    endpoint.calls.create(instance=instance, error="429 from the server: rate limited; retried later.")
+    JobRecord.objects.create(key=job_key("tasks.answer_chunk", [endpoint.pk, 0, 39]), task="tasks.answer_chunk",
+                             args=[endpoint.pk, 0, 39], status=JobRecord.Status.RUNNING)
+    page = admin_client.get(workflow_url(tournament)).content.decode()
+    assert next_button(page) is None and "are being generated" in page
+
+    reason = "RateLimitError: Rate limit reached for llava-v1.6."
+    JobRecord.objects.update(status=JobRecord.Status.FAILED, error=reason)
+    ModelEndpoint.objects.update(error=reason)
+    page = admin_client.get(workflow_url(tournament)).content.decode()
+    assert next_button(page) == ("generate_answers", "Generate answers")
+    assert reason in page
