@@ -5,6 +5,7 @@ import base64
 import io
 from decimal import Decimal
 
+import openai
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -17,7 +18,7 @@ from annotation.models import EndpointCall, InstanceImage, ModelEndpoint, ModelR
 from annotation.preferences.answers import generate_answers, start_generation
 from annotation.preferences.tournaments import sample_battles
 from tests.factories import FamilyFactory, WorkerFactory
-from tests.openai_fake import ScriptedResponse, completion, rate_limited
+from tests.openai_fake import ScriptedResponse, completion, rate_limited, server_error
 from tests.scoring_factories import verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
@@ -132,17 +133,22 @@ def test_a_refused_key_is_recorded_on_the_call_and_not_retried(openai_server, en
     assert len(openai_server.requests) == 1
 
 
-def test_rate_limits_past_the_clients_retries_leave_the_call_owed_with_the_reason(
-        openai_server, endpoint_key, settings):
+@pytest.mark.parametrize(("failure", "raised", "said"), [
+    (rate_limited, openai.RateLimitError, "429 from"),
+    (server_error, openai.InternalServerError, "500 from"),
+])
+def test_rate_limits_and_outages_past_the_clients_retries_leave_the_call_owed_with_the_reason(
+        openai_server, endpoint_key, settings, failure, raised, said):
     settings.OPENAI_MAX_RETRIES = 1
     verified_instance()
     tournament, _ = endpoint_tournament(openai_server)
-    openai_server.script(rate_limited(), rate_limited())
+    openai_server.script(failure(), failure())
 
-    with pytest.raises(Exception, match="Rate limit"):
+    # Raised for the job, which retries it with backoff (tasks/jobs.py TRANSIENT_ERRORS).
+    with pytest.raises(raised):
         generate_answers(tournament=tournament)
     call = EndpointCall.objects.get()
-    assert call.status == EndpointCall.Status.PENDING and call.error.startswith("429 from")
+    assert call.status == EndpointCall.Status.PENDING and call.error.startswith(said)
 
     openai_server.default = completion("Now it answers.")
     generate_answers(tournament=tournament)
