@@ -14,11 +14,12 @@ stored, so does this, but as the same request, under the call's idempotency key.
 import logging
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from decimal import Decimal
 
 import openai
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from annotation import llm
@@ -77,7 +78,7 @@ def progress(endpoint, eligible=None):
         failed=calls.filter(instance_id__in=owed, status=EndpointCall.Status.FAILED).count(),
         in_flight=calls.filter(instance_id__in=owed, status__in=(EndpointCall.Status.PENDING,
                                                                  EndpointCall.Status.SENT)).count(),
-        cost_usd=sum((c for c in paid.values_list("cost_usd", flat=True)), start=0),
+        cost_usd=paid.aggregate(cost=Sum("cost_usd"))["cost"] or Decimal(0),
         key_missing=llm.endpoint_key_missing(endpoint),
     )
 
@@ -170,12 +171,12 @@ def record_job_status(endpoint_id, status, error=""):
 # --- one chunk -------------------------------------------------------------------------------------
 
 
-def request_body(endpoint, instance):
+def request_body(endpoint, instance, parameters):
     """The chat request for one answer: the instance's images as image content parts, then its
-    instruction, with the endpoint's generation parameters."""
+    instruction, with the generation parameters its call was made with (a retry is the same
+    request, whatever the endpoint's form says since)."""
     content = [*llm.image_parts(instance), {"type": "text", "text": instance.instruction}]
-    return {"model": endpoint.model, "messages": [{"role": "user", "content": content}],
-            **endpoint.parameters}
+    return {"model": endpoint.model, "messages": [{"role": "user", "content": content}], **parameters}
 
 
 def answer_chunk(*, endpoint, first, last):
@@ -183,7 +184,7 @@ def answer_chunk(*, endpoint, first, last):
     idempotent. Raises the first transient error (the job retries with backoff) after storing
     every answer that came, else an AnnotationError naming the calls that failed for good."""
     endpoint = ModelEndpoint.objects.select_related("tournament").get(pk=endpoint.pk)
-    owed = [pk for pk in owed_instance_ids(endpoint) if first <= pk <= last]
+    owed = owed_instance_ids(endpoint, eligible_instances(endpoint.tournament, between=(first, last)))
     if not owed:
         return 0
     client = llm.endpoint_client(endpoint)
@@ -201,7 +202,7 @@ def answer_chunk(*, endpoint, first, last):
         return 0
     instances = {i.pk: i for i in Instance.objects.filter(pk__in=[c.instance_id for c in to_ask])
                  .prefetch_related("instanceimage_set__image")}
-    bodies = {c.pk: request_body(endpoint, instances[c.instance_id]) for c in to_ask}
+    bodies = {c.pk: request_body(endpoint, instances[c.instance_id], c.parameters) for c in to_ask}
     return _ask(endpoint, client, to_ask, bodies)
 
 

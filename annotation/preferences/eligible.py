@@ -4,8 +4,11 @@ none), of its image kind. Battles are sampled from them and endpoint models answ
 from annotation.models import Instance, Tournament
 
 
-def eligible_instances(tournament):
+def eligible_instances(tournament, *, between=None):
+    """The instances, in order; `between` (first id, last id) keeps those of one span of ids."""
     instances = Instance.objects.filter(status=Instance.Status.VERIFIED).select_related("family")
+    if between is not None:
+        instances = instances.filter(pk__range=between)
     family_ids = list(tournament.families.values_list("pk", flat=True))
     if family_ids:
         instances = instances.filter(family_id__in=family_ids)
