@@ -257,7 +257,7 @@ class EndpointCallAdmin(admin.ModelAdmin):
     list_display = ["id", "endpoint", "instance", "status", "attempts", "prompt_tokens", "completion_tokens",
                     "cost_usd", "error", "answered_at"]
     list_filter = ["status", "endpoint"]
-    list_select_related = ["endpoint"]
+    list_select_related = ["endpoint", "instance__family"]
     raw_id_fields = ["instance"]
     readonly_fields = [field.name for field in EndpointCall._meta.fields]
     show_full_result_count = False

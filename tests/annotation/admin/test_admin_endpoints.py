@@ -115,3 +115,15 @@ def test_a_generation_whose_retries_ran_out_offers_generate_answers_again_with_t
     page = admin_client.get(workflow_url(tournament)).content.decode()
     assert next_button(page) == ("generate_answers", "Generate answers")
     assert reason in page
+
+
+def test_the_calls_list_shows_each_calls_outcome_in_a_bounded_number_of_queries(
+        admin_client, openai_server, django_assert_max_num_queries):
+    tournament = Tournament.objects.create(name="calls")
+    endpoint = ModelEndpoint.objects.create(tournament=tournament, model_name="llava-next",
+                                            base_url=openai_server.base_url, model="llava-v1.6", api_key_env=KEY_ENV)
+    for n in range(5):
+        endpoint.calls.create(instance=verified_instance(), status="failed", error=f"400 from the server: bad {n}.")
+    with django_assert_max_num_queries(12):
+        page = admin_client.get(reverse("admin:annotation_endpointcall_changelist")).content.decode()
+    assert all(f"bad {n}." in page for n in range(5))
