@@ -1,10 +1,12 @@
-"""The one door to language models: an OpenAI-compatible client, what its tokens cost, and which
-of its failures a later attempt may not meet.
+"""The one door to language models: an OpenAI-compatible client, what its tokens cost, which
+of its failures a later attempt may not meet, and how an instance's images are sent.
 
-References (paper §2.1) and the judge (§4) may be served by different servers, so each reads its
-own settings (OPENAI_* and JUDGE_*), but both are the same client with the same retries.
+References (paper §2.1), the judge (§4) and a tournament's endpoint models may be served by
+different servers, so each reads its own settings (OPENAI_*, JUDGE_*, the endpoint's row), but
+all are the same client with the same retries.
 """
 
+import base64
 import os
 from decimal import Decimal
 from functools import lru_cache
@@ -68,15 +70,59 @@ def judge_client():
                   missing_key=JUDGE_KEY_MISSING)
 
 
+def endpoint_client(endpoint):
+    """The client for a tournament's endpoint model (annotation/models/endpoints.py), its key read
+    from the environment variable the endpoint names."""
+    return client(
+        api_key=os.environ.get(endpoint.api_key_env, ""), base_url=endpoint.base_url,
+        missing_key=endpoint_key_missing(endpoint),
+    )
+
+
+def endpoint_key_missing(endpoint):
+    """The researcher's message when an endpoint's key is not set; None when it is."""
+    if os.environ.get(endpoint.api_key_env, ""):
+        return None
+    return (
+        f"{endpoint.model_name}: the environment variable {endpoint.api_key_env} that should hold "
+        f"the key of {endpoint.base_url} is not set. Set it (any non-empty value for a local "
+        "server that checks no key) for the web server and the worker, and restart them."
+    )
+
+
 def cost_usd(*, model, prompt_tokens, completion_tokens, via_batch=False):
     """Cost from OPENAI_PRICES (USD per million tokens), times JUDGE_BATCH_PRICE_FACTOR for the
     Batch API; None when the model or usage is unknown."""
     price = settings.OPENAI_PRICES.get(model)
     if price is None or prompt_tokens is None or completion_tokens is None:
         return None
-    input_price, output_price = (Decimal(str(p)) for p in price)
-    cost = (prompt_tokens * input_price + completion_tokens * output_price) / ONE_MILLION
-    cost = cost.quantize(Decimal("0.000001"))
+    cost = priced(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, prices=price)
     if via_batch:
         cost *= Decimal(str(settings.JUDGE_BATCH_PRICE_FACTOR))
     return cost
+
+
+def priced(*, prompt_tokens, completion_tokens, prices):
+    """USD for the tokens at `prices` (input, output), each USD per million tokens."""
+    input_price, output_price = (Decimal(str(p)) for p in prices)
+    cost = (prompt_tokens * input_price + completion_tokens * output_price) / ONE_MILLION
+    return cost.quantize(Decimal("0.000001"))
+
+
+def image_urls(instance):
+    """URLs a vision model can fetch: stored files travel inline as data URLs."""
+    urls = []
+    for image in instance.ordered_images():
+        if image.url:
+            urls.append(image.url)
+            continue
+        with image.file.open("rb") as handle:
+            data = base64.b64encode(handle.read()).decode("ascii")
+        kind = (image.file.name.rsplit(".", 1)[-1] or "jpeg").lower().replace("jpg", "jpeg")
+        urls.append(f"data:image/{kind};base64,{data}")
+    return urls
+
+
+def image_parts(instance):
+    """The instance's images, in order, as the chat API's image content parts."""
+    return [{"type": "image_url", "image_url": {"url": url}} for url in image_urls(instance)]

@@ -8,12 +8,13 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Min
 from django.utils import timezone
 
 from annotation import llm
 from annotation.collection import stages
 from annotation.judging.runner import ACTIVE_STATUSES
-from annotation.models import Instance, JudgeRun, Snapshot, StageConfig
+from annotation.models import EndpointCall, Instance, JudgeRun, Snapshot, StageConfig
 from crowdbench.celery import app
 from crowdbench.jobs import send
 from tasks.jobs import job_key, leased_elsewhere
@@ -37,6 +38,11 @@ def owed_jobs():
     runs = JudgeRun.objects.filter(status__in=ACTIVE_STATUSES)
     owed += [("tasks.run_judge", (pk,), "judge_run", pk, since)
              for pk, since in runs.values_list("pk", "created_at")]
+    # Endpoint answers whose calls are not settled: the chunk that made them was lost or killed.
+    unsettled = (EndpointCall.objects.filter(status__in=(EndpointCall.Status.PENDING, EndpointCall.Status.SENT))
+                 .values("endpoint__tournament_id").annotate(since=Min("created_at")))
+    owed += [("tasks.generate_answers", (row["endpoint__tournament_id"],), "generate_answers",
+              row["endpoint__tournament_id"], row["since"]) for row in unsettled]
     snapshots = Snapshot.objects.filter(status__in=(Snapshot.Status.PENDING, Snapshot.Status.RUNNING))
     owed += [("tasks.build_snapshot", (pk,), "snapshot", pk, since)
              for pk, since in snapshots.values_list("pk", "created_at")]
@@ -60,6 +66,13 @@ def _judge_chunks_busy(run_id, cutoff):
                               updated_at__gte=cutoff).exists()
 
 
+def _answer_chunks_busy(tournament_id, cutoff):
+    endpoints = EndpointCall.objects.filter(endpoint__tournament_id=tournament_id).values_list(
+        "endpoint_id", flat=True).distinct()
+    return any(Job.objects.filter(key__startswith=f"tasks.answer_chunk:{pk}:", updated_at__gte=cutoff).exists()
+               for pk in endpoints)
+
+
 def requeue_owed():
     """Queue again what is owed and lost; returns how many jobs were sent."""
     cutoff = timezone.now() - timedelta(seconds=settings.JOB_REQUEUE_AFTER_SECONDS)
@@ -72,6 +85,8 @@ def requeue_owed():
         if kind is not None and leased_elsewhere(kind, number):
             continue
         if name == "tasks.run_judge" and _judge_chunks_busy(args[0], cutoff):
+            continue
+        if name == "tasks.generate_answers" and _answer_chunks_busy(args[0], cutoff):
             continue
         logger.info("Owed and not in hand: queuing %s%s again.", name, args)
         sent += send(name, *args)

@@ -81,6 +81,12 @@ class FakeOpenAI:
         self._random = random.Random(0)
         # Bodies of the requests answered 200, in order: a body twice is a call paid twice.
         self.answered = []
+        # A server that honours idempotency keys (as Stripe's and some gateways do; OpenAI documents
+        # none) answers a request repeating an answered Idempotency-Key from its record, unpaid:
+        # the answers it charged for are those recorded here, one per key.
+        self.honour_idempotency_keys = False
+        self.answers_by_idempotency_key = {}
+        self.replayed = []
         self._script = []
         # The Batch API (files + batches): a batch answers its lines from the same script, so a
         # test scripts batch answers exactly as it scripts direct calls.
@@ -208,7 +214,18 @@ class FakeOpenAI:
                     self._send(_not_found(self.path))
                     return
                 request = RecordedRequest(self.path, headers, body)
+                key = headers.get("idempotency-key")
+                with fake._lock:
+                    replay = fake.answers_by_idempotency_key.get(key) if fake.honour_idempotency_keys else None
+                    if replay is not None:
+                        fake.replayed.append(body)
+                if replay is not None:
+                    self._send(replay)
+                    return
                 response = fake._next_response(request)
+                if key and response.status == 200:
+                    with fake._lock:
+                        fake.answers_by_idempotency_key[key] = response
                 if fake.latency:
                     time.sleep(fake.latency)
                 self._send(response)

@@ -19,15 +19,17 @@ from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run, run_again
 from annotation.models import (
     Battle,
+    EndpointCall,
     HumanJudgement,
     JudgeCall,
     Judgement,
     JudgeRun,
+    ModelEndpoint,
     ModelResponse,
     Rubric,
     Tournament,
 )
-from annotation.preferences import predictions, tournaments
+from annotation.preferences import answers, predictions, tournaments
 from crowdbench.jobs import enqueue
 
 PENDING_PREDICTIONS = "pending_predictions"
@@ -35,6 +37,10 @@ PENDING_PREDICTIONS = "pending_predictions"
 
 class PredictionsImportForm(forms.Form):
     predictions = forms.FileField(help_text="predictions.csv, UTF-8.")
+    model_name = forms.CharField(
+        required=False, max_length=200, label="Model name (optional)",
+        help_text="For a file with one prediction column: the model's name, whatever the column calls "
+                  "it (two files whose columns both say “MiniGPT-4 prediction” can then sit side by side).")
 
 
 @admin.register(ModelResponse)
@@ -68,7 +74,8 @@ class ModelResponseAdmin(admin.ModelAdmin):
                 return redirect("admin:annotation_modelresponse_import")
             upload = ContentFile(pending["data"].encode("utf-8"), name=pending["name"])
             try:
-                result = predictions.import_predictions(path_or_file=upload, only_good=True)
+                result = predictions.import_predictions(path_or_file=upload, only_good=True,
+                                                        model_name=pending.get("model_name", ""))
             except AnnotationError as error:
                 form = PredictionsImportForm()
                 form.add_error("predictions", str(error))
@@ -78,15 +85,16 @@ class ModelResponseAdmin(admin.ModelAdmin):
         elif request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["predictions"]
             data = upload.read()
+            model_name = form.cleaned_data["model_name"]
             try:
                 result = predictions.import_predictions(
-                    path_or_file=ContentFile(data, name=upload.name))
+                    path_or_file=ContentFile(data, name=upload.name), model_name=model_name)
             except AnnotationError as error:
                 form.add_error("predictions", str(error))
                 good = getattr(error, "good", 0)
                 if good:
                     request.session[PENDING_PREDICTIONS] = {
-                        "name": upload.name, "data": data.decode("utf-8-sig")}
+                        "name": upload.name, "data": data.decode("utf-8-sig"), "model_name": model_name}
             else:
                 self.message_user(request, result.summary())
                 return redirect("admin:annotation_modelresponse_changelist")
@@ -105,6 +113,19 @@ class RubricInline(admin.TabularInline):
     model = Rubric
     extra = 0
     raw_id_fields = ["family", "instance"]
+
+
+class ModelEndpointInline(admin.StackedInline):
+    """Models whose answers the platform asks for (annotation/preferences/answers.py); the key stays
+    in the environment, named here."""
+
+    model = ModelEndpoint
+    extra = 0
+    fields = ["model_name", ("base_url", "model"), "api_key_env", "parameters",
+              ("input_price_per_million", "output_price_per_million"), "concurrency", "error"]
+    readonly_fields = ["error"]
+    verbose_name = "endpoint model"
+    verbose_name_plural = "endpoint models (answers generated before the battles are sampled)"
 
 
 def _judge_action(mode):
@@ -137,9 +158,9 @@ class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
         "leaderboard_link",
     ]
     filter_horizontal = ["families"]
-    inlines = [RubricInline]
+    inlines = [ModelEndpointInline, RubricInline]
     readonly_fields = ["launched_at", "created_at"]
-    actions = ["sample", "launch", *(_judge_action(mode) for mode in JudgeRun.Mode.values)]
+    actions = ["generate_answers", "sample", "launch", *(_judge_action(mode) for mode in JudgeRun.Mode.values)]
 
     def get_queryset(self, request):
         return (
@@ -207,6 +228,15 @@ class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
             '<a href="{}">leaderboard</a>', reverse("dashboard:leaderboard", args=[tournament.pk])
         )
 
+    @admin.action(description="Generate answers from the endpoint models (before the battles)")
+    def generate_answers(self, request, queryset):
+        started = each_selected(self, request, queryset,
+                                lambda tournament: answers.start_generation(tournament=tournament))
+        for tournament, endpoints in started:
+            self.message_user(request, f"{tournament}: answers from {len(endpoints)} endpoint model(s) queued.")
+        if started:
+            say_if_jobs_will_wait(self, request)
+
     @admin.action(description="Sample battles (with the tournament's seed)")
     def sample(self, request, queryset):
         for tournament, count in each_selected(self, request, queryset,
@@ -218,6 +248,22 @@ class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
         for tournament, _ in each_selected(self, request, queryset,
                                            lambda tournament: tournaments.launch_tournament(tournament=tournament)):
             self.message_user(request, f"{tournament}: launched.")
+
+
+@admin.register(EndpointCall)
+class EndpointCallAdmin(admin.ModelAdmin):
+    """Every paid call for an endpoint model's answer, with its outcome: what failed and why."""
+
+    list_display = ["id", "endpoint", "instance", "status", "attempts", "prompt_tokens", "completion_tokens",
+                    "cost_usd", "error", "answered_at"]
+    list_filter = ["status", "endpoint"]
+    list_select_related = ["endpoint", "instance__family"]
+    raw_id_fields = ["instance"]
+    readonly_fields = [field.name for field in EndpointCall._meta.fields]
+    show_full_result_count = False
+
+    def has_add_permission(self, request):
+        return False
 
 
 @admin.register(Battle)

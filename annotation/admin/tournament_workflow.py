@@ -3,11 +3,13 @@ and the snapshot, with the one next action."""
 
 
 from django.conf import settings
+from django.db.models import Q
 from django.urls import reverse
 
 # The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
 from annotation.admin.workflow_steps import (
     WORKFLOW_JUDGE_MODE,
+    Job,
     NextAction,
     Step,
     Workflow,
@@ -24,6 +26,9 @@ from annotation.models import (
     ModelResponse,
     Snapshot,
 )
+from annotation.preferences.answers import tournament_progress
+from tasks.jobs import job_key
+from tasks.models import Job as JobRecord
 
 TOURNAMENT_STEP_LABELS = (
     ("battles", "Battles sampled"),
@@ -91,6 +96,7 @@ def tournament_workflow(tournament):
     response_count = responses.count()
     models = responses.values("model_name").distinct().count()
     scope = "its families" if family_ids else "every family"
+    answers = tournament_progress(tournament)
     steps = [
         Step("verified", "Verified instances", "done" if verified.exists() else "todo",
              f"{plural(verified.count(), 'verified instance')} in {scope}",
@@ -99,18 +105,74 @@ def tournament_workflow(tournament):
              f"{plural(response_count, 'response')} from {plural(models, 'model')}"
              + (" (the verified reference takes part as one more)" if tournament.include_reference else ""),
              admin_url("modelresponse_import"), "Import predictions"),
+        _answers_step(answers),
         *tournament_steps(tournament),
     ]
     runs = list(tournament.judge_runs.all())
     snapshot_rows = list(tournament.snapshots.all())
-    jobs = recent_jobs(runs, snapshot_rows)
+    jobs = _answer_jobs(tournament, answers) + recent_jobs(runs, snapshot_rows)
+    warnings = [p.key_missing for p in answers if p.key_missing and p.unresolved]
     return Workflow(title=f"Workflow of “{tournament.name}”", steps=steps,
-                    next_action=_tournament_next_action(tournament, runs, snapshot_rows, response_count),
-                    jobs=jobs, warnings=job_warnings(jobs))
+                    next_action=_tournament_next_action(tournament, runs, snapshot_rows, response_count, answers),
+                    jobs=jobs, warnings=warnings + job_warnings(jobs))
 
 
-def _tournament_next_action(tournament, runs, snapshot_rows, response_count):
+def _generating(tournament, answers):
+    """Answers under way: the start job or a chunk job still queued, running or retrying (calls left
+    unsettled by a job that gave up are not: Generate answers is offered again, with the reason)."""
+    active = (JobRecord.Status.QUEUED, JobRecord.Status.RUNNING, JobRecord.Status.RETRYING)
+    jobs = JobRecord.objects.filter(status__in=active)
+    chunks = Q()
+    for p in answers:
+        chunks |= Q(key__startswith=job_key("tasks.answer_chunk", [p.endpoint.pk]) + ":")
+    return jobs.filter(Q(key=job_key("tasks.generate_answers", [tournament.pk])) | chunks).exists()
+
+
+def _answers_step(answers):
+    link = admin_url("endpointcall_changelist")
+    if not answers:
+        return Step("answers", "Answers from endpoint models (before the battles)", "skipped",
+                    "no endpoint model: add one on the tournament's settings to have its answers generated")
+    state = ("done" if all(p.done == p.total for p in answers)
+             else "active" if any(p.in_flight for p in answers) else "todo")
+    counts = "; ".join(
+        f"{p.endpoint.model_name}: {p.done} of {p.total}"
+        + (f", {p.failed} failed" if p.failed else "") + f", ${p.cost_usd:.4f}"
+        for p in answers)
+    return Step("answers", "Answers from endpoint models (before the battles)", state,
+                counts + ". Battles are drawn from the answers there are, so these come first.",
+                link, "Calls")
+
+
+def _answer_jobs(tournament, answers):
+    running = _generating(tournament, answers)
+    jobs = []
+    for p in answers:
+        if p.done == p.total and not p.endpoint.error:
+            continue
+        status = ("running" if running and p.unresolved else "failed" if p.endpoint.error or p.failed
+                  else "pending")
+        jobs.append(Job(
+            key=f"answers-{p.endpoint.pk}",
+            label=f"Answers from {p.endpoint.model_name} ({p.endpoint.origin})",
+            status=status, done=p.done, total=p.total,
+            error=p.key_missing or p.endpoint.error,
+            link=admin_url("endpointcall_changelist") + f"?endpoint__id__exact={p.endpoint.pk}"))
+    return jobs
+
+
+def _tournament_next_action(tournament, runs, snapshot_rows, response_count, answers):
     battles = tournament.battles.count()
+    if not battles and any(p.unresolved for p in answers):
+        if _generating(tournament, answers):
+            return NextAction("wait_for_answers", "See the calls",
+                              "The endpoint models' answers are being generated; this page updates by "
+                              "itself. The battles are sampled once they are in.",
+                              url=admin_url("endpointcall_changelist"))
+        return NextAction("generate_answers", "Generate answers",
+                          "Asks each endpoint model for every verified instance it has no answer to, "
+                          "with the instance's images, in the background. Battles are sampled after "
+                          "this: they are drawn from the answers there are.")
     if not battles and not response_count:
         return NextAction("import_predictions", "Import predictions",
                           "No verified instance this tournament draws from has a model's prediction "

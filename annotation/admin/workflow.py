@@ -25,7 +25,7 @@ from annotation.models import (
     Instance,
     Stage,
 )
-from annotation.preferences import tournaments
+from annotation.preferences import answers, tournaments
 from crowdbench.jobs import enqueue
 
 # --- performing the next action ------------------------------------------------------------------
@@ -54,6 +54,10 @@ def perform_family_action(*, family, key):
 def perform_tournament_action(*, tournament, key, user):
     action = tournament_workflow(tournament).next_action
     _check_still_next(action, key)
+    if key == "generate_answers":
+        endpoints = answers.start_generation(tournament=tournament)
+        return (f"Answers from {plural(len(endpoints), 'endpoint model')} are being generated in the "
+                "background; sample the battles once they are in."), True
     if key == "sample_battles":
         count = tournaments.sample_battles(tournament=tournament)
         return f"{plural(count, 'battle')} sampled for “{tournament.name}”.", False

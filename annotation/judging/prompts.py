@@ -5,13 +5,13 @@
 A request's hash (`request_sha256`) is the key its answer is cached under (annotation/judging/calls.py).
 """
 
-import base64
 import hashlib
 import json
 
 from django.conf import settings
 
 from annotation.exceptions import AnnotationError
+from annotation.llm import image_parts
 from annotation.models import CHIRP_CRITERIA, JudgeRun
 
 REFERENCE_FREE_SYSTEM = """You are ImageTaskEvaluationGPT, an expert language model at judging whether or not a response adequately addresses an instruction in the context of an image. More specifically, you will be given the following:
@@ -190,24 +190,6 @@ def _reference_text(instance):
     return text
 
 
-def image_urls(instance):
-    """URLs a vision model can fetch: stored files travel inline as data URLs."""
-    urls = []
-    for image in instance.ordered_images():
-        if image.url:
-            urls.append(image.url)
-            continue
-        with image.file.open("rb") as handle:
-            data = base64.b64encode(handle.read()).decode("ascii")
-        kind = (image.file.name.rsplit(".", 1)[-1] or "jpeg").lower().replace("jpg", "jpeg")
-        urls.append(f"data:image/{kind};base64,{data}")
-    return urls
-
-
-def _image_parts(instance):
-    return [{"type": "image_url", "image_url": {"url": url}} for url in image_urls(instance)]
-
-
 def pairwise_request(*, mode, model, instance, first, second, criterion="overall"):
     """The judge's request with `first` shown as Response A (or Assistant 1)."""
     if mode == JudgeRun.Mode.VISION:
@@ -219,7 +201,7 @@ def pairwise_request(*, mode, model, instance, first, second, criterion="overall
         )
         content = [
             {"type": "text", "text": VISION_INSTRUCTION},
-            *_image_parts(instance),
+            *image_parts(instance),
             {"type": "text", "text": evaluation},
         ]
         return _chat(model, [{"role": "user", "content": content}])
@@ -282,5 +264,5 @@ def prometheus_request(*, model, instance, response, rubric):
         reference=_reference_text(instance),
         rubric=rubric,
     )
-    content = [*_image_parts(instance), {"type": "text", "text": prompt}]
+    content = [*image_parts(instance), {"type": "text", "text": prompt}]
     return _chat(model, [{"role": "user", "content": content}])

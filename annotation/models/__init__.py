@@ -8,12 +8,13 @@ instruction-conditioned captions, candidate references from a model and their ve
 datasets (datasets).
 
 Modules import only those earlier in the flow: workers, families, instances, work, collection,
-preferences, judging, scoring, datasets, then the rules of who may work (workforce). A field
+preferences, endpoints, judging, scoring, datasets, then the rules of who may work (workforce). A field
 pointing later in the flow names its model by a string, so no two modules import each other.
 """
 
 from annotation.models.collection import Caption, InstructionSubmission, Reference, Verification
 from annotation.models.datasets import ImportedRow, ImportedSheet, Snapshot
+from annotation.models.endpoints import EndpointCall, ModelEndpoint
 from annotation.models.families import ImageAsset, InstructionFamily, SeedImage
 from annotation.models.instances import Instance, InstanceImage, multi_image_q
 from annotation.models.judging import JudgeCall, Judgement, JudgeRun
@@ -62,6 +63,7 @@ __all__ = [
     "AssignmentQuerySet",
     "Battle",
     "Caption",
+    "EndpointCall",
     "HumanJudgement",
     "ImageAsset",
     "ImportedRow",
@@ -74,6 +76,7 @@ __all__ = [
     "JudgeRun",
     "Judgement",
     "LeaderboardResult",
+    "ModelEndpoint",
     "ModelResponse",
     "Tournament",
     "Reference",

@@ -24,12 +24,19 @@ CHIRP_CRITERIA = (
 
 
 class ModelResponse(models.Model):
-    """A model's answer to an instance (a `<model name> prediction` cell of predictions.csv)."""
+    """A model's answer to an instance: a `<model name> prediction` cell of predictions.csv, or an
+    answer asked of the model's endpoint (annotation/preferences/answers.py), which keeps the
+    parameters it was generated with, its tokens and its cost."""
 
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="model_responses")
     model_name = models.CharField(max_length=200)
     text = models.TextField()
-    imported_from = models.CharField(max_length=200, blank=True)
+    imported_from = models.CharField(max_length=500, blank=True)
+    parameters = models.JSONField(default=dict, blank=True,
+                                  help_text="Generation parameters, for an answer asked of an endpoint.")
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -73,8 +73,12 @@ class _Planned:
     text: str
 
 
-def import_predictions(*, path_or_file, only_good=False):
+def import_predictions(*, path_or_file, only_good=False, model_name=""):
     """Import a predictions.csv: a row per instance, a `<model name> prediction` column per model.
+
+    `model_name`, when given, names the model of a file with one prediction column whatever that
+    column calls it: the authors' `minigpt-4.csv` and `minigpt-4_13b.csv` both say "MiniGPT-4
+    prediction", and only a name given here lets the two sit side by side.
 
     A row is matched to its instance by the stable key `instance_id` that every sheet this
     platform exports in its own layout carries, else by instruction and image(s): an image URL, or
@@ -89,7 +93,7 @@ def import_predictions(*, path_or_file, only_good=False):
     problems = Problems()
     sheet = read_sheet(path_or_file, what="predictions.csv", problems=problems)
     imported_from = sheet.name
-    columns = _predictions_columns(sheet.header, imported_from)
+    columns = _predictions_columns(sheet.header, imported_from, model_name=model_name.strip())
     models = columns.models
     index = _InstanceIndex() if columns.image else None
     first_row = {}  # (instance id, model name) -> (row number, text)
@@ -162,7 +166,7 @@ class _PredictionsColumns:
     models: dict
 
 
-def _predictions_columns(header, imported_from):
+def _predictions_columns(header, imported_from, *, model_name=""):
     where = f"{imported_from}, row 1 (header)"
     by_name = {}
     for column in header:
@@ -177,6 +181,15 @@ def _predictions_columns(header, imported_from):
             models[column] = column[: -len(PREDICTION_SUFFIX)].strip()
     if not models:
         raise AnnotationError(f"{where}: no “<model name> prediction” column.")
+    if model_name:
+        if len(models) > 1:
+            raise AnnotationError(
+                f"{where}: a model name was given, but the file has {len(models)} prediction columns ("
+                + ", ".join(f"“{column}”" for column in models)
+                + "); give a name only for a file with one, or rename the columns instead.")
+        if len(model_name) > ModelResponse._meta.get_field("model_name").max_length:
+            raise AnnotationError(f"The model name “{shorten(model_name)}” is longer than 200 characters.")
+        models = {column: model_name for column in models}
     if REFERENCE_MODEL_NAME in models.values():
         raise AnnotationError(
             f"{where}: “{REFERENCE_MODEL_NAME}” is the verified reference's name; please rename "

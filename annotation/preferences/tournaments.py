@@ -14,7 +14,6 @@ from annotation.exceptions import AnnotationError
 from annotation.models import (
     REFERENCE_MODEL_NAME,
     Battle,
-    Instance,
     InstructionFamily,
     ModelResponse,
     Stage,
@@ -22,22 +21,8 @@ from annotation.models import (
     Tournament,
     WorkUnit,
 )
-
-
-def _eligible_instances(tournament):
-    instances = Instance.objects.filter(status=Instance.Status.VERIFIED).select_related("family")
-    family_ids = list(tournament.families.values_list("pk", flat=True))
-    if family_ids:
-        instances = instances.filter(family_id__in=family_ids)
-    instances = instances.prefetch_related("instanceimage_set").order_by("pk")
-    if tournament.image_kind == Tournament.ImageKind.ALL:
-        return list(instances)
-    want_multi = tournament.image_kind == Tournament.ImageKind.MULTI
-    return [
-        i
-        for i in instances
-        if (i.family.is_multi_image or len(i.instanceimage_set.all()) > 1) == want_multi
-    ]
+from annotation.preferences.answers import owed_answers_message
+from annotation.preferences.eligible import eligible_instances
 
 
 def reference_responses(*, instances):
@@ -72,14 +57,19 @@ def sample_battles(*, tournament):
         raise AnnotationError(f"“{tournament.name}” already has its battles.")
     if tournament.launched_at:
         raise AnnotationError(f"“{tournament.name}” is launched; its battles can no longer change.")
-    instances = _eligible_instances(tournament)
+    # An endpoint model's answers must be in before the draw: battles are never drawn again.
+    owed = owed_answers_message(tournament)
+    if owed:
+        raise AnnotationError(owed)
+    instances = eligible_instances(tournament)
     if tournament.include_reference:
         reference_responses(instances=instances)
     responses = ModelResponse.objects.filter(instance__in=instances).order_by(
         "instance_id", "model_name"
     )
     if tournament.model_names:
-        wanted = set(tournament.model_names) | (
+        wanted = set(tournament.model_names) | set(
+            tournament.endpoint_models.values_list("model_name", flat=True)) | (
             {REFERENCE_MODEL_NAME} if tournament.include_reference else set()
         )
         responses = responses.filter(model_name__in=wanted)

@@ -12,7 +12,7 @@ from django.utils import timezone
 from annotation.exceptions import AnnotationError
 from annotation.judging import progress, runner
 from annotation.llm import REFERENCE_KEY_MISSING
-from annotation.models import Battle, Instance, JudgeRun, Tournament
+from annotation.models import Battle, EndpointCall, Instance, JudgeRun, ModelEndpoint, Tournament
 from tasks import outbox
 from tasks.jobs import _lock_ids, job_key
 from tasks.judging import run_judge_job
@@ -116,6 +116,18 @@ def test_sweep_queues_a_judge_run_left_running_by_a_dead_worker(broker, openai_s
 
     assert outbox.requeue_owed() == 1
     assert queued_tasks(broker) == ["tasks.run_judge"]
+
+
+def test_sweep_queues_the_answers_of_endpoint_calls_a_dead_worker_left_unsettled(broker, openai_server):
+    instance = verified_instance()
+    tournament = Tournament.objects.create(name="answers")
+    endpoint = ModelEndpoint.objects.create(tournament=tournament, model_name="llava-next",
+                                            base_url=openai_server.base_url, model="llava", api_key_env="KEY")
+    call = EndpointCall.objects.create(endpoint=endpoint, instance=instance, status=EndpointCall.Status.SENT)
+    EndpointCall.objects.filter(pk=call.pk).update(created_at=timezone.now() - timedelta(hours=1))
+
+    assert outbox.requeue_owed() == 1
+    assert queued_tasks(broker) == ["tasks.generate_answers"]
 
 
 def test_second_copy_of_a_reference_job_exits_without_calling_the_model(openai_server,

@@ -16,14 +16,20 @@ class Command(BaseCommand):
         parser.add_argument("--only-good-rows", action="store_true",
                             help="Import the predictions that are fine; report and leave out the "
                                  "others (empty, duplicated, unmatched, conflicting).")
+        parser.add_argument("--model", default="", metavar="NAME",
+                            help="The model's name for a file with one prediction column, whatever "
+                                 "the column calls it (e.g. minigpt-4_13b.csv, whose column says "
+                                 "“MiniGPT-4 prediction” as minigpt-4.csv's does).")
 
-    def handle(self, *args, path, only_good_rows, **options):
+    def handle(self, *args, path, only_good_rows, model, **options):
         try:
-            result = import_predictions(path_or_file=path, only_good=only_good_rows)
+            result = import_predictions(path_or_file=path, only_good=only_good_rows, model_name=model)
         except AnnotationError as error:
             hint = ""
             if getattr(error, "good", 0) and not only_good_rows:
                 hint = "\nRun again with --only-good-rows to import those and leave out the rest."
+                if model:
+                    hint = hint.replace("--only-good-rows", f"--only-good-rows --model {model!r}")
             raise CommandError(f"{error}{hint}") from None
         self.stdout.write(f"{result.imported_from}: {result.summary()}")
         for line in result.left_out:

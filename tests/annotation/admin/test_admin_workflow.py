@@ -282,7 +282,9 @@ def tournament_form(**fields):
             "sampling": "all_pairs", "battle_count": "0", "matchups_per_question": "5",
             "judgements_per_pair": "5", "rubric": "", "lease_minutes": "30", "seed": "0",
             "rubrics-TOTAL_FORMS": "0", "rubrics-INITIAL_FORMS": "0", "rubrics-MIN_NUM_FORMS": "0",
-            "rubrics-MAX_NUM_FORMS": "1000"}
+            "rubrics-MAX_NUM_FORMS": "1000",
+            "endpoint_models-TOTAL_FORMS": "0", "endpoint_models-INITIAL_FORMS": "0",
+            "endpoint_models-MIN_NUM_FORMS": "0", "endpoint_models-MAX_NUM_FORMS": "1000"}
     data.update(fields)
     return data
 

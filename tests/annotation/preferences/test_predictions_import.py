@@ -9,17 +9,19 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db.models import Count
 from django.urls import reverse
 from PIL import Image
 
 from annotation.collection.uploads import store_uploaded_image
 from annotation.datasets import exports, layouts, streams
 from annotation.datasets.imports import import_visit_bench
+from annotation.exceptions import AnnotationError
 from annotation.models import ImportedRow, InstanceImage, ModelResponse
 from annotation.preferences.predictions import PredictionsProblems, import_predictions
 from tests.factories import WorkerFactory
 from tests.published_data import PREDICTIONS, SINGLE
-from tests.scoring_factories import verified_instance
+from tests.scoring_factories import verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 
@@ -187,3 +189,46 @@ def test_admin_shows_the_report_and_imports_the_good_rows_on_request(admin_clien
 
     assert "577 prediction(s) imported" in done.content.decode()
     assert ModelResponse.objects.count() == 577
+
+
+# --- a model named on import -------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_manage_py_imports_one_real_file_twice_under_two_model_names_side_by_side():
+    # The authors' minigpt-4.csv and minigpt-4_13b.csv both call their column "MiniGPT-4
+    # prediction"; the one real predictions file here stands for both (the MiniGPT-4 files are not
+    # among the published data on this machine).
+    import_visit_bench(path_or_file=SINGLE)
+    call_command("import_predictions", str(PREDICTIONS), "--only-good-rows", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("import_predictions", str(PREDICTIONS), "--only-good-rows", "--model", "LlamaAdapter-v2 13B",
+                 stdout=out)
+
+    assert "577 prediction(s) imported, 0 already there, from 1 model(s): LlamaAdapter-v2 13B." in out.getvalue()
+    counts = dict(ModelResponse.objects.values_list("model_name").annotate(n=Count("pk")))
+    assert counts == {"LlamaAdapter-v2": 577, "LlamaAdapter-v2 13B": 577}
+
+
+def test_a_model_name_for_a_file_of_two_prediction_columns_is_refused_naming_them():
+    instance = verified_instance()
+    data = predictions_file(["instance_id", "LLaVA prediction", "BLIP-2 prediction"],
+                            [[instance.pk, "a", "b"]])
+    with pytest.raises(AnnotationError, match="“LLaVA prediction”, “BLIP-2 prediction”"):
+        import_predictions(path_or_file=data, model_name="llava-13b")
+    assert not ModelResponse.objects.exists()
+
+
+def test_the_admin_import_names_the_model_of_a_one_column_file(admin_client):
+    instance = verified_instance()
+    with_responses(instance, "MiniGPT-4")
+    data = predictions_file(["instance_id", "MiniGPT-4 prediction"], [[instance.pk, "A 13B answer."]],
+                            name="minigpt-4_13b.csv")
+    upload = SimpleUploadedFile("minigpt-4_13b.csv", data.getvalue(), "text/csv")
+
+    done = admin_client.post(reverse("admin:annotation_modelresponse_import"),
+                             {"predictions": upload, "model_name": "MiniGPT-4 13B"}, follow=True)
+
+    assert "1 prediction(s) imported" in done.content.decode()
+    assert ModelResponse.objects.get(instance=instance, model_name="MiniGPT-4 13B").text == "A 13B answer."
+    assert ModelResponse.objects.filter(instance=instance).count() == 2

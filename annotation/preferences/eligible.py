@@ -1,0 +1,23 @@
+"""Which verified instances a tournament draws from: its families' (every family's when it names
+none), of its image kind. Battles are sampled from them and endpoint models answer them."""
+
+from annotation.models import Instance, Tournament
+
+
+def eligible_instances(tournament, *, between=None):
+    """The instances, in order; `between` (first id, last id) keeps those of one span of ids."""
+    instances = Instance.objects.filter(status=Instance.Status.VERIFIED).select_related("family")
+    if between is not None:
+        instances = instances.filter(pk__range=between)
+    family_ids = list(tournament.families.values_list("pk", flat=True))
+    if family_ids:
+        instances = instances.filter(family_id__in=family_ids)
+    instances = instances.prefetch_related("instanceimage_set").order_by("pk")
+    if tournament.image_kind == Tournament.ImageKind.ALL:
+        return list(instances)
+    want_multi = tournament.image_kind == Tournament.ImageKind.MULTI
+    return [
+        i
+        for i in instances
+        if (i.family.is_multi_image or len(i.instanceimage_set.all()) > 1) == want_multi
+    ]
