@@ -276,6 +276,9 @@ JUDGE_BATCH_PRICE_FACTOR = env.float("JUDGE_BATCH_PRICE_FACTOR", default=0.5)
 # at a time: 160 calls), so each job is short next to the broker's visibility timeout (up to a
 # minute a call: about 10 minutes).
 JUDGE_CHUNK_ROUNDS = env.int("JUDGE_CHUNK_ROUNDS", default=10)
+# Instances per answer-generation job: at an endpoint's lowest concurrency (1) and a slow model
+# (30 s an answer) a job lasts 20 minutes, inside CELERY_VISIBILITY_TIMEOUT_SECONDS.
+ANSWER_CHUNK_INSTANCES = env.int("ANSWER_CHUNK_INSTANCES", default=40)
 
 # Annotator pages (frontend/annotator_views.py and the views beside it). MTurk shows them inside its iframe
 # (ExternalQuestion), where browsers send cookies only when they are SameSite=None; Secure, and

@@ -134,12 +134,13 @@ def _prepare(tournament):
 
 
 def chunks(endpoint):
-    """The owed instances as spans of ids (first, last), each holding at most a whole number of
-    rounds of the endpoint's concurrent calls (JUDGE_CHUNK_ROUNDS, as a judge chunk), so no job
-    outlives the broker's visibility timeout. A span is a fixed range of ids, not the next n owed
-    instances: a start job delivered again, or run again after some answers came, names the same
-    chunks, so one chunk's lease covers its instances whoever planned it."""
-    size = settings.JUDGE_CHUNK_ROUNDS * endpoint.concurrency
+    """The owed instances as spans of ids (first, last) of ANSWER_CHUNK_INSTANCES ids each, so no
+    job outlives the broker's visibility timeout. A span is a fixed range of ids, not the next n
+    owed instances, and its width depends on no setting of the endpoint (its concurrency may be
+    changed while answers are generated): a start job delivered again, or planned again after
+    some answers came or a form was saved, names the same chunks, so one chunk's lease covers its
+    instances whoever planned it, and two chunks never share an instance."""
+    size = settings.ANSWER_CHUNK_INSTANCES
     buckets = sorted({pk // size for pk in owed_instance_ids(endpoint)})
     return [(bucket * size, bucket * size + size - 1) for bucket in buckets]
 
@@ -207,45 +208,47 @@ def answer_chunk(*, endpoint, first, last):
 
 
 def _ask(endpoint, client, calls, bodies):
-    """Threads only wait on the network; the database is written from this thread alone, each
-    answer as it arrives (with those that arrived meanwhile)."""
-    # Marked sent before the first byte goes out: a kill from here on leaves an unknown outcome.
-    EndpointCall.objects.filter(pk__in=[c.pk for c in calls]).update(
-        status=EndpointCall.Status.SENT, attempts=F("attempts") + 1, sent_at=timezone.now())
+    """Threads only wait on the network; the database is written from this thread alone: each call
+    is marked sent just before it goes out, at most the endpoint's concurrency at once, and each
+    answer is stored as it arrives. So a kill leaves at most that many outcomes unknown."""
     transient, permanent, stored = [], [], 0
+    waiting = list(calls)
 
     def send(call):
         return client.chat.completions.create(
             **bodies[call.pk], extra_headers={IDEMPOTENCY_HEADER: call.idempotency_key},
         ).model_dump(mode="json")
 
+    def send_next(pool, in_flight):
+        call = waiting.pop(0)
+        EndpointCall.objects.filter(pk=call.pk).update(
+            status=EndpointCall.Status.SENT, attempts=F("attempts") + 1, sent_at=timezone.now())
+        in_flight[pool.submit(send, call)] = call
+
     with ThreadPoolExecutor(max_workers=endpoint.concurrency, thread_name_prefix="answers") as pool:
-        futures = {pool.submit(send, call): call for call in calls}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            try:
-                for future in done:
-                    call = futures[future]
-                    try:
-                        response = future.result()
-                    except Exception as error:  # noqa: BLE001 - recorded on its call; the others go on
-                        if _record_failure(endpoint, call, error):
-                            transient.append(error)
-                        else:
-                            permanent.append(call)
-                            if isinstance(error, (openai.AuthenticationError, openai.PermissionDeniedError)):
-                                # Every other call would be refused the same way.
-                                _cancel(pending, futures)
-                        continue
-                    if _store_answer(endpoint, call, response):
-                        stored += 1
+        in_flight = {}
+        while waiting and len(in_flight) < endpoint.concurrency:
+            send_next(pool, in_flight)
+        while in_flight:
+            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in done:
+                call = in_flight.pop(future)
+                try:
+                    response = future.result()
+                except Exception as error:  # noqa: BLE001 - recorded on its call; the others go on
+                    if _record_failure(endpoint, call, error):
+                        transient.append(error)
                     else:
                         permanent.append(call)
-            except Exception:
-                # The database is gone: the calls not yet sent are not paid for and thrown away.
-                _cancel(pending, futures)
-                raise
+                        if isinstance(error, (openai.AuthenticationError, openai.PermissionDeniedError)):
+                            waiting.clear()  # every other call would be refused the same way
+                    continue
+                if _store_answer(endpoint, call, response):
+                    stored += 1
+                else:
+                    permanent.append(call)
+            while waiting and len(in_flight) < endpoint.concurrency:
+                send_next(pool, in_flight)
     if transient:
         logger.warning("%s: %s of %s calls failed for now.", endpoint.model_name, len(transient), len(calls))
         raise transient[0]
@@ -257,13 +260,6 @@ def _ask(endpoint, client, calls, bodies):
             f"#{first.instance_id}: {first.error} Fix the cause and generate the answers again: only "
             "those are asked again.")
     return stored
-
-
-def _cancel(pending, futures):
-    cancelled = [futures[f].pk for f in pending if f.cancel()]
-    # Never sent: pending, not an unknown outcome.
-    EndpointCall.objects.filter(pk__in=cancelled).update(status=EndpointCall.Status.PENDING,
-                                                         attempts=F("attempts") - 1)
 
 
 def _store_answer(endpoint, call, response):

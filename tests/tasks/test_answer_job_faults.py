@@ -21,8 +21,8 @@ INSTANCES = 16
 
 
 def answers_environment():
-    # A chunk is 2 rounds of 2 calls: 4 instances, so the kill falls between chunks and inside one.
-    return {KEY_ENV: "endpoint-key", "JUDGE_CHUNK_ROUNDS": "2", "MODEL_JOB_RETRY_BACKOFF_SECONDS": "1",
+    # A chunk of 4 instances, 2 rounds of 2 calls: the kill falls between chunks and inside one.
+    return {KEY_ENV: "endpoint-key", "ANSWER_CHUNK_INSTANCES": "4", "MODEL_JOB_RETRY_BACKOFF_SECONDS": "1",
             "CELERY_VISIBILITY_TIMEOUT_SECONDS": "10"}
 
 
