@@ -22,6 +22,7 @@ from annotation.admin.workflow_steps import (
     plural,
     recent_jobs,
 )
+from annotation.collection import progress
 from annotation.models import (
     REFERENCE_MODEL_NAME,
     Instance,
@@ -109,7 +110,8 @@ def family_workflow(family):
         "verification", "Verification",
         stage_state(Stage.VERIFICATION, with_reference > 0 and not awaiting_verification),
         f"{verified} verified, {discarded} discarded, {awaiting_verification} awaiting verification"
-        + ("" if Stage.VERIFICATION in launched else "; not launched"),
+        + ("" if Stage.VERIFICATION in launched else "; not launched")
+        + f"; verifiers' agreement: Krippendorff's {progress.verification_agreement(family=family).text('reference')}",
         admin_url("instructionfamily_table2") + f"?family={family.pk}", "Table 2 for this family",
     ))
     steps.append(Step(

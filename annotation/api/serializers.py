@@ -222,6 +222,13 @@ class AgreementSerializer(serializers.Serializer):
     majority = MajorityAgreementSerializer(many=True)
 
 
+class AlphaSerializer(serializers.Serializer):
+    alpha = serializers.FloatField(allow_null=True, help_text="Krippendorff's alpha, nominal; null with no unit "
+                                                              "answered twice, or one value throughout.")
+    units = serializers.IntegerField(help_text="Units with two or more answers (battles, references).")
+    answers = serializers.IntegerField(help_text="Answers on those units.")
+
+
 class RubricScoreSerializer(serializers.Serializer):
     rubric = serializers.CharField(help_text="The rubric's criterion (its first line), or “All rubrics”.")
     model = serializers.CharField()
@@ -267,6 +274,9 @@ class LeaderboardSerializer(serializers.Serializer):
     rows = LeaderboardRowSerializer(many=True)
     categories = CategoryWinRateSerializer(many=True)
     agreement = AgreementSerializer(allow_null=True, help_text="This judge against the crowd; null for the crowd.")
+    alpha = AlphaSerializer(allow_null=True, help_text="Krippendorff's alpha among the crowd's judgements of this "
+                                                       "criterion (units: battles; value: the response chosen); "
+                                                       "null for a judge.")
     rubric_scores = RubricScoreSerializer(
         many=True, help_text="This evaluator's 1-5 rubric scores per model, over every rubric and per "
                              "criterion; empty when it gave none (the crowd of a tournament without a "

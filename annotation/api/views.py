@@ -19,6 +19,7 @@ from annotation import scoring
 from annotation.api import serializers
 from annotation.api.filters import FilterSet
 from annotation.api.numbers import ID_PATH_PATTERN, IdFilter, query_number
+from annotation.collection import progress
 from annotation.datasets import downloads, manifest, snapshots
 from annotation.models import (
     CHIRP_CRITERIA,
@@ -59,6 +60,14 @@ class FamilyViewSet(ReadOnlyViewSet):
 
     def get_queryset(self):
         return InstructionFamily.objects.annotate(instance_count=Count("instances"))
+
+    @extend_schema(responses=serializers.AlphaSerializer)
+    @action(detail=True, pagination_class=None, filter_backends=[])
+    def agreement(self, request, pk=None):
+        """Krippendorff's alpha among the family's verifiers (nominal: correct or not; units: references),
+        over the votes its verification stage counts."""
+        found = progress.verification_agreement(family=self.get_object())
+        return Response(serializers.AlphaSerializer(found._asdict()).data)
 
 
 class InstanceFilter(FilterSet):
@@ -130,6 +139,7 @@ class TournamentViewSet(ReadOnlyViewSet):
              "rows": [{**row, "few_matches": row["matches"] < scoring.MIN_MATCHES,
                        "bt_rated": leaderboard.bt_rated(row)} for row in board.rows],
              "categories": board.categories, "agreement": result.agreement(board.key),
+             "alpha": result.crowd_alpha if board.key == leaderboard.HUMAN_KEY else None,
              "rubric_scores": board.rubric_scores, "rubric_criteria": board.rubric_criteria,
              "rubric_correlation": board.rubric_correlation,
              "rubric_models": board.rubric_models,

@@ -21,7 +21,9 @@ from annotation.models import (
     Reference,
     Stage,
     StageConfig,
+    Verification,
     WorkUnit,
+    counted_work,
     multi_image_q,
 )
 from annotation.queue import slots_taken
@@ -134,6 +136,21 @@ def table2(*, family=None):
     single, multi = Table2Column(**counts[False]), Table2Column(**counts[True])
     return Table2(overall=single + multi, single=single, multi=multi,
                   family_name=family.name if family is not None else "")
+
+
+def verification_agreement(*, family):
+    """Krippendorff's alpha among a family's verifiers (nominal: correct or not; units are the
+    references), over the votes its verification stage counts, with the units and answers."""
+    # Imported here: the scientific stack loads when a page asks for agreement, not in every web worker.
+    from annotation.scoring import agreement
+
+    counts_provisional = StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION).values_list(
+        "counts_provisional", flat=True).first()
+    counted = counted_work(provisional_counts=True if counts_provisional is None else counts_provisional)
+    rows = list(Verification.objects.filter(counted, reference__instance__family=family)
+                .values_list("reference_id", "is_correct").annotate(n=Count("pk")).order_by())
+    units, values, counts = zip(*rows, strict=True) if rows else ((), (), ())
+    return agreement.nominal_alpha(units, values, counts=counts)
 
 
 TABLE2_ROWS = (

@@ -4,6 +4,8 @@
   of five crowd votes, per majority strength (5/5, 4/5, 3/5), beside a random and a length
   baseline.
 - ``cohen_kappa``: agreement beyond chance (CHIRP §6.2.1, Appendix C.2.5).
+- ``nominal_alpha``: Krippendorff's alpha among many annotators on shared units (verifiers on a
+  reference, workers on a battle), with the units and answers it rests on.
 - ``ranking_spearman``: do two leaderboards order the systems alike (VisIT-Bench reports rho=1.0
   between human and GPT-4 Elo rankings).
 - ``contradictions``: intransitive preferences on one question, and the share of questions
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import krippendorff
 import networkx as nx
 import numpy as np
 import pandas as pd
@@ -179,6 +182,43 @@ def cohen_kappa(a, b, *, matchups=None) -> float:
     if chance == 1.0:
         return float("nan")
     return (observed - chance) / (1.0 - chance)
+
+
+class AlphaResult(NamedTuple):
+    alpha: float | None
+    units: int
+    answers: int
+
+    def text(self, unit_name):
+        """"α 0.62 over 40 references (120 answers)", or why there is no alpha."""
+        rests_on = f"{self.units} {unit_name}{'' if self.units == 1 else 's'} ({self.answers} answers)"
+        if self.alpha is not None:
+            return f"α {self.alpha:.2f} over {rests_on}"
+        if not self.units:
+            return f"α –: no {unit_name} has two answers yet"
+        return f"α –: every answer over {rests_on} is the same, so there is no disagreement to measure"
+
+
+def nominal_alpha(units, values, *, counts=None) -> AlphaResult:
+    """Krippendorff's alpha, nominal, over answers given as the unit each is on (a reference, a
+    battle) and its value (a label, the response chosen); ``counts`` weighs rows that already
+    count several equal answers (a SQL ``GROUP BY unit, value``).
+
+    Only units with two or more answers can be paired, so ``units`` and ``answers`` count those.
+    The package takes them as ``value_counts`` (units x values), the same numbers as its
+    ``reliability_data`` (annotators x units) without a row per annotator: ten thousand crowd
+    workers on a hundred thousand references would be a billion cells, nearly all empty. Alpha is
+    None with nothing to pair or a single value throughout (no disagreement to expect).
+    """
+    frame = pd.DataFrame({"unit": np.asarray(units, dtype=object), "value": np.asarray(values, dtype=object)})
+    frame["n"] = 1 if counts is None else np.asarray(counts, dtype=np.int64)
+    table = frame.pivot_table(index="unit", columns="value", values="n", aggfunc="sum", fill_value=0)
+    table = table[table.sum(axis=1) >= 2]
+    found = AlphaResult(None, len(table), int(table.to_numpy().sum()))
+    if not len(table) or (table.sum(axis=0) > 0).sum() < 2:
+        return found
+    alpha = krippendorff.alpha(value_counts=table.to_numpy(), level_of_measurement="nominal")
+    return found._replace(alpha=float(alpha))
 
 
 def ranking_spearman(ratings_a: pd.Series, ratings_b: pd.Series) -> CorrelationResult:

@@ -39,7 +39,7 @@ from annotation.scoring.battles import (
 )
 
 # Bump when the computation or the stored layout changes, so older stored results are not read.
-COMPUTATION_VERSION = 6
+COMPUTATION_VERSION = 7
 SPLIT_LABELS = {
     tables.ALL_IMAGES: "All images",
     tables.SINGLE_IMAGE: "Single Image",
@@ -212,6 +212,9 @@ def compute(found, *, seed, rounds):
     boards = [_board(evaluator, rounds=rounds, seed=seed) for evaluator in found]
     agreements = []
     human = found[0].battles
+    # Among the crowd themselves: units are battles, the value the response chosen (sides are
+    # drawn per worker, so "left" means a different response to different workers).
+    crowd_alpha = agreement.nominal_alpha(human["battle_id"], human["winner"])._asdict()
     if not human.empty:
         human_contradictions = agreement.contradiction_share(agreement.contradictions(human))
         human_elo = ratings.online_elo(human)
@@ -226,7 +229,8 @@ def compute(found, *, seed, rounds):
             if judge.scores is not None and not judge.scores.empty:
                 correlations.append(_plain({"key": judge.key, "judge": judge.judge,
                                             **rubric_correlation(crowd_scores, judge.scores)}))
-    return {"boards": boards, "agreements": agreements, "rubric_correlations": correlations}
+    return {"boards": boards, "agreements": agreements, "rubric_correlations": correlations,
+            "crowd_alpha": _plain(crowd_alpha)}
 
 
 # --- what the pages read -----------------------------------------------------------------------
@@ -366,6 +370,7 @@ class TournamentLeaderboard:
     boards: list[Board] = field(default_factory=list)
     agreements: list[dict] = field(default_factory=list)
     rubric_correlations: list[dict] = field(default_factory=list)
+    crowd_alpha: dict | None = None
 
     @classmethod
     def from_stored(cls, stored):
@@ -377,7 +382,8 @@ class TournamentLeaderboard:
         return cls(data_key=stored.data_key, criterion=stored.criterion, rounds=stored.rounds,
                    computed_at=stored.computed_at, seconds=stored.seconds, boards=boards,
                    agreements=stored.result["agreements"],
-                   rubric_correlations=stored.result["rubric_correlations"])
+                   rubric_correlations=stored.result["rubric_correlations"],
+                   crowd_alpha=stored.result["crowd_alpha"])
 
     # Constants of the code, on the result so that the page and the API read them with it (a
     # stored result was computed by the code of its COMPUTATION_VERSION).
@@ -394,6 +400,11 @@ class TournamentLeaderboard:
     def majority_table(self, key):
         """The judge's agreement with the crowd by majority strength, as a frame."""
         return pd.DataFrame(self.agreement(key)["majority"])
+
+    @property
+    def crowd_alpha_text(self):
+        """Krippendorff's alpha among the crowd's judgements of this criterion, beside the judges' kappa."""
+        return agreement.AlphaResult(**self.crowd_alpha).text("battle")
 
     @property
     def agreement_rows(self):

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = PROJECT
 SCIENTIFIC_STACK = ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "numba", "matplotlib",
-                    "pyarrow", "datasets", "crowdkit")
+                    "pyarrow", "datasets", "crowdkit", "krippendorff")
 
 # What gunicorn's worker does before its first request: the WSGI application, then every URL
 # pattern (which imports every view) and the admin registrations.
