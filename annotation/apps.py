@@ -1,6 +1,12 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 
 class AnnotationConfig(AppConfig):
     name = "annotation"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from annotation.sql import register_sqlite_median
+
+        connection_created.connect(register_sqlite_median, dispatch_uid="annotation_sqlite_median")

@@ -1,9 +1,14 @@
 """The work queue and the workers in the admin."""
 
 
+from functools import partial
+
 from django.contrib import admin
 from django.db.models import Count, Q
+from django.urls import path, reverse
+from django.utils.html import format_html
 
+from annotation.admin import worker_page
 from annotation.models import (
     Assignment,
     Worker,
@@ -39,7 +44,24 @@ class AssignmentAdmin(admin.ModelAdmin):
 
 @admin.register(Worker)
 class WorkerAdmin(admin.ModelAdmin):
-    list_display = ["id", "platform", "external_id", "pseudonym", "user", "created_at"]
+    list_display = ["id", "platform", "external_id", "pseudonym", "user", "created_at", "page_link"]
     list_filter = ["platform"]
     search_fields = ["external_id"]
     raw_id_fields = ["user"]
+    readonly_fields = ["page_link"]
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:worker_id>/page/", wrap(partial(worker_page.worker_page_view, model_admin=self)),
+                 name="annotation_worker_page"),
+            path("<int:worker_id>/page/review/", wrap(partial(worker_page.worker_review_view, model_admin=self)),
+                 name="annotation_worker_review"),
+        ] + super().get_urls()
+
+    @admin.display(description="worker page")
+    def page_link(self, worker):
+        if not worker.pk:
+            return "-"
+        return format_html('<a href="{}">Time, gold, agreement, flags and review</a>',
+                           reverse("admin:annotation_worker_page", args=[worker.pk]))

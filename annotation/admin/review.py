@@ -99,8 +99,10 @@ class AnswerAdmin(admin.ModelAdmin):
         url = reverse("admin:annotation_answer_changelist") + f"?worker__id__exact={answer.worker_id}"
         seconds = f"{answer.seconds_per_task:.0f} s/task" if answer.seconds_per_task is not None else "- s/task"
         gold = f"gold {answer.gold_accuracy:.0%}" if answer.gold_accuracy is not None else "no gold yet"
-        return format_html('<a href="{}" title="All answers of this worker">{}</a><br><small>{} · {}</small>',
-                           url, answer.worker, seconds, gold)
+        page = reverse("admin:annotation_worker_page", args=[answer.worker_id])
+        return format_html('<a href="{}" title="All answers of this worker">{}</a> · <a href="{}" class="worker-page" '
+                           'title="Time, gold, agreement and flags of this worker">worker page</a>'
+                           '<br><small>{} · {}</small>', url, answer.worker, page, seconds, gold)
 
     @admin.display(description="answer")
     def answer(self, answer):
@@ -139,17 +141,24 @@ class AnswerAdmin(admin.ModelAdmin):
         return None
 
     def _review(self, request, answers, *, accept, reason):
-        try:
-            if accept:
-                outcome = review.accept_work(assignments=answers, reviewer=request.user, reason=reason)
-            else:
-                outcome = review.reject_work(assignments=answers, reviewer=request.user, reason=reason)
-        except AnnotationError as error:
-            self.message_user(request, str(error), messages.ERROR)
-            return
-        self.message_user(request, outcome.message("accepted" if accept else "rejected"), messages.SUCCESS)
-        for line in review_on_platforms(assignments=answers, actor=request.user, reason=reason):
-            self.message_user(request, line, messages.INFO)
+        review_answers(request, answers, accept=accept, reason=reason)
+
+
+def review_answers(request, answers, *, accept, reason):
+    """Accept or reject answers through the review services, then on their platforms, and tell the
+    reviewer what each did: the one way the admin reviews, from the answers list or a worker's page."""
+    try:
+        if accept:
+            outcome = review.accept_work(assignments=answers, reviewer=request.user, reason=reason)
+        else:
+            outcome = review.reject_work(assignments=answers, reviewer=request.user, reason=reason)
+    except AnnotationError as error:
+        messages.error(request, str(error))
+        return False
+    messages.success(request, outcome.message("accepted" if accept else "rejected"))
+    for line in review_on_platforms(assignments=answers, actor=request.user, reason=reason):
+        messages.info(request, line)
+    return True
 
 
 class AdjudicateForm(forms.Form):

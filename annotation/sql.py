@@ -1,0 +1,59 @@
+"""SQL the ORM lacks, kept working on both databases the project runs on: PostgreSQL, and SQLite,
+the embedded default `make run` starts with."""
+
+import statistics
+
+from django.db.models import Aggregate, FloatField, Func, TextField, Value
+from django.db.models.functions import Cast, Lower, Trim
+
+
+class Median(Aggregate):
+    """The exact median (PostgreSQL's ordered-set aggregate; on SQLite the MEDIAN aggregate that
+    `register_sqlite_median` adds to each connection). NULLs are left out, as by AVG."""
+
+    function = "PERCENTILE_CONT"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, function="MEDIAN", template="%(function)s(%(expressions)s)",
+                           **extra)
+
+
+class _SQLiteMedian:
+    def __init__(self):
+        self.values = []
+
+    def step(self, value):
+        if value is not None:
+            self.values.append(value)
+
+    def finalize(self):
+        return statistics.median(self.values) if self.values else None
+
+
+def register_sqlite_median(sender, connection, **kwargs):
+    """A `connection_created` receiver (annotation/apps.py)."""
+    if connection.vendor == "sqlite":
+        connection.connection.create_aggregate("MEDIAN", 1, _SQLiteMedian)
+
+
+class _WithoutSpace(Func):
+    """The text without whitespace, nor the escaped newlines and tabs of JSON text. SQLite has no
+    regular expressions: there only case and the ends are normalised."""
+
+    function = "REGEXP_REPLACE"
+    output_field = TextField()
+
+    def __init__(self, expression):
+        super().__init__(expression, Value(r"(\s|\\[nrt])+"), Value(""), Value("g"))
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return compiler.compile(self.source_expressions[0])
+
+
+def normalised_text(field):
+    """A text (or a JSON list of texts) as two answers must share to be the same answer: in lower
+    case and without spacing (a copy with a space added or dropped is still a copy). For grouping,
+    not for showing."""
+    return Lower(Trim(_WithoutSpace(Cast(field, TextField()))))

@@ -1,0 +1,285 @@
+"""One worker as a researcher reviews them (issue 26): answers per stage by work state, time per
+task against the stage's, gold accuracy, agreement with the other workers on the same items, and
+flags for outliers with the evidence behind each.
+
+Every number is a SQL aggregate over the worker's rows, so the page costs the same handful of
+queries for ten answers or ten thousand. The flags are prompts for review, never verdicts: each
+says what it saw and needs MIN_ANSWERS answers before it says anything.
+"""
+
+from dataclasses import dataclass, field
+
+from django.db.models import (
+    Avg,
+    Case,
+    Count,
+    F,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce
+
+from annotation.models import (
+    Assignment,
+    Caption,
+    GoldAnswer,
+    HumanJudgement,
+    InstructionSubmission,
+    Side,
+    Stage,
+    Verification,
+    WorkState,
+)
+from annotation.sql import Median, normalised_text
+
+MIN_ANSWERS = 10
+# "Too fast": a median time per task below this share of the stage's median (other workers).
+FAST_SHARE = 0.3
+# A side or an option chosen so often that chance explains it with a probability below this.
+P_VALUE = 0.001
+COPIES_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class StageRow:
+    stage: str
+    label: str
+    provisional: int
+    accepted: int
+    rejected: int
+    mean_seconds: float | None
+    median_seconds: float | None
+    stage_median_seconds: float | None
+    """The median of every other worker's answers in the stage."""
+
+    @property
+    def submitted(self):
+        return self.provisional + self.accepted + self.rejected
+
+
+@dataclass(frozen=True)
+class GoldRow:
+    label: str
+    answers: int
+    correct: int
+
+    @property
+    def accuracy(self):
+        return self.correct / self.answers
+
+
+@dataclass(frozen=True)
+class AgreementRow:
+    """How often the worker's answer equals the majority of the other workers on the same item;
+    items where the others split evenly, or nobody else answered, are not compared."""
+
+    label: str
+    answers: int
+    compared: int
+    agreed: int
+
+    @property
+    def share(self):
+        return self.agreed / self.compared if self.compared else None
+
+
+@dataclass(frozen=True)
+class Flag:
+    key: str
+    title: str
+    evidence: str
+    stage: str = ""
+    examples: list = field(default_factory=list)
+
+
+@dataclass
+class WorkerReport:
+    worker: object
+    stages: list[StageRow]
+    gold: list[GoldRow]
+    agreement: list[AgreementRow]
+    flags: list[Flag]
+
+
+def worker_report(worker):
+    stages = _stages(worker)
+    verification = _verification(worker)
+    pairwise = _pairwise(worker)
+    agreement = [row for row in (verification["agreement"], pairwise["agreement"]) if row.answers]
+    flags = [*_too_fast(stages), *_same_side(pairwise), *_first_option(verification), *_copies(worker)]
+    return WorkerReport(worker=worker, stages=stages, gold=_gold(worker), agreement=agreement, flags=flags)
+
+
+# --- answers and time ----------------------------------------------------------------------------
+
+
+def _state(state):
+    return Count("pk", filter=Q(work_state=state))
+
+
+def _stages(worker):
+    labels = dict(Stage.choices)
+    rows = list(
+        Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED)
+        .values("unit__stage")
+        .annotate(provisional=_state(WorkState.PROVISIONAL), accepted=_state(WorkState.ACCEPTED),
+                  rejected=_state(WorkState.REJECTED), mean=Avg("active_seconds"), median=Median("active_seconds"))
+        .order_by("unit__stage")
+    )
+    worked_in = [row["unit__stage"] for row in rows]
+    others = dict(
+        Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage__in=worked_in)
+        .exclude(worker=worker).values("unit__stage").annotate(median=Median("active_seconds"))
+        .values_list("unit__stage", "median").order_by()
+    ) if rows else {}
+    return [
+        StageRow(stage=row["unit__stage"], label=labels.get(row["unit__stage"], row["unit__stage"]),
+                 provisional=row["provisional"], accepted=row["accepted"], rejected=row["rejected"],
+                 mean_seconds=row["mean"], median_seconds=row["median"],
+                 stage_median_seconds=others.get(row["unit__stage"]))
+        for row in rows
+    ]
+
+
+def _too_fast(stages):
+    for row in stages:
+        timed_enough = row.submitted >= MIN_ANSWERS and row.median_seconds is not None
+        if timed_enough and row.stage_median_seconds and row.median_seconds < FAST_SHARE * row.stage_median_seconds:
+            yield Flag(
+                "too_fast", "Too fast",
+                f"{row.label}: median {row.median_seconds:.0f} s per task against the stage's "
+                f"{row.stage_median_seconds:.0f} s ({row.median_seconds / row.stage_median_seconds:.0%} of it; "
+                f"flagged below {FAST_SHARE:.0%}), over {row.submitted} answers.",
+                stage=row.stage)
+
+
+# --- gold ----------------------------------------------------------------------------------------
+
+
+def _gold(worker):
+    labels = dict(Stage.choices)
+    rows = (GoldAnswer.objects.filter(worker=worker, correct__isnull=False)
+            .values("item__qualification__stage")
+            .annotate(answers=Count("pk"), right=Count("pk", filter=Q(correct=True)))
+            .order_by("item__qualification__stage"))
+    return [GoldRow(label=labels.get(row["item__qualification__stage"], row["item__qualification__stage"]),
+                    answers=row["answers"], correct=row["right"]) for row in rows]
+
+
+# --- agreement with the others, and the habits a spammer shows ------------------------------------
+
+
+def _others_count(model, item, condition):
+    """How many other workers' answers on the same item meet `condition`; rejected work is out."""
+    others = (model.objects.filter(condition, **{item: OuterRef(item)}).exclude(worker=OuterRef("worker"))
+              .exclude(assignment__work_state=WorkState.REJECTED)
+              .order_by().values(item).annotate(n=Count("pk")).values("n"))
+    return Coalesce(Subquery(others, output_field=IntegerField()), Value(0))
+
+
+def _verification(worker):
+    found = (
+        Verification.objects.filter(worker=worker)
+        .annotate(yes=_others_count(Verification, "reference", Q(is_correct=True)),
+                  no=_others_count(Verification, "reference", Q(is_correct=False)))
+        .aggregate(answers=Count("pk"), correct=Count("pk", filter=Q(is_correct=True)),
+                   compared=Count("pk", filter=~Q(yes=F("no"))),
+                   agreed=Count("pk", filter=Q(is_correct=True, yes__gt=F("no"))
+                                | Q(is_correct=False, no__gt=F("yes"))))
+    )
+    # The chance rate of "Correct" (the first option of the verification page) is how often the
+    # other verifiers choose it.
+    others = Verification.objects.exclude(worker=worker).aggregate(
+        answers=Count("pk"), correct=Count("pk", filter=Q(is_correct=True)))
+    return {**found, "others": others,
+            "agreement": AgreementRow(label=dict(Stage.choices)[Stage.VERIFICATION], answers=found["answers"],
+                                      compared=found["compared"], agreed=found["agreed"])}
+
+
+def _first_option(verification):
+    from scipy.stats import binomtest
+
+    n, first, others = verification["answers"], verification["correct"], verification["others"]
+    if n < MIN_ANSWERS or not others["answers"]:
+        return
+    chance = others["correct"] / others["answers"]
+    if chance >= 1:
+        return
+    test = binomtest(first, n, chance, alternative="greater")
+    if test.pvalue < P_VALUE:
+        yield Flag(
+            "first_option", "Always the first option",
+            f"Verification: “Correct” (the first option) {first} of {n} times ({first / n:.0%}), where the other "
+            f"verifiers choose it {chance:.0%} of the time; binomial test p = {test.pvalue:.2g}.",
+            stage=Stage.VERIFICATION)
+
+
+_CHOSE_A = Q(choice=Side.LEFT, shown_left=HumanJudgement.ShownLeft.A) | Q(choice=Side.RIGHT,
+                                                                         shown_left=HumanJudgement.ShownLeft.B)
+_CHOSE_B = Q(choice=Side.LEFT, shown_left=HumanJudgement.ShownLeft.B) | Q(choice=Side.RIGHT,
+                                                                         shown_left=HumanJudgement.ShownLeft.A)
+
+
+def _pairwise(worker):
+    # Sides are drawn per worker, so agreement is on the response chosen, not on the side clicked.
+    found = (
+        HumanJudgement.objects.filter(worker=worker)
+        .annotate(chose_a=Case(When(_CHOSE_A, then=Value(1)), default=Value(0), output_field=IntegerField()),
+                  for_a=_others_count(HumanJudgement, "battle", _CHOSE_A),
+                  for_b=_others_count(HumanJudgement, "battle", _CHOSE_B))
+        .aggregate(answers=Count("pk"), left=Count("pk", filter=Q(choice=Side.LEFT)),
+                   compared=Count("pk", filter=~Q(for_a=F("for_b"))),
+                   agreed=Count("pk", filter=Q(chose_a=1, for_a__gt=F("for_b"))
+                                | Q(chose_a=0, for_b__gt=F("for_a"))))
+    )
+    return {**found, "agreement": AgreementRow(label=dict(Stage.choices)[Stage.PAIRWISE],
+                                               answers=found["answers"], compared=found["compared"],
+                                               agreed=found["agreed"])}
+
+
+def _same_side(pairwise):
+    from scipy.stats import binomtest
+
+    n, left = pairwise["answers"], pairwise["left"]
+    if n < MIN_ANSWERS:
+        return
+    test = binomtest(left, n, 0.5)
+    if test.pvalue < P_VALUE:
+        side, times = ("left", left) if left * 2 > n else ("right", n - left)
+        yield Flag(
+            "same_side", "Always the same side",
+            f"Pairwise preference: chose the {side} response {times} of {n} times ({times / n:.0%}); the sides are "
+            f"drawn at random, so a fair worker is near 50% (binomial test p = {test.pvalue:.2g}).",
+            stage=Stage.PAIRWISE)
+
+
+# --- copies ---------------------------------------------------------------------------------------
+
+
+def _copied(queryset, text_field, shown_field, stage, what):
+    groups = list(
+        queryset.annotate(same=normalised_text(text_field)).values("same")
+        .annotate(instances=Count("instance", distinct=True), shown=Min(shown_field)).filter(instances__gt=1)
+        .order_by("-instances", "same")[:COPIES_SHOWN]
+    )
+    if groups:
+        copies = sum(group["instances"] for group in groups)
+        yield Flag(
+            "copies", "Answers copied across units",
+            f"{dict(Stage.choices)[stage]}: the same {what} (ignoring case and spacing) for {copies} different "
+            f"instances, in {len(groups)} group{'' if len(groups) == 1 else 's'}"
+            + (f" (the first {COPIES_SHOWN} shown)" if len(groups) == COPIES_SHOWN else "") + ".",
+            stage=stage, examples=[(group["shown"], group["instances"]) for group in groups])
+
+
+def _copies(worker):
+    yield from _copied(Caption.objects.filter(assignment__worker=worker), "texts", KT("texts__0"),
+                       Stage.CAPTION, "caption")
+    yield from _copied(InstructionSubmission.objects.filter(assignment__worker=worker), "instance__instruction",
+                       "instance__instruction", Stage.INSTRUCTION_GENERATION, "instruction")
