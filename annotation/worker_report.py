@@ -105,6 +105,8 @@ class WorkerReport:
     gold: list[GoldRow]
     agreement: list[AgreementRow]
     flags: list[Flag]
+    # The estimated reliability of the crowd-kit worker models (issue 26, item 1) joins the report
+    # here, read from what those models store; until then the page shows none rather than a guess.
 
 
 def worker_report(worker):

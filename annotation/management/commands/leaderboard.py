@@ -50,6 +50,7 @@ def render_text(leaderboard):
         lines.append("")
         lines += _rubric_lines(board)
     lines.append("== Agreement of the judges with the crowd ==")
+    lines.append(f"Among the crowd themselves: Krippendorff's {leaderboard.crowd_alpha_text}")
     if not leaderboard.agreements:
         lines += ["No finished judge run shares battles with the crowd yet.", ""]
         return "\n".join(lines)

@@ -3,12 +3,14 @@ battle (each criterion of a tournament), beside Cohen's kappa on the dashboard, 
 and in the API."""
 
 import html
+from io import StringIO
 
 import krippendorff
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
 from django.urls import reverse
 
 from annotation import review
@@ -170,3 +172,7 @@ def test_the_leaderboard_api_and_page_show_the_crowds_alpha_beside_the_judges_ka
     assert human["alpha"]["alpha"] == pytest.approx(_expected_pairwise_alpha(tournament))
     assert (human["alpha"]["units"], human["alpha"]["answers"]) == (6, 18)
     assert f"Krippendorff's α {human['alpha']['alpha']:.2f} over 6 battles (18 answers)" in page
+    printed = StringIO()
+    call_command("leaderboard", tournament.name, "--rounds", "20", stdout=printed)
+    assert (f"Among the crowd themselves: Krippendorff's α {human['alpha']['alpha']:.2f} over 6 battles "
+            "(18 answers)") in printed.getvalue()
