@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -27,6 +28,7 @@ from annotation.models import (
     WorkUnit,
 )
 from tests.factories import WorkerFactory
+from tests.frontend_support import prolific_link, study, verification_unit
 from tests.mturk_wire import assignment
 from tests.review_support import make_reviewer, verified_on_mturk
 from tests.scoring_factories import create_tournament, verified_instance
@@ -163,13 +165,28 @@ def test_the_page_costs_the_same_few_queries_for_a_worker_with_thousands_of_answ
 # --- who may see it ---------------------------------------------------------------------------------
 
 
-def test_an_annotator_or_a_participant_gets_nothing_of_the_page(the_crowd, client):
+def _participant():
+    """A Prolific participant who arrived by their study link and holds a task."""
+    verification_unit()
+    study(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION)
+    participant = Client()
+    arrived = participant.get(prolific_link(Stage.VERIFICATION))
+    assert arrived.status_code == 200 and arrived.context["assignment"] is not None
+    return participant
+
+
+def _annotator():
+    """An in-house annotator signed in with their account."""
+    user = get_user_model().objects.create_user("annotator", password="pw")
+    Worker.objects.create(platform=Worker.Platform.LOCAL, external_id="annotator", user=user)
+    annotator = Client()
+    annotator.force_login(user)
+    return annotator
+
+
+def test_an_annotator_or_a_participant_gets_nothing_of_the_page(the_crowd):
     url = reverse("admin:annotation_worker_page", args=[the_crowd.too_fast.pk])
-    for who in ("participant", "annotator"):
-        if who == "annotator":
-            user = get_user_model().objects.create_user("annotator", password="pw")
-            Worker.objects.create(platform=Worker.Platform.LOCAL, external_id="annotator", user=user)
-            client.force_login(user)
+    for who, client in (("participant", _participant()), ("annotator", _annotator())):
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), who
         assert b"Too fast" not in response.content
