@@ -22,6 +22,7 @@ from annotation.admin.workflow_steps import (
     plural,
     recent_jobs,
 )
+from annotation.collection import progress
 from annotation.models import (
     REFERENCE_MODEL_NAME,
     Instance,
@@ -109,7 +110,8 @@ def family_workflow(family):
         "verification", "Verification",
         stage_state(Stage.VERIFICATION, with_reference > 0 and not awaiting_verification),
         f"{verified} verified, {discarded} discarded, {awaiting_verification} awaiting verification"
-        + ("" if Stage.VERIFICATION in launched else "; not launched"),
+        + ("" if Stage.VERIFICATION in launched else "; not launched")
+        + _asking(family),
         admin_url("instructionfamily_table2") + f"?family={family.pk}", "Table 2 for this family",
     ))
     steps.append(Step(
@@ -135,6 +137,16 @@ def family_workflow(family):
                "images": [seed.image for seed in family.seedimage_set.select_related("image")]}
     return Workflow(title=f"Workflow of “{family.name}”", steps=steps, next_action=next_action,
                     jobs=jobs, warnings=job_warnings(jobs), example=example)
+
+
+def _asking(family):
+    """How verification asks, when it asks until decided, and what it has bought so far."""
+    config = StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION, adaptive=True).first()
+    if config is None:
+        return ""
+    bought = progress.answers_bought(family=family, stage=Stage.VERIFICATION)
+    return (f"; ask until decided ({config.agree_to_decide} agreeing of up to {config.overlap}): "
+            f"{bought.summary()}")
 
 
 def _no_tournament_steps():
