@@ -12,8 +12,6 @@ class with `labels` and `decision(answers)`.
 
 from collections import Counter
 
-from scipy.stats import beta
-
 from annotation.models import HumanJudgement, Stage, StageConfig, Verification
 
 
@@ -42,6 +40,10 @@ class BetaPosterior:
         self.threshold = threshold
 
     def preferred_a(self, answers):
+        # Loaded by the first battle that asks until decided, not when a web worker starts: the
+        # workers that serve annotators stay without the scientific stack otherwise.
+        from scipy.stats import beta
+
         a = sum(1 for answer in answers if answer == "model_a")
         return float(beta.sf(0.5, 1 + a, 1 + len(answers) - a))
 
