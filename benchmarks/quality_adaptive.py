@@ -145,6 +145,7 @@ def run_verification(name, truths, workers, seed, **config):
     from annotation.models import Reference, Stage, Verification
 
     family, references = verification_family(name, truths, **config)
+    analyse_as_autovacuum_would()
     item_of = {reference.pk: item for item, reference in references.items()}
 
     def answer(worker, accuracy, assignment):
@@ -167,6 +168,7 @@ def run_battles(name, count, workers, seed, **options):
     from annotation.preferences.judgements import shown_left_for, submit_pairwise_judgement
 
     tournament, better = battle_tournament(name, count, **options)
+    analyse_as_autovacuum_would()
     # The same battle in every tournament: its place in its tournament's order.
     item_of = {battle_id: item for item, battle_id in enumerate(sorted(better))}
 
@@ -206,36 +208,35 @@ def main():
     workers = make_workers(arguments.workers, arguments.spammers, arguments.seed)
     truth_rng = random.Random(f"{arguments.seed}:truth")
     truths = [truth_rng.random() < 0.5 for _ in range(arguments.references)]
-    analyse_as_autovacuum_would()
     good = [accuracy for _, accuracy in workers if accuracy > 0.5]
     print(f"seed {arguments.seed}: {len(workers)} workers, {len(workers) - len(good)} spammers (accuracy 0.5), "
           f"{len(good)} good (mean accuracy {sum(good) / len(good):.3f}); {arguments.references} references "
-          f"({sum(truths)} correct), {arguments.battles} battles")
-    rows = [
-        ("verification", "fixed overlap 3, majority", *run_verification(
+          f"({sum(truths)} correct), {arguments.battles} battles", flush=True)
+    settings = [
+        ("verification", "fixed overlap 3, majority", lambda: run_verification(
             "fixed", truths, workers, arguments.seed, overlap=3, verification_rule="majority")),
-        ("verification", "ask until decided, 2 agreeing of up to 3", *run_verification(
+        ("verification", "ask until decided, 2 agreeing of up to 3", lambda: run_verification(
             "adaptive", truths, workers, arguments.seed, overlap=3, adaptive=True, agree_to_decide=2)),
-        ("battles", "fixed 5 judgements", *run_battles(
+        ("battles", "fixed 5 judgements", lambda: run_battles(
             "fixed 5", arguments.battles, workers, arguments.seed, judgements_per_pair=5)),
-        ("battles", "ask until decided, posterior 0.9, up to 5", *run_battles(
+        ("battles", "ask until decided, posterior 0.9, up to 5", lambda: run_battles(
             "adaptive 0.9", arguments.battles, workers, arguments.seed, judgements_per_pair=5, adaptive=True,
             posterior_threshold=0.9)),
-        ("battles", "ask until decided, posterior 0.95, up to 5", *run_battles(
+        ("battles", "ask until decided, posterior 0.95, up to 5", lambda: run_battles(
             "adaptive 0.95", arguments.battles, workers, arguments.seed, judgements_per_pair=5, adaptive=True,
             posterior_threshold=0.95)),
     ]
     print()
     print("| stage | setting | answers bought | per item | fewer than fixed | accuracy | undecided | seconds |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |", flush=True)
     fixed = {}
-    for stage, setting, bought, accuracy, undecided, seconds in rows:
+    for stage, setting, run in settings:
+        bought, accuracy, undecided, seconds = run()
         items = arguments.references if stage == "verification" else arguments.battles
         fixed.setdefault(stage, bought)
         fewer = f"{100 * (fixed[stage] - bought) / fixed[stage]:.1f}%" if bought != fixed[stage] else "-"
         print(f"| {stage} | {setting} | {bought:,} | {bought / items:.2f} | {fewer} | {accuracy:.3f} | "
-              f"{undecided} | {seconds:.1f} |")
-
+              f"{undecided} | {seconds:.1f} |", flush=True)
 
 if __name__ == "__main__":
     main()
