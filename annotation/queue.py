@@ -20,6 +20,7 @@ from django.utils import timezone
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Instance, Stage, StageConfig, Worker, WorkUnit
 from annotation.models.instances import page_images
+from annotation.stopping import ask_what_is_needed
 from annotation.workforce import may_work
 
 DEFAULT_LEASE_MINUTES = 30
@@ -104,8 +105,11 @@ _PAGE_RELATIONS = {
 
 
 def _held_leases(*, worker, stage, family, now):
+    # A lease on a unit that closed meanwhile (decided by others' answers) is not resumed: its
+    # worker gets their next unit, and a submit from its page is refused kindly.
     leases = Assignment.objects.filter(
-        worker=worker, unit__stage=stage, status=Assignment.Status.LEASED, lease_expires_at__gt=now,
+        worker=worker, unit__stage=stage, unit__status=WorkUnit.Status.OPEN, status=Assignment.Status.LEASED,
+        lease_expires_at__gt=now,
     )
     return leases.filter(unit__family=family) if family is not None else leases
 
@@ -268,6 +272,8 @@ def keep_lease_alive(*, assignment):
             raise AnnotationError("This task is saved already.")
         if lease.status == Assignment.Status.RETURNED:
             raise AnnotationError("You gave this task back.")
+        if lease.unit.status == WorkUnit.Status.DONE:
+            raise AnnotationError(DECIDED_MESSAGE)
         if lease.status == Assignment.Status.LEASED and lease.lease_expires_at > now:
             lease.lease_expires_at = lease_expiry(now=now, lease_minutes=lease_minutes_for(lease.unit),
                                                   leased_at=lease.leased_at)
@@ -333,6 +339,13 @@ def _lease_if_room(lease, now):
     lease._state.adding = False
     lease._state.db = connection.alias
     return lease
+
+
+# Refused, not stored as an answer beyond what the unit asked: a decided unit is paid for what
+# decided it. The page keeps what was typed and shows this beside it.
+DECIDED_MESSAGE = ("This task got all the answers it needs while you were working on it (the others' "
+                   "answers decided it), so yours was not saved. What you entered is still on this page; "
+                   "please ask for your next task.")
 
 
 class ClaimConflict(AnnotationError):
@@ -458,6 +471,8 @@ def lock_assignment_for_submission(*, assignment_id, worker, stage):
         return assignment, True
     if assignment.status == Assignment.Status.RETURNED:
         raise AnnotationError("You returned this task; please ask for a new one.")
+    if assignment.unit.status == WorkUnit.Status.DONE:
+        raise AnnotationError(DECIDED_MESSAGE)
     if assignment.unit.status != WorkUnit.Status.OPEN:
         raise AnnotationError("This task has been closed; please ask for a new one.")
     now = timezone.now()
@@ -485,15 +500,20 @@ def stored_answer_for(worker, answer, *, author_id):
 
 
 def mark_submitted(assignment, *, active_seconds=None):
-    """Record the submission and close the unit once it has all its answers. Returns True if closed."""
+    """Record the submission and close the unit once it has all the answers it asks now (under ask
+    until decided, once they decide). Returns True if closed."""
     assignment.status = Assignment.Status.SUBMITTED
     assignment.submitted_at = timezone.now()
     if active_seconds is not None:
         assignment.active_seconds = max(0.0, float(active_seconds))
     assignment.save(update_fields=["status", "submitted_at", "active_seconds"])
-    unit = WorkUnit.objects.select_for_update().get(pk=assignment.unit_id)
+    unit = (WorkUnit.objects.select_for_update(of=("self",)).select_related("battle__tournament")
+            .get(pk=assignment.unit_id))
+    ask_what_is_needed(unit)
+    # The caller decides from the unit it holds: it asks what the unit asks now.
+    assignment.unit.overlap = unit.overlap
     if unit.assignments.answered().count() >= unit.overlap:
-        unit.status = WorkUnit.Status.DONE
+        unit.status = assignment.unit.status = WorkUnit.Status.DONE
         unit.save(update_fields=["status"])
         return True
     return False

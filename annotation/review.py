@@ -117,6 +117,8 @@ def _after_rejection(assignment, before, outcome):
         outcome.standing.append(stands)
     outcome.decisions_reopened += reopened
     outcome.units_reopened += stages.reopen_if_needed(assignment.unit)
+    # Under ask until decided the answers left may decide again on their own (two agreeing of three).
+    outcome.decided += settle_unit(assignment.unit)[1]
 
 
 def _set_state(assignment, state, reviewer, reason):

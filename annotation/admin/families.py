@@ -158,8 +158,8 @@ class InstructionFamilyForm(forms.ModelForm):
 class StageConfigInline(admin.TabularInline):
     model = StageConfig
     extra = 0
-    fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
-              "on_incorrect", "max_caption_rounds", "counts_provisional"]
+    fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "adaptive",
+              "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional"]
     readonly_fields = ["launched_at"]
 
 
@@ -379,10 +379,10 @@ def _save_and_apply_stage_configs(modeladmin, request, formset):
 @admin.register(StageConfig)
 class StageConfigAdmin(admin.ModelAdmin):
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
-                    "on_incorrect"]
+                    "adaptive", "on_incorrect"]
     list_filter = ["stage", "verification_rule"]
-    fields = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "on_incorrect",
-              "max_caption_rounds", "counts_provisional"]
+    fields = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "adaptive",
+              "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional"]
     readonly_fields = ["launched_at"]
 
     def save_model(self, request, obj, form, change):

@@ -111,6 +111,7 @@ def family_workflow(family):
         stage_state(Stage.VERIFICATION, with_reference > 0 and not awaiting_verification),
         f"{verified} verified, {discarded} discarded, {awaiting_verification} awaiting verification"
         + ("" if Stage.VERIFICATION in launched else "; not launched")
+        + _asking(family)
         + f"; verifiers' agreement: Krippendorff's {progress.verification_agreement(family=family).text('reference')}",
         admin_url("instructionfamily_table2") + f"?family={family.pk}", "Table 2 for this family",
     ))
@@ -137,6 +138,16 @@ def family_workflow(family):
                "images": [seed.image for seed in family.seedimage_set.select_related("image")]}
     return Workflow(title=f"Workflow of “{family.name}”", steps=steps, next_action=next_action,
                     jobs=jobs, warnings=job_warnings(jobs), example=example)
+
+
+def _asking(family):
+    """How verification asks, when it asks until decided, and what it has bought so far."""
+    config = StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION, adaptive=True).first()
+    if config is None:
+        return ""
+    bought = progress.answers_bought(family=family, stage=Stage.VERIFICATION)
+    return (f"; ask until decided ({config.agree_to_decide} agreeing of up to {config.overlap}): "
+            f"{bought.summary()}")
 
 
 def _no_tournament_steps():

@@ -184,13 +184,16 @@ class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
                            reverse("admin:annotation_tournament_workflow", args=[tournament.pk]))
 
     def save_model(self, request, obj, form, change):
-        before = Tournament.objects.filter(pk=obj.pk).values_list("judgements_per_pair", flat=True).first()
+        asking = ("judgements_per_pair", "adaptive", "posterior_threshold")
+        before = Tournament.objects.filter(pk=obj.pk).values_list(*asking).first()
         super().save_model(request, obj, form, change)
-        if change and before is not None and before != obj.judgements_per_pair:
+        if change and before is not None and before != tuple(getattr(obj, name) for name in asking):
             resized, done = tournaments.apply_judgements_per_pair(tournament=obj)
-            self.message_user(request, f"{obj}: {resized} open battle(s) now ask for {obj.judgements_per_pair} "
-                                       f"judgement(s); {done} of them already had enough and are done.",
-                              messages.INFO)
+            asks = (f"up to {obj.judgements_per_pair} judgement(s), until one side is preferred with "
+                    f"{obj.posterior_threshold:.0%} posterior probability" if obj.adaptive
+                    else f"{obj.judgements_per_pair} judgement(s)")
+            self.message_user(request, f"{obj}: {resized} open battle(s) now ask for a new number ({asks}); "
+                                       f"{done} of them already had enough and are done.", messages.INFO)
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)

@@ -6,7 +6,6 @@ from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
 
-# The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
 from annotation.admin.workflow_steps import (
     WORKFLOW_JUDGE_MODE,
     Job,
@@ -18,6 +17,9 @@ from annotation.admin.workflow_steps import (
     plural,
     recent_jobs,
 )
+
+# The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
+from annotation.collection import progress
 from annotation.models import (
     REFERENCE_MODEL_NAME,
     HumanJudgement,
@@ -48,6 +50,23 @@ def _tournament_counts(tournament):
     return battles, humans, runs, latest_snapshot
 
 
+def _judged(tournament, humans, wanted):
+    """Whether the crowd has judged every battle: asked them all, or, asking until decided, decided
+    them all (or reached their maximum)."""
+    if tournament.adaptive and tournament.launched_at:
+        bought = progress.judgements_bought(tournament=tournament)
+        return bool(bought.units) and not bought.open_units
+    return bool(wanted) and humans >= wanted
+
+
+def _judgements_text(tournament, humans, wanted):
+    if tournament.adaptive and tournament.launched_at:
+        return (f"ask until decided (posterior ≥ {tournament.posterior_threshold:g}, up to "
+                f"{tournament.judgements_per_pair} per battle): "
+                f"{progress.judgements_bought(tournament=tournament).summary()}")
+    return f"{humans} of {wanted} ({tournament.judgements_per_pair} per battle)"
+
+
 def tournament_steps(tournament, *, family=None):
     battles, humans, runs, latest_snapshot = _tournament_counts(tournament)
     wanted = battles * tournament.judgements_per_pair
@@ -62,8 +81,8 @@ def tournament_steps(tournament, *, family=None):
         Step("launched", "Tournament launched", "done" if tournament.launched_at else "todo",
              f"launched {tournament.launched_at:%Y-%m-%d %H:%M}" if tournament.launched_at else "not launched"),
         Step("human_judgements", "Human judgements",
-             "done" if wanted and humans >= wanted else ("active" if tournament.launched_at else "todo"),
-             f"{humans} of {wanted} ({tournament.judgements_per_pair} per battle)",
+             "done" if _judged(tournament, humans, wanted) else ("active" if tournament.launched_at else "todo"),
+             _judgements_text(tournament, humans, wanted),
              admin_url("humanjudgement_changelist") + f"?battle__tournament__id__exact={tournament.pk}", "Judgements"),
         Step("judge", "LLM judge",
              "done" if done_runs else ("active" if running else "todo"),
@@ -196,9 +215,10 @@ def _tournament_next_action(tournament, runs, snapshot_rows, response_count, ans
     wanted = battles * tournament.judgements_per_pair
     judge_running = any(run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING) for run in runs)
     leaderboard = reverse("dashboard:leaderboard", args=[tournament.pk])
-    if humans < wanted or judge_running:
+    judged = _judged(tournament, humans, wanted)
+    if not judged or judge_running:
         waiting_for = []
-        if humans < wanted:
+        if not judged:
             waiting_for.append(f"human judgements ({humans} of {wanted})")
         if judge_running:
             waiting_for.append("the LLM judge")

@@ -11,8 +11,12 @@ from django.utils import timezone
 
 from annotation.collection.decisions import settle_unit
 from annotation.models import Assignment, Reference, Stage, WorkUnit
+from annotation.stopping import ask_what_is_needed
 
-APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional")
+APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional", "adaptive",
+                  "agree_to_decide")
+# What changes how many answers a unit asks.
+ASKING_FIELDS = {"overlap", "adaptive", "agree_to_decide"}
 
 
 @dataclass
@@ -54,9 +58,15 @@ def apply_stage_config(*, config, before):
     with transaction.atomic():
         units = WorkUnit.objects.filter(family=config.family, stage=config.stage, status=WorkUnit.Status.OPEN,
                                         surplus=False)
-        if "overlap" in changed and config.stage != Stage.INSTRUCTION_GENERATION:
-            applied.units_resized = units.exclude(overlap=config.overlap).update(overlap=config.overlap)
-        if changed & {"overlap", "counts_provisional"}:
+        if changed & ASKING_FIELDS and config.stage != Stage.INSTRUCTION_GENERATION:
+            if config.adaptive:
+                # Each open unit asks what its answers in need now, under the new rule.
+                for unit in units.select_for_update():
+                    before_overlap = unit.overlap
+                    applied.units_resized += ask_what_is_needed(unit) != before_overlap
+            else:
+                applied.units_resized = units.exclude(overlap=config.overlap).update(overlap=config.overlap)
+        if changed & (ASKING_FIELDS | {"counts_provisional"}):
             for unit in units.select_related("family"):
                 completed, decided = settle_unit(unit)
                 applied.units_completed += completed
@@ -67,7 +77,7 @@ def apply_stage_config(*, config, before):
                 Q(lease_expires_at__gt=now) & Q(lease_expires_at__gt=longest),
                 unit__family=config.family, unit__stage=config.stage, status=Assignment.Status.LEASED,
             ).update(lease_expires_at=Least(F("lease_expires_at"), longest))
-        if "verification_rule" in changed and config.stage == Stage.VERIFICATION:
+        if changed & {"verification_rule", "adaptive", "agree_to_decide"} and config.stage == Stage.VERIFICATION:
             applied.rule_changed = True
             applied.pending_decisions = Reference.objects.filter(
                 instance__family=config.family, verdict=Reference.Verdict.PENDING).count()

@@ -22,6 +22,7 @@ from annotation.models import (
     Stage,
     StageConfig,
     Verification,
+    WorkState,
     WorkUnit,
     counted_work,
     multi_image_q,
@@ -267,3 +268,51 @@ def stage_progress(family):
     written_then_discarded = instance_counts.pop("written_then_discarded")
     stages[Stage.INSTRUCTION_GENERATION]["discarded"] = written_then_discarded
     return StageProgress(stages=tuple(stages.values()), instances=instance_counts)
+
+
+# --- answers bought under ask until decided ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswersBought:
+    """What a stage's units bought (answers in, not rejected) against what a fixed overlap at the
+    stage's maximum buys for the same units, in one query."""
+
+    answers: int
+    fixed_overlap_answers: int
+    units: int
+    open_units: int
+
+    @property
+    def saved_pct(self):
+        return _percent(self.fixed_overlap_answers - self.answers, self.fixed_overlap_answers)
+
+    def summary(self):
+        text = f"{self.answers} answers bought of {self.fixed_overlap_answers} at a fixed overlap"
+        if self.saved_pct is not None and self.answers <= self.fixed_overlap_answers:
+            text += f" ({self.saved_pct:.0f}% fewer)"
+        return text + f"; {self.units - self.open_units} of {self.units} decided"
+
+
+def _bought(units, maximum):
+    # A cancelled unit's item moved on by another path: neither way of asking would finish it.
+    counts = units.exclude(status=WorkUnit.Status.CANCELLED).aggregate(
+        units=Count("pk", distinct=True),
+        open_units=Count("pk", filter=Q(status=WorkUnit.Status.OPEN), distinct=True),
+        answers=Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED)
+                      & ~Q(assignments__work_state=WorkState.REJECTED)),
+    )
+    return AnswersBought(answers=counts["answers"], fixed_overlap_answers=counts["units"] * maximum,
+                         units=counts["units"], open_units=counts["open_units"])
+
+
+def answers_bought(*, family, stage):
+    """A family stage's answers bought against its overlap (under ask until decided, the most it asks)."""
+    config = StageConfig.objects.filter(family=family, stage=stage).first()
+    return _bought(WorkUnit.objects.filter(family=family, stage=stage), config.overlap if config else 1)
+
+
+def judgements_bought(*, tournament):
+    """A tournament's human judgements bought against its judgements per pair."""
+    return _bought(WorkUnit.objects.filter(stage=Stage.PAIRWISE, battle__tournament=tournament),
+                   tournament.judgements_per_pair)

@@ -27,6 +27,7 @@ from annotation.models import (
     WorkState,
     WorkUnit,
 )
+from annotation.stopping import Agreement, BetaPosterior, asks_now, first_ask
 from crowdbench.jobs import enqueue
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,20 @@ def _not_made(items, stage, key):
     return items.annotate(unit_key=key).exclude(Exists(made))
 
 
+def first_overlap_of_verification(config):
+    """What a new verification unit asks: the overlap, or under ask until decided the fewest
+    answers that could decide."""
+    return first_ask((Agreement(config.agree_to_decide), config.overlap)) if config.adaptive else config.overlap
+
+
+def first_overlap_of_battle(tournament):
+    """What a new battle unit asks: the tournament's judgements per pair, or under ask until decided
+    the fewest judgements that could pass its threshold."""
+    if not tournament.adaptive:
+        return tournament.judgements_per_pair
+    return first_ask((BetaPosterior(tournament.posterior_threshold), tournament.judgements_per_pair))
+
+
 def _owed_of_items(family, stage, config, *, instance=None, reference=None):
     """The units the stage's items need and lack (of one item when one is named): every stage but
     instruction generation, whose tasks have no item until they are answered."""
@@ -141,12 +156,13 @@ def _owed_of_items(family, stage, config, *, instance=None, reference=None):
         )
         if reference is not None:
             references = references.filter(pk=reference.pk)
-        return [UnitSpec(key=reference.unit_key, family_id=family.pk, overlap=config.overlap,
+        overlap = first_overlap_of_verification(config)
+        return [UnitSpec(key=reference.unit_key, family_id=family.pk, overlap=overlap,
                          instance=reference.instance, reference=reference)
                 for reference in _not_made(references, stage, REFERENCE_KEY).select_related("instance")]
     # Battles are sampled per tournament, and each asks the judgements its tournament says.
     battles = Battle.objects.filter(instance__family=family, tournament__launched_at__isnull=False)
-    return [UnitSpec(key=battle.unit_key, family_id=family.pk, overlap=battle.tournament.judgements_per_pair,
+    return [UnitSpec(key=battle.unit_key, family_id=family.pk, overlap=first_overlap_of_battle(battle.tournament),
                      instance=battle.instance, battle=battle)
             for battle in _not_made(battles, stage, BATTLE_KEY).select_related("instance", "tournament")]
 
@@ -218,14 +234,16 @@ def unit_still_needed(unit):
 
 def reopen_if_needed(unit):
     """Open `unit` again when an answer it had was taken out (a rejection) and its item still needs
-    it, so the queue asks another worker. Returns True when it opened."""
-    unit = WorkUnit.objects.select_for_update().get(pk=unit.pk)
-    if unit.status == WorkUnit.Status.OPEN or unit.assignments.answered().count() >= unit.overlap:
+    it, so the queue asks another worker. Under ask until decided it asks what its answers left need
+    (the answers left may decide on their own). Returns True when it opened."""
+    unit = WorkUnit.objects.select_for_update(of=("self",)).select_related("battle__tournament").get(pk=unit.pk)
+    if unit.status == WorkUnit.Status.OPEN:
         return False
-    if not unit_still_needed(unit):
+    asked = asks_now(unit)
+    if unit.assignments.answered().count() >= asked or not unit_still_needed(unit):
         return False
-    unit.status = WorkUnit.Status.OPEN
-    unit.save(update_fields=["status"])
+    unit.status, unit.overlap = WorkUnit.Status.OPEN, asked
+    unit.save(update_fields=["status", "overlap"])
     return True
 
 

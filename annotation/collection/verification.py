@@ -24,6 +24,7 @@ from annotation.models import (
     counted_work,
 )
 from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from annotation.stopping import Agreement
 from annotation.typed_text import (
     COMMENT_MAX_CHARS,
     clean_typed_text,
@@ -69,17 +70,28 @@ def counted_votes(reference, config):
 
 
 def settle_reference(*, reference, unit):
-    """Decide a pending reference once its counted votes reach what its unit asks. `reference` is
-    locked by the caller."""
+    """Decide a pending reference once its counted votes reach what its unit asks, or under ask
+    until decided once they agree (or reach the most it asks). `reference` is locked by the caller."""
     if reference.verdict != Reference.Verdict.PENDING:
         return None
     config = stage_config(family=unit.family, stage=Stage.VERIFICATION)
-    if len(counted_votes(reference, config)) < unit.overlap:
+    votes = counted_votes(reference, config)
+    if config.adaptive:
+        if _agreed(votes, config) is None and len(votes) < config.overlap:
+            return None
+    elif len(votes) < unit.overlap:
         return None
     return decide_reference(reference=reference)
 
 
-def _verdict(votes, rule):
+def _agreed(votes, config):
+    return Agreement(config.agree_to_decide).decision([vote.is_correct for vote in votes])
+
+
+def _verdict(votes, config):
+    if config.adaptive and (agreed := _agreed(votes, config)) is not None:
+        return agreed
+    rule = config.verification_rule
     correct = sum(1 for vote in votes if vote.is_correct)
     if rule == StageConfig.VerificationRule.ANY:
         return correct >= 1
@@ -105,7 +117,7 @@ def decide_reference(*, reference):
         raise AnnotationError("This reference has no verification yet.")
     incorrect = [vote for vote in votes if not vote.is_correct]
     reference.verdict = (
-        Reference.Verdict.CORRECT if _verdict(votes, config.verification_rule)
+        Reference.Verdict.CORRECT if _verdict(votes, config)
         else Reference.Verdict.INCORRECT
     )
     # A problem counts when most of those who found the reference wrong point at it.

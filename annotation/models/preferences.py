@@ -77,7 +77,15 @@ class Tournament(models.Model):
                                                help_text="Uniform sampling: how many battles.")
     matchups_per_question = models.PositiveIntegerField(default=5,
                                                         help_text="k matchups: pairs per instance.")
-    judgements_per_pair = models.PositiveSmallIntegerField(default=5)
+    judgements_per_pair = models.PositiveSmallIntegerField(
+        default=5, help_text="Judgements asked per battle; with “ask until decided”, the most it may ask.")
+    adaptive = models.BooleanField(
+        "ask until decided", default=False,
+        help_text="Stop asking for judgements of a battle once one side is clearly preferred: the "
+                  "Beta-Binomial posterior that A is preferred (uniform prior) passes the threshold, or "
+                  "falls below one minus it, up to the judgements per pair.")
+    posterior_threshold = models.FloatField(
+        default=0.95, help_text="With “ask until decided”: how sure the posterior must be (between 0.5 and 1).")
     with_criteria = models.BooleanField(default=False,
                                         help_text="Ask CHIRP's five criteria, not only overall.")
     with_rubric = models.BooleanField(default=False,
@@ -98,6 +106,8 @@ class Tournament(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(judgements_per_pair__gte=1),
                                    name="study_judgements_per_pair_positive"),
+            models.CheckConstraint(condition=Q(posterior_threshold__gt=0.5, posterior_threshold__lt=1),
+                                   name="tournament_posterior_threshold_between_half_and_one"),
         ]
 
     def __str__(self):
@@ -106,9 +116,13 @@ class Tournament(models.Model):
     def clean(self):
         # Without a rubric the annotators' page has nothing to score against and refuses every
         # submission; a family's or an instance's rubric only overrides this default.
-        if self.with_rubric and not self.rubric.strip():
-            from django.core.exceptions import ValidationError
+        from django.core.exceptions import ValidationError
 
+        if self.adaptive and not 0.5 < self.posterior_threshold < 1:
+            raise ValidationError({"posterior_threshold": "The threshold is a probability between 0.5 and 1 "
+                                                          "(0.95: stop when one side is preferred with 95% "
+                                                          "posterior probability)."})
+        if self.with_rubric and not self.rubric.strip():
             raise ValidationError({"rubric": "A tournament that asks for rubric scores needs a rubric: write "
                                              "the default score rubric here (what is judged, and what "
                                              "scores 1 to 5 mean), or untick “with rubric”."})

@@ -172,9 +172,17 @@ class StageConfig(models.Model):
 
     family = models.ForeignKey(InstructionFamily, on_delete=models.CASCADE, related_name="stage_configs")
     stage = models.CharField(max_length=30, choices=Stage.choices)
-    overlap = models.PositiveSmallIntegerField(default=1)
+    overlap = models.PositiveSmallIntegerField(
+        default=1, help_text="Answers asked per task; with “ask until decided”, the most it may ask.")
     lease_minutes = models.PositiveIntegerField(default=30)
     launched_at = models.DateTimeField(null=True, blank=True)
+    adaptive = models.BooleanField(
+        "ask until decided", default=False,
+        help_text="Verification: stop asking once enough verifiers agree (“agree to decide”, e.g. two), "
+                  "and ask one more at a time while they disagree, up to the overlap (e.g. three). "
+                  "The verdict is what the agreeing verifiers said.")
+    agree_to_decide = models.PositiveSmallIntegerField(
+        default=2, help_text="With “ask until decided”: how many agreeing verifiers decide a reference.")
     verification_rule = models.CharField(max_length=20, choices=VerificationRule.choices,
                                          default=VerificationRule.UNANIMOUS)
     on_incorrect = models.CharField(max_length=20, choices=IncorrectAction.choices,
@@ -189,6 +197,7 @@ class StageConfig(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["family", "stage"], name="stage_config_unique"),
             models.CheckConstraint(condition=Q(overlap__gte=1), name="stage_config_overlap_positive"),
+            models.CheckConstraint(condition=Q(agree_to_decide__gte=1), name="stage_config_agree_to_decide_positive"),
         ]
 
     def __str__(self):
@@ -199,3 +208,19 @@ class StageConfig(models.Model):
             raise ValidationError({"overlap": "Each instruction-generation task is one new instance written "
                                               "by one worker, so its overlap is 1: to collect more "
                                               "instances, raise the family's target instead."})
+        if self.adaptive:
+            self._check_adaptive()
+
+    def _check_adaptive(self):
+        if self.stage != Stage.VERIFICATION:
+            raise ValidationError({"adaptive": "“Ask until decided” is a verification setting; a tournament "
+                                               "says when its battles are decided."})
+        if self.agree_to_decide < 2:
+            raise ValidationError({"agree_to_decide": "At least two verifiers must agree to decide: one answer "
+                                                      "alone is what a fixed overlap of 1 asks."})
+        # Yes/no answers always hold a majority of 2 × agree − 1, so a larger overlap is never reached.
+        most = 2 * self.agree_to_decide - 1
+        if not self.agree_to_decide <= self.overlap <= most:
+            raise ValidationError({"overlap": f"With “ask until decided” and {self.agree_to_decide} agreeing to "
+                                              f"decide, the overlap (the most it asks) is between "
+                                              f"{self.agree_to_decide} and {most}."})

@@ -23,6 +23,7 @@ from annotation.models import (
 )
 from annotation.preferences.answers import owed_answers_message
 from annotation.preferences.eligible import eligible_instances
+from annotation.stopping import ask_what_is_needed
 
 
 def reference_responses(*, instances):
@@ -146,12 +147,22 @@ def launch_tournament(*, tournament):
 
 
 def apply_judgements_per_pair(*, tournament):
-    """A changed number of judgements per battle reaches the tournament's open battles: (how many
-    now ask for the new number, how many of those already had enough and are done)."""
+    """A changed number of judgements per battle, or a changed ask until decided, reaches the
+    tournament's open battles: (how many now ask for a new number, how many of those already had
+    enough and are done)."""
     with transaction.atomic():
         units = WorkUnit.objects.filter(stage=Stage.PAIRWISE, battle__tournament=tournament,
                                         status=WorkUnit.Status.OPEN)
-        resized = list(units.exclude(overlap=tournament.judgements_per_pair).values_list("pk", flat=True))
-        WorkUnit.objects.filter(pk__in=resized).update(overlap=tournament.judgements_per_pair)
+        if tournament.adaptive:
+            resized = []
+            for unit in units.select_for_update(of=("self",)).select_related("battle__tournament"):
+                before = unit.overlap
+                # The tournament in hand holds the new settings, whether or not they are saved yet.
+                unit.battle.tournament = tournament
+                if ask_what_is_needed(unit) != before:
+                    resized.append(unit.pk)
+        else:
+            resized = list(units.exclude(overlap=tournament.judgements_per_pair).values_list("pk", flat=True))
+            WorkUnit.objects.filter(pk__in=resized).update(overlap=tournament.judgements_per_pair)
         done = sum(settle_unit(unit)[0] for unit in WorkUnit.objects.filter(pk__in=resized))
     return len(resized), done

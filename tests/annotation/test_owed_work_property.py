@@ -1,10 +1,12 @@
 """Random sequences of the real steps of every crowd stage, checked after each step on PostgreSQL.
 
 Launch, lease, submit, give back, expire, a late submit, a verdict that discards or sends back, a
-second reference pasted, a researcher's caption, the sweep, a job run again, and any of them with a
-database error at a random statement. After every step: no item has more units or answers than
-its stage asks, no worker answers an item twice, the sweep leaves nothing owed and made twice, and
-nothing a service said it stored is lost.
+second reference pasted, a researcher's caption, a rejection in review, the sweep, a job run again,
+and any of them with a database error at a random statement, with verification and battles asking a
+fixed overlap or until decided. After every step: no item has more units or answers than its stage
+asks, no worker answers an item twice, a stage asking until decided buys no answer after its answers
+decided and never more than its maximum, the sweep leaves nothing owed and made twice, and nothing a
+service said it stored is lost.
 """
 
 from datetime import timedelta
@@ -24,7 +26,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from annotation import queue
+from annotation import queue, review
 from annotation.collection import captions, instructions, references, stages, verification
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -35,12 +37,15 @@ from annotation.models import (
     InstructionFamily,
     Stage,
     StageConfig,
+    Tournament,
     Verification,
     Worker,
+    WorkState,
     WorkUnit,
 )
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
+from annotation.stopping import answered_labels, stopping_of
 from tasks import outbox
 from tests.factories import FamilyFactory, ImageAssetFactory
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
@@ -174,6 +179,12 @@ class OwedWork(RuleBasedStateMachine):
     def _give_back(self, worker):
         queue.return_held(worker=worker)
 
+    def _reject(self, worker):
+        answer = Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).exclude(
+            work_state=WorkState.REJECTED).order_by("-pk").first()
+        if answer is not None:
+            review.reject_work(assignments=[answer], reason="Careless.")
+
     def _run(self, step, fault_at):
         kind, arguments = step
         if kind == "submit":
@@ -185,7 +196,7 @@ class OwedWork(RuleBasedStateMachine):
         action = {
             "launch": self._launch, "lease": self._lease, "reference": self._reference,
             "researcher_caption": self._researcher_caption, "sweep": self._sweep, "rerun": self._rerun,
-            "expire": self._expire, "give_back": self._give_back,
+            "expire": self._expire, "give_back": self._give_back, "reject": self._reject,
         }[kind]
         self._step(lambda: action(*arguments), fault_at)
 
@@ -202,17 +213,19 @@ class OwedWork(RuleBasedStateMachine):
         st.tuples(st.just("rerun"), st.tuples(st.sampled_from(ALL_STAGES))),
         st.tuples(st.just("expire"), st.just(())),
         st.tuples(st.just("give_back"), st.tuples(worker_numbers)),
+        st.tuples(st.just("reject"), st.tuples(worker_numbers)),
     )
 
     def _with_workers(self, step):
         kind, arguments = step
-        if kind in ("lease", "submit", "give_back"):
+        if kind in ("lease", "submit", "give_back", "reject"):
             return kind, (self.workers[arguments[0]], *arguments[1:])
         return step
 
     @initialize(caption_overlap=st.integers(1, 3), verification_overlap=st.integers(1, 3),
-                rule=st.sampled_from(StageConfig.VerificationRule.values), tournament=st.booleans())
-    def launch_everything(self, caption_overlap, verification_overlap, rule, tournament):
+                rule=st.sampled_from(StageConfig.VerificationRule.values), tournament=st.booleans(),
+                adaptive=st.booleans())
+    def launch_everything(self, caption_overlap, verification_overlap, rule, tournament, adaptive):
         # Work to do from the first step: the stages launched as a researcher would, one instance
         # already written (imported), the tournament's battles out or not yet.
         self.family.instances.create(instruction="What is the man on the left about to do?")
@@ -221,6 +234,14 @@ class OwedWork(RuleBasedStateMachine):
         self._launch(Stage.VERIFICATION, verification_overlap)
         StageConfig.objects.filter(family=self.family, stage=Stage.VERIFICATION).update(
             verification_rule=rule, on_incorrect=StageConfig.IncorrectAction.RECAPTION)
+        if adaptive:
+            # Ask until decided: two agreeing verifiers of up to three; a battle until the posterior
+            # for one side passes 0.9 (three judgements at least), up to four.
+            StageConfig.objects.filter(family=self.family, stage=Stage.VERIFICATION).update(
+                adaptive=True, agree_to_decide=2, overlap=3)
+            Tournament.objects.filter(pk=self.tournament.pk).update(adaptive=True, posterior_threshold=0.9,
+                                                                    judgements_per_pair=4)
+            self.tournament.refresh_from_db()
         if tournament:
             self._launch(Stage.PAIRWISE, 0)
         self._sweep()
@@ -266,14 +287,31 @@ class OwedWork(RuleBasedStateMachine):
 
     @invariant()
     def no_item_has_more_answers_than_its_stage_asks(self):
-        # One unit per item (above), and no unit with more answers than its overlap.
-        submitted = Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
-        assert not WorkUnit.objects.annotate(n=submitted).filter(n__gt=F("overlap")).exists()
-        captions_per_unit = Caption.objects.filter(assignment__isnull=False).values("assignment__unit") \
+        # One unit per item (above), and no unit with more answers than its overlap: answers that
+        # count, since a rejected one gives its slot back.
+        answered = Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED)
+                         & ~Q(assignments__work_state=WorkState.REJECTED))
+        assert not WorkUnit.objects.annotate(n=answered).filter(n__gt=F("overlap")).exists()
+        captions_per_unit = Caption.objects.filter(assignment__isnull=False) \
+            .exclude(assignment__work_state=WorkState.REJECTED).values("assignment__unit") \
             .annotate(n=Count("pk"), overlap=F("assignment__unit__overlap")).filter(n__gt=F("overlap"))
         assert not captions_per_unit.exists()
         live = self.family.instances.exclude(status=Instance.Status.DISCARDED).count()
         assert live <= self.family.target_instances
+
+    @invariant()
+    def asking_until_decided_buys_nothing_after_a_decision_nor_beyond_its_maximum(self):
+        if not (StageConfig.objects.filter(adaptive=True).exists() or self.tournament.adaptive):
+            return
+        for unit in WorkUnit.objects.filter(stage__in=[Stage.VERIFICATION, Stage.PAIRWISE], surplus=False) \
+                .select_related("battle__tournament"):
+            stopping = stopping_of(unit)
+            if stopping is None:
+                continue
+            rule, maximum = stopping
+            labels = answered_labels(unit)
+            assert unit.overlap <= maximum and len(labels) <= maximum, unit
+            assert rule.decision(labels[:-1]) is None, (unit, labels)
 
     @invariant()
     def no_worker_answers_an_item_twice(self):

@@ -1,0 +1,117 @@
+"""Ask until decided (issue 26): how many answers a unit asks when its stage stops once its answers
+decide, instead of asking a fixed overlap.
+
+A stopping rule reads a unit's answers as labels and says what they decide, or None while they do
+not. A unit under a rule asks the fewest answers that could decide it (its answers so far and as
+many more as would decide if they all sided with the leading label), never more than its stage's
+maximum: two verifiers at first, a third only when the two disagree. The queue leases up to what a
+unit asks (`WorkUnit.overlap`), so it hands out only units that still need an answer, and a unit
+closes when its answers reach it. Another rule (a worker model's posterior, say) plugs in as a
+class with `labels` and `decision(answers)`.
+"""
+
+from collections import Counter
+
+from annotation.models import HumanJudgement, Stage, StageConfig, Verification
+
+
+class Agreement:
+    """Decided once `agree` answers say the same (verification: two agreeing of up to three)."""
+
+    labels = (True, False)
+
+    def __init__(self, agree):
+        self.agree = agree
+
+    def decision(self, answers):
+        if not answers:
+            return None
+        label, count = Counter(answers).most_common(1)[0]
+        return label if count >= self.agree else None
+
+
+class BetaPosterior:
+    """Decided once the Beta-Binomial posterior that A is preferred (uniform prior) passes
+    `threshold`, or falls below one minus it (B is preferred)."""
+
+    labels = ("model_a", "model_b")
+
+    def __init__(self, threshold):
+        self.threshold = threshold
+
+    def preferred_a(self, answers):
+        # Loaded by the first battle that asks until decided, not when a web worker starts: the
+        # workers that serve annotators stay without the scientific stack otherwise.
+        from scipy.stats import beta
+
+        a = sum(1 for answer in answers if answer == "model_a")
+        return float(beta.sf(0.5, 1 + a, 1 + len(answers) - a))
+
+    def decision(self, answers):
+        p = self.preferred_a(answers)
+        if p >= self.threshold:
+            return "model_a"
+        if 1 - p >= self.threshold:
+            return "model_b"
+        return None
+
+
+def answers_to_ask(rule, answers, maximum):
+    """The fewest answers that could decide, given `answers` so far, up to `maximum`: as many as
+    are in once they decide or reach the maximum."""
+    answers = list(answers)
+    if len(answers) >= maximum or rule.decision(answers) is not None:
+        return max(len(answers), 1)
+    leader = Counter(answers).most_common(1)[0][0] if answers else rule.labels[0]
+    for more in range(1, maximum - len(answers)):
+        if rule.decision(answers + [leader] * more) is not None:
+            return len(answers) + more
+    return maximum
+
+
+def stopping_of(unit):
+    """(rule, maximum) of the unit's stage when it asks until decided, else None."""
+    if unit.stage == Stage.VERIFICATION:
+        config = StageConfig.objects.filter(family_id=unit.family_id, stage=Stage.VERIFICATION).first()
+        if config is not None and config.adaptive:
+            return Agreement(config.agree_to_decide), config.overlap
+    elif unit.stage == Stage.PAIRWISE and unit.battle_id is not None:
+        tournament = unit.battle.tournament
+        if tournament.adaptive:
+            return BetaPosterior(tournament.posterior_threshold), tournament.judgements_per_pair
+    return None
+
+
+def first_ask(stopping):
+    """What a new unit asks under `stopping` ((rule, maximum))."""
+    rule, maximum = stopping
+    return answers_to_ask(rule, [], maximum)
+
+
+def answered_labels(unit):
+    """The unit's answers in (submitted and not rejected), as its rule reads them."""
+    if unit.stage == Stage.VERIFICATION:
+        return list(Verification.objects.filter(assignment__in=unit.assignments.answered())
+                    .order_by("pk").values_list("is_correct", flat=True))
+    judgements = HumanJudgement.objects.filter(assignment__in=unit.assignments.answered()).order_by("pk")
+    return [judgement.winner_side(judgement.choice) for judgement in judgements]
+
+
+def asks_now(unit):
+    """How many answers `unit` asks now: its overlap, or, when its stage asks until decided, the
+    fewest of its answers in that could decide it."""
+    stopping = None if unit.surplus else stopping_of(unit)
+    if stopping is None:
+        return unit.overlap
+    rule, maximum = stopping
+    return answers_to_ask(rule, answered_labels(unit), maximum)
+
+
+def ask_what_is_needed(unit):
+    """Set an open unit's overlap to what it asks now (`unit` is locked by the caller). Returns it."""
+    if unit.status == unit.Status.OPEN:
+        asked = asks_now(unit)
+        if asked != unit.overlap:
+            unit.overlap = asked
+            unit.save(update_fields=["overlap"])
+    return unit.overlap
