@@ -22,12 +22,14 @@ from annotation.collection.decisions import settle_unit
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
+    Battle,
     Caption,
     Instance,
     Reference,
     Stage,
     WorkState,
 )
+from crowdbench.jobs import enqueue
 
 REASON_MAX_CHARS = 2000
 
@@ -99,9 +101,18 @@ def _review_each(assignments, state, reviewer, reason, consequences):
                 continue
             before = assignment.work_state
             _set_state(assignment, state, reviewer, reason)
+            _leaderboard_changed(assignment)
             outcome.changed += 1
             consequences(assignment, before, outcome)
     return outcome
+
+
+def _leaderboard_changed(assignment):
+    # Whether a human judgement counts can change with its work state (a tournament may count only
+    # accepted ones); its tournament's leaderboard is computed again in the background.
+    if assignment.unit.stage == Stage.PAIRWISE and assignment.unit.battle_id is not None:
+        tournament_id = Battle.objects.filter(pk=assignment.unit.battle_id).values_list("tournament_id", flat=True)
+        enqueue("tasks.refresh_leaderboard", *tournament_id)
 
 
 def _after_acceptance(assignment, before, outcome):
@@ -143,8 +154,11 @@ def _undo(assignment):
     if unit.stage == Stage.INSTRUCTION_GENERATION:
         instance = Instance.objects.select_for_update().filter(instruction_submission__assignment=assignment).first()
         if instance is not None and instance.status != Instance.Status.DISCARDED:
+            was_verified = instance.status == Instance.Status.VERIFIED
             instance.status = Instance.Status.DISCARDED
             instance.save(update_fields=["status", "updated_at"])
+            if was_verified:
+                verification_stage.battles_count_changed(instance)
             for stage in (Stage.CAPTION, Stage.VERIFICATION):
                 stages.close_units_no_longer_owed(stage=stage, instance=instance)
         return "", 0

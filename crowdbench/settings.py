@@ -194,7 +194,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging", "tasks.platforms", "tasks.exports", "tasks.outbox"]
+CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging", "tasks.platforms", "tasks.exports", "tasks.outbox",
+                  "tasks.scoring"]
 # Owed work whose job was queued longer ago than this, and is not running, is queued again.
 JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", default=600)
 CELERY_BEAT_SCHEDULE = {
