@@ -99,7 +99,10 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     # Verifying or un-verifying an instance stamps its updated_at (collection/verification.py).
     battles = Battle.objects.filter(tournament=tournament).aggregate(
         n=Count("id"), last=Max("id"), instances=Max("instance__updated_at"))
-    families = list(InstructionFamily.objects.order_by("id").values_list("id", "name", "is_multi_image"))
+    # A family's name is a category of the board, and its flag says whether its instances are multi-image.
+    families = list(InstructionFamily.objects.filter(pk__in=Battle.objects.filter(tournament=tournament)
+                                                     .values("instance__family_id"))
+                    .order_by("id").values_list("id", "name", "is_multi_image"))
     rubrics = list(tournament.rubrics.order_by("id").values_list("family_id", "instance_id", "text"))
     parts = (COMPUTATION_VERSION, criterion, rounds, REFERENCE_MODEL_NAME, settings, human, judge, runs, battles,
              families, rubrics)
