@@ -24,6 +24,7 @@ from annotation.models import (
     Assignment,
     Battle,
     Caption,
+    HumanJudgement,
     Instance,
     Reference,
     Stage,
@@ -108,9 +109,11 @@ def _review_each(assignments, state, reviewer, reason, consequences):
 
 
 def _leaderboard_changed(assignment):
-    # Whether a human judgement counts can change with its work state (a tournament may count only
-    # accepted ones); its tournament's leaderboard is computed again in the background.
+    # Whether a human judgement counts changes with its work state: the judgement is stamped, which
+    # the leaderboard's fingerprint reads (scoring/freshness.py), and its tournament's leaderboard
+    # is computed again in the background.
     if assignment.unit.stage == Stage.PAIRWISE and assignment.unit.battle_id is not None:
+        HumanJudgement.objects.filter(assignment=assignment).update(updated_at=assignment.reviewed_at)
         tournament_id = Battle.objects.filter(pk=assignment.unit.battle_id).values_list("tournament_id", flat=True)
         enqueue("tasks.refresh_leaderboard", *tournament_id)
 

@@ -39,17 +39,15 @@ from annotation.models import (
     LeaderboardResult,
     Tournament,
 )
-from annotation.models.preferences import counted_battles
-from annotation.models.work import counted_work
 from annotation.scoring import DEFAULT_ROUNDS
 from crowdbench.jobs import enqueue
 
 JOB = "tasks.refresh_leaderboard"
 # Bump when the computation or the stored layout changes, so older stored results are not current.
 COMPUTATION_VERSION = 5
-# A second checksum of the counted ids beside their sum: two rows leaving and two others entering
-# the counted set between two computations keep count and sum equal only by a coincidence this
-# breaks (the squares modulo a prime, which stays within a 64-bit sum at any realistic size).
+# A second checksum of the ids beside their sum: two rows deleted and two others made between two
+# computations keep count and sum equal only by a coincidence this breaks (the squares modulo a
+# prime, which stays within a 64-bit sum at any realistic size).
 _CHECKSUM_PRIME = 1_000_003
 
 
@@ -71,14 +69,14 @@ def kept_boards(tournament):
     return sorted(boards)
 
 
-def _set_checksum(counted):
-    """Aggregates of a set of rows that change when a row enters or leaves the counted part, and
-    when any row is edited."""
+def _set_checksum():
+    """Aggregates of a set of rows that change when a row comes or goes, and when any row is
+    edited (or, for a human judgement, reviewed)."""
     return {
-        "n": Count("id", filter=counted),
-        "sum": Sum("id", filter=counted),
-        "squares": Sum(F("id") * F("id") % _CHECKSUM_PRIME, filter=counted),
-        "last": Max("id", filter=counted),
+        "n": Count("id"),
+        "sum": Sum("id"),
+        "squares": Sum(F("id") * F("id") % _CHECKSUM_PRIME),
+        "last": Max("id"),
         "edited": Max("updated_at"),
     }
 
@@ -87,16 +85,15 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     """sha256 of what the board's result depends on, from a few aggregate queries."""
     settings = Tournament.objects.values_list("seed", "counts_provisional", "with_rubric", "rubric").get(
         pk=tournament.pk)
-    human = HumanJudgement.objects.filter(battle__tournament=tournament).aggregate(
-        **_set_checksum(counted_work(provisional_counts=settings[1]) & counted_battles()),
-        # A review changes which answers count; it always stamps the time (annotation/review.py).
-        reviewed=Max("assignment__reviewed_at"),
-    )
-    done = {"run__tournament": tournament, "run__status": JudgeRun.Status.DONE}
-    judge = Judgement.objects.filter(**done).aggregate(**_set_checksum(counted_battles()))
+    # Which of them count (counted_work, counted_battles) is read from its traces rather than row by
+    # row, which costs a join per judgement: a review stamps the human judgement it accepts or
+    # rejects (annotation/review.py), and verifying or un-verifying an instance stamps the instance
+    # (collection/verification.py), read over the battles below.
+    human = HumanJudgement.objects.filter(battle__tournament=tournament).aggregate(**_set_checksum())
+    judge = Judgement.objects.filter(run__tournament=tournament, run__status=JudgeRun.Status.DONE).aggregate(
+        **_set_checksum())
     runs = list(JudgeRun.objects.filter(tournament=tournament, status=JudgeRun.Status.DONE).order_by("id")
                 .values_list("id", "engine", "mode", "finished_at"))
-    # Verifying or un-verifying an instance stamps its updated_at (collection/verification.py).
     battles = Battle.objects.filter(tournament=tournament).aggregate(
         n=Count("id"), last=Max("id"), instances=Max("instance__updated_at"))
     # A family's name is a category of the board, and its flag says whether its instances are multi-image.
