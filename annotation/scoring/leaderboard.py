@@ -60,7 +60,7 @@ def evaluators(*, tournament, criterion="overall"):
             Evaluator(
                 key=f"run-{run.pk}",
                 title=f"LLM judge: {run.engine}, {run.get_mode_display()}",
-                battles=judge_battles(run=run, criterion=criterion),
+                battles=judge_battles(run=run, criterion=criterion, orderings=orderings),
                 judgements=len(orderings),
                 orderings=orderings,
                 judge=f"{run.engine}, {run.get_mode_display()}",
