@@ -95,6 +95,7 @@ def reject_work(*, assignments, reason, reviewer=None):
 
 def _review_each(assignments, state, reviewer, reason, consequences):
     outcome = ReviewOutcome()
+    judged = []
     with transaction.atomic():
         for assignment in _submitted(assignments):
             if assignment.work_state == state:
@@ -102,20 +103,25 @@ def _review_each(assignments, state, reviewer, reason, consequences):
                 continue
             before = assignment.work_state
             _set_state(assignment, state, reviewer, reason)
-            _leaderboard_changed(assignment)
+            if assignment.unit.stage == Stage.PAIRWISE:
+                judged.append(assignment)
             outcome.changed += 1
             consequences(assignment, before, outcome)
+        _leaderboards_changed(judged)
     return outcome
 
 
-def _leaderboard_changed(assignment):
-    # Whether a human judgement counts changes with its work state: the judgement is stamped, which
-    # the leaderboard's fingerprint reads (scoring/freshness.py), and its tournament's leaderboard
-    # is computed again in the background.
-    if assignment.unit.stage == Stage.PAIRWISE and assignment.unit.battle_id is not None:
-        HumanJudgement.objects.filter(assignment=assignment).update(updated_at=assignment.reviewed_at)
-        tournament_id = Battle.objects.filter(pk=assignment.unit.battle_id).values_list("tournament_id", flat=True)
-        enqueue("tasks.refresh_leaderboard", *tournament_id)
+def _leaderboards_changed(assignments):
+    """Whether a human judgement counts changes with its work state: each reviewed judgement is
+    stamped, which the leaderboard's fingerprint reads (scoring/freshness.py), and each tournament
+    they belong to has its leaderboard computed again in the background, once for a whole batch."""
+    if not assignments:
+        return
+    HumanJudgement.objects.filter(assignment__in=assignments).update(updated_at=timezone.now())
+    tournaments = Battle.objects.filter(pk__in={a.unit.battle_id for a in assignments}).values_list(
+        "tournament_id", flat=True).distinct()
+    for tournament_id in sorted(tournaments):
+        enqueue("tasks.refresh_leaderboard", tournament_id)
 
 
 def _after_acceptance(assignment, before, outcome):
