@@ -12,11 +12,12 @@ accepts or rejects one (the tournament may count only accepted work), an instanc
 un-verified (battles count only while their instance is verified, `counted_battles`), a judge run
 finishing or run again, and the tournament's, its rubrics' and the families' settings.
 
-Jobs are queued when judgements change (`judgements_changed`, called by the services that change
-them), by a page that finds its result stale, and by the outbox sweep (tasks/outbox.py) for a
-change whose job was lost. Queuing one twice costs a message: the job runs under a lease per board,
-and a state already stored (one row per state: LeaderboardResult's unique constraint) is not
-computed again.
+Jobs are queued when judgements change, by the services that change them (a judgement submitted,
+a review, an instance verified or un-verified, a judge run finished or run again: they name the job
+by its Celery name, as the domain does every job), by a page that finds its result stale, and by
+the outbox sweep (tasks/outbox.py) for a change whose job was lost. Queuing one twice costs a
+message: the job runs under a lease per board, and a state already stored (one row per state:
+LeaderboardResult's unique constraint) is not computed again.
 """
 
 import hashlib
@@ -49,13 +50,6 @@ COMPUTATION_VERSION = 5
 # computations keep count and sum equal only by a coincidence this breaks (the squares modulo a
 # prime, which stays within a 64-bit sum at any realistic size).
 _CHECKSUM_PRIME = 1_000_003
-
-
-def judgements_changed(*tournament_ids):
-    """Queue the leaderboards of these tournaments for recomputing, once the caller's transaction
-    commits."""
-    for tournament_id in sorted(set(tournament_ids)):
-        enqueue(JOB, tournament_id)
 
 
 def kept_boards(tournament):
