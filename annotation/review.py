@@ -22,12 +22,15 @@ from annotation.collection.decisions import settle_unit
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
+    Battle,
     Caption,
+    HumanJudgement,
     Instance,
     Reference,
     Stage,
     WorkState,
 )
+from crowdbench.jobs import enqueue
 
 REASON_MAX_CHARS = 2000
 
@@ -92,6 +95,7 @@ def reject_work(*, assignments, reason, reviewer=None):
 
 def _review_each(assignments, state, reviewer, reason, consequences):
     outcome = ReviewOutcome()
+    judged = []
     with transaction.atomic():
         for assignment in _submitted(assignments):
             if assignment.work_state == state:
@@ -99,9 +103,25 @@ def _review_each(assignments, state, reviewer, reason, consequences):
                 continue
             before = assignment.work_state
             _set_state(assignment, state, reviewer, reason)
+            if assignment.unit.stage == Stage.PAIRWISE:
+                judged.append(assignment)
             outcome.changed += 1
             consequences(assignment, before, outcome)
+        _leaderboards_changed(judged)
     return outcome
+
+
+def _leaderboards_changed(assignments):
+    """Whether a human judgement counts changes with its work state: each reviewed judgement is
+    stamped, which the leaderboard's fingerprint reads (scoring/freshness.py), and each tournament
+    they belong to has its leaderboard computed again in the background, once for a whole batch."""
+    if not assignments:
+        return
+    HumanJudgement.objects.filter(assignment__in=assignments).update(updated_at=timezone.now())
+    tournaments = Battle.objects.filter(pk__in={a.unit.battle_id for a in assignments}).values_list(
+        "tournament_id", flat=True).distinct()
+    for tournament_id in sorted(tournaments):
+        enqueue("tasks.refresh_leaderboard", tournament_id)
 
 
 def _after_acceptance(assignment, before, outcome):
@@ -145,8 +165,11 @@ def _undo(assignment):
     if unit.stage == Stage.INSTRUCTION_GENERATION:
         instance = Instance.objects.select_for_update().filter(instruction_submission__assignment=assignment).first()
         if instance is not None and instance.status != Instance.Status.DISCARDED:
+            was_verified = instance.status == Instance.Status.VERIFIED
             instance.status = Instance.Status.DISCARDED
             instance.save(update_fields=["status", "updated_at"])
+            if was_verified:
+                verification_stage.battles_count_changed(instance)
             for stage in (Stage.CAPTION, Stage.VERIFICATION):
                 stages.close_units_no_longer_owed(stage=stage, instance=instance)
         return "", 0

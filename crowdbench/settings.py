@@ -195,7 +195,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging", "tasks.answers", "tasks.platforms", "tasks.exports",
-                  "tasks.outbox"]
+                  "tasks.outbox", "tasks.scoring"]
 # Owed work whose job was queued longer ago than this, and is not running, is queued again.
 JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", default=600)
 CELERY_BEAT_SCHEDULE = {

@@ -1,7 +1,8 @@
 """Researcher dashboard views: tournament progress, leaderboards and plots (paper Tables 3-4, Figs. 8-9).
 
 Thin views: the numbers come from annotation.scoring.leaderboard's stored result (one computation per
-state of the judgements, shared with the API), the pictures from annotation.scoring.plots.
+state of the judgements, made by a background job and shared with the API: a page shows the last one
+with its age and never computes), the pictures from annotation.scoring.plots.
 Both are imported inside the views that use them: pandas, SciPy, numba and matplotlib then load in
 a web worker only when a researcher asks for a leaderboard, not in every worker at start-up.
 """
@@ -49,17 +50,19 @@ def index(request):
 
 @researcher_view
 def leaderboard(request, tournament_id):
-    from annotation.scoring import leaderboard as boards
+    from annotation.scoring import freshness
     tournament = get_object_or_404(Tournament, pk=tournament_id)
     criterion = _criterion(request)
-    result = boards.tournament_leaderboard(tournament=tournament, criterion=criterion)
+    state = freshness.leaderboard_state(tournament=tournament, criterion=criterion)
     return render(
         request,
         "dashboard/leaderboard.html",
         {
             "tournament": tournament,
             "criterion": criterion,
-            "result": result,
+            "state": state,
+            "result": state.result,
+            "rounds": scoring.DEFAULT_ROUNDS,
             "min_matches": scoring.MIN_MATCHES,
             "reference_model": REFERENCE_MODEL_NAME,
             "criteria": CHIRP_CRITERIA if tournament.with_criteria else CHIRP_CRITERIA[:1],
@@ -69,10 +72,11 @@ def leaderboard(request, tournament_id):
 
 
 def _result(request, tournament):
+    """The result the page showed (its figures carry ?v=<data key>), so a figure is the same picture
+    for the same key; without a key, or once that result has been replaced, the last stored one.
+    A figure never computes anything."""
+    from annotation.scoring import freshness
     from annotation.scoring import leaderboard as boards
-    """The result the page showed (its figures carry ?v=<data key>), so a figure never
-    recomputes anything and is the same picture for the same key; without a key, or once the
-    judgements have changed, the current result."""
     criterion = _criterion(request)
     key = request.GET.get("v", "")
     if _DATA_KEY.fullmatch(key):
@@ -80,7 +84,10 @@ def _result(request, tournament):
                                           data_key=key)
         if found is not None:
             return found, True
-    return boards.tournament_leaderboard(tournament=tournament, criterion=criterion), False
+    stored = freshness.latest_stored(tournament=tournament, criterion=criterion)
+    if stored is None:
+        raise Http404("The leaderboard is being computed.")
+    return boards.TournamentLeaderboard.from_stored(stored), False
 
 
 def _png(data, *, immutable):

@@ -15,10 +15,12 @@ from annotation import llm
 from annotation.collection import stages
 from annotation.judging.runner import ACTIVE_STATUSES
 from annotation.models import EndpointCall, Instance, JudgeRun, Snapshot, StageConfig
+from annotation.scoring import DEFAULT_ROUNDS, freshness
 from crowdbench.celery import app
 from crowdbench.jobs import send
 from tasks.jobs import job_key, leased_elsewhere
 from tasks.models import Job
+from tasks.scoring import board_lease
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,10 @@ def owed_jobs():
     snapshots = Snapshot.objects.filter(status__in=(Snapshot.Status.PENDING, Snapshot.Status.RUNNING))
     owed += [("tasks.build_snapshot", (pk,), "snapshot", pk, since)
              for pk, since in snapshots.values_list("pk", "created_at")]
+    # A leaderboard older than its judgements is owed since it was computed; its job is usually
+    # on its way (queued by the change), so only one lost or refused is sent again.
+    owed += [(freshness.JOB, (pk,), board_lease("overall", DEFAULT_ROUNDS), pk, since)
+             for pk, since in freshness.stale_tournaments()]
     return owed
 
 

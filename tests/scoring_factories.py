@@ -93,3 +93,66 @@ def rubric_tournament(models=tuple(DESERVES)):
     # The server drew the sides: both occur, so a wrong side-to-model map would mix the scores.
     assert {j.shown_left for j in HumanJudgement.objects.all()} == set(HumanJudgement.ShownLeft.values)
     return tournament
+
+
+def random_tournament(*, name, rng, models=15, questions=100, pairs_per_question=10, judgements_per_battle=2,
+                      judge_runs=1, batch_size=10_000, chunk_questions=2_000):
+    """A tournament of `models` models on `questions` verified instances, `pairs_per_question`
+    random pairs of them per instance and `judgements_per_battle` human judgements of each with a
+    random winner (each with its work unit and assignment, as a worker's submission leaves them),
+    and `judge_runs` finished judge runs with a random verdict per ordering: bulk inserted through
+    the models, `chunk_questions` instances at a time, as benchmarks/scale.py seeds its world. A
+    handful of pairs per question keeps the crowd's preference graphs small, however random their
+    verdicts."""
+    import itertools
+
+    from django.utils import timezone
+
+    from annotation.models import Assignment, Battle, Judgement, JudgeRun, Worker, WorkUnit
+
+    def bulk(model, rows):
+        return model.objects.bulk_create(rows, batch_size=batch_size)
+
+    now = timezone.now()
+    names = [f"model-{n:02d}" for n in range(models)]
+    pairs = list(itertools.combinations(names, 2))
+    family = FamilyFactory()
+    tournament = Tournament.objects.create(name=name, include_reference=False, model_names=names,
+                                           judgements_per_pair=judgements_per_battle, launched_at=now)
+    workers = bulk(Worker, [Worker(platform=Worker.Platform.LOCAL, external_id=f"{name}-worker-{n}")
+                            for n in range(max(judgements_per_battle, 20))])
+    runs = [JudgeRun.objects.create(tournament=tournament, engine=f"judge-{number}", status=JudgeRun.Status.DONE,
+                                    finished_at=now) for number in range(judge_runs)]
+    for first in range(0, questions, chunk_questions):
+        instances = bulk(Instance, [Instance(family=family, instruction=f"What is unusual here? ({n})",
+                                             status=Instance.Status.VERIFIED, reference_output=REFERENCE_TEXT)
+                                    for n in range(first, min(questions, first + chunk_questions))])
+        responses = bulk(ModelResponse, [
+            ModelResponse(instance=instance, model_name=model,
+                          text=f"{model} answers question {instance.pk} " * rng.randint(1, 5))
+            for instance in instances for model in names])
+        response_of = {(response.instance_id, response.model_name): response for response in responses}
+        per_question = min(pairs_per_question, len(pairs))
+        battles = bulk(Battle, [Battle(tournament=tournament, instance=instance,
+                                       response_a=response_of[instance.pk, a], response_b=response_of[instance.pk, b])
+                                for instance in instances for a, b in rng.sample(pairs, per_question)])
+        units = bulk(WorkUnit, [WorkUnit(stage=Stage.PAIRWISE, key=f"battle-{battle.pk}", family=family,
+                                         instance_id=battle.instance_id, battle=battle, overlap=judgements_per_battle,
+                                         status=WorkUnit.Status.DONE) for battle in battles])
+        leases, choices = [], []
+        for unit, battle in zip(units, battles, strict=True):
+            for worker in rng.sample(workers, judgements_per_battle):
+                leases.append(Assignment(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
+                                         leased_at=now, lease_expires_at=now, submitted_at=now))
+                choices.append((battle, worker, rng.choice("ab"), rng.choice(["left", "right"])))
+        leases = bulk(Assignment, leases)
+        bulk(HumanJudgement, [HumanJudgement(battle=battle, worker=worker, assignment=lease, shown_left=shown_left,
+                                             choice=choice)
+                              for (battle, worker, shown_left, choice), lease in zip(choices, leases, strict=True)])
+        for run in runs:
+            bulk(Judgement, [Judgement(run=run, battle=battle, ordering=ordering, winner=rng.choice("ab"),
+                                       cot="Overall, Response A is better.")
+                             for battle in battles for ordering in ("ab", "ba")])
+    calls = 2 * Battle.objects.filter(tournament=tournament).count()
+    JudgeRun.objects.filter(tournament=tournament).update(total_calls=calls, done_calls=calls)
+    return tournament

@@ -257,6 +257,11 @@ class BradleyTerryPriorSerializer(serializers.Serializer):
     sd = serializers.FloatField(help_text="Its standard deviation, Elo points.")
 
 
+class LeaderboardPendingSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["computing"])
+    detail = serializers.CharField()
+
+
 class LeaderboardSerializer(serializers.Serializer):
     key = serializers.CharField()
     title = serializers.CharField()
@@ -265,6 +270,12 @@ class LeaderboardSerializer(serializers.Serializer):
     rounds = serializers.IntegerField()
     data_key = serializers.CharField(help_text="sha256 of the judgements the result was computed from.")
     computed_at = serializers.DateTimeField()
+    status = serializers.ChoiceField(
+        choices=["current", "computing"],
+        help_text="current: computed from the judgements as they are now; computing: the judgements have "
+                  "changed since, and a newer result is being computed in the background (or queued).")
+    age_seconds = serializers.FloatField(help_text="Seconds since the result was computed.")
+    computed_from = serializers.IntegerField(help_text="Human and judge judgements the result was computed from.")
     min_matches = serializers.IntegerField()
     bt_prior = BradleyTerryPriorSerializer(help_text="The prior of the Bradley-Terry ratings (a maximum a "
                                                      "posteriori fit): a model that won or lost every match "

@@ -32,9 +32,12 @@ from annotation.models import (
     Tournament,
     multi_image_q,
 )
+from annotation.scoring import freshness
 
 MAX_LEADERBOARD_ROUNDS = 1000
 DEFAULT_LEADERBOARD_ROUNDS = scoring.DEFAULT_ROUNDS
+# A first leaderboard of a few thousand judgements takes seconds to compute.
+LEADERBOARD_RETRY_AFTER_SECONDS = 10
 MAX_SNAPSHOT_VERSION = 999_999_999
 _SNAPSHOT_VERSION_PATTERN = r"[0-9]{1,9}"
 
@@ -114,26 +117,40 @@ class TournamentViewSet(ReadOnlyViewSet):
                                                         "is returned.",
                              default=DEFAULT_LEADERBOARD_ROUNDS),
         ],
-        responses=serializers.LeaderboardSerializer(many=True),
+        responses={200: serializers.LeaderboardSerializer(many=True),
+                   202: serializers.LeaderboardPendingSerializer},
     )
     @action(detail=True, pagination_class=None, filter_backends=[])
     def leaderboard(self, request, pk=None):
         """VisIT-Bench Tables 3-4 for the crowd and each finished LLM judge of the tournament, with each
-        judge's agreement with the crowd: the same stored computation the dashboard shows."""
+        judge's agreement with the crowd: the same stored computation the dashboard shows.
+
+        The leaderboard is computed by a background job, never in this request. 200: the last stored
+        result, each board with its `status` ("current", or "computing" while the judgements have
+        changed since and a newer result is under way or queued), `computed_at`, `age_seconds` and
+        `computed_from` (judgements). 202: nothing is stored yet for this criterion and number of
+        rounds; its computation is queued, ask again after `Retry-After` seconds."""
         tournament = self.get_object()
         criterion = request.query_params.get("criterion", "overall")
         if criterion not in CHIRP_CRITERIA:
             raise ValidationError({"criterion": f"One of {', '.join(CHIRP_CRITERIA)}."})
         rounds = query_number(request, "rounds", default=DEFAULT_LEADERBOARD_ROUNDS,
                               maximum=MAX_LEADERBOARD_ROUNDS)
-        # Imported by the request that needs it: the scientific stack stays out of web workers
-        # that never serve a leaderboard.
+        state = freshness.leaderboard_state(tournament=tournament, criterion=criterion, rounds=rounds)
+        if state.stored is None:
+            pending = {"status": state.status, "detail": "The leaderboard is being computed in the background; "
+                                                         "ask again in a moment."}
+            return Response(serializers.LeaderboardPendingSerializer(pending).data, status=202,
+                            headers={"Retry-After": str(LEADERBOARD_RETRY_AFTER_SECONDS)})
+        # The scientific stack loads here, in the request that reads a stored result, and stays out
+        # of web workers that never serve a leaderboard.
         from annotation.scoring import leaderboard
 
-        result = leaderboard.tournament_leaderboard(tournament=tournament, criterion=criterion, rounds=rounds)
+        result = state.result
         data = [
             {"key": board.key, "title": board.title, "battles": board.battles, "judgements": board.judgements,
              "rounds": result.rounds, "data_key": result.data_key, "computed_at": result.computed_at,
+             "status": state.status, "age_seconds": state.age_seconds, "computed_from": result.judgements,
              "min_matches": scoring.MIN_MATCHES,
              "bt_prior": result.bt_prior, "min_rated_matches": result.min_rated_matches,
              "rows": [{**row, "few_matches": row["matches"] < scoring.MIN_MATCHES,

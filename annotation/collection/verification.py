@@ -15,6 +15,7 @@ from annotation.collection.stages import (
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
+    Battle,
     Instance,
     Reference,
     Stage,
@@ -29,6 +30,7 @@ from annotation.typed_text import (
     COMMENT_MAX_CHARS,
     clean_typed_text,
 )
+from crowdbench.jobs import enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +163,16 @@ def verify_instance(*, instance, reference=None):
     close_units_no_longer_owed(stage=Stage.VERIFICATION, instance=instance)
     instance.status = Instance.Status.VERIFIED
     instance.save(update_fields=["status", "reference_output", "updated_at"])
+    battles_count_changed(instance)
     return instance
+
+
+def battles_count_changed(instance):
+    """An instance was verified or left verified: its battles (`counted_battles`) enter or leave the
+    leaderboards of their tournaments, which are computed again in the background."""
+    tournaments = Battle.objects.filter(instance=instance).values_list("tournament_id", flat=True).distinct()
+    for tournament_id in sorted(tournaments):
+        enqueue("tasks.refresh_leaderboard", tournament_id)
 
 
 def _discard(instance):
@@ -248,6 +259,7 @@ def reopen_decision(*, reference, instance):
         instance.current_caption = reference.caption
     else:
         return False
+    was_verified = instance.status == Instance.Status.VERIFIED
     was_discarded = instance.status == Instance.Status.DISCARDED
     reference.verdict = Reference.Verdict.PENDING
     reference.problem_in_caption = reference.problem_in_response = reference.flagged_harmful = False
@@ -258,6 +270,8 @@ def reopen_decision(*, reference, instance):
         instance.reference_output = ""
     instance.status = Instance.Status.AWAITING_VERIFICATION
     instance.save(update_fields=["status", "reference_output", "caption_round", "current_caption", "updated_at"])
+    if was_verified:
+        battles_count_changed(instance)
     if was_discarded:
         trim_open_slots(family=instance.family)
     return True

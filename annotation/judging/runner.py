@@ -154,6 +154,8 @@ def finish_judge_run(*, run):
         JudgeRun.objects.filter(pk=run.pk).update(
             status=JudgeRun.Status.DONE, error="", finished_at=timezone.now()
         )
+        # Its verdicts join the leaderboard, computed in the background.
+        enqueue("tasks.refresh_leaderboard", run.tournament_id)
     return JudgeRun.objects.get(pk=run.pk)
 
 
@@ -179,9 +181,13 @@ def run_again(*, run):
                 f"Judge run #{run.pk} is {run.get_status_display().lower()}; it can run again "
                 "once it has finished or failed."
             )
+        was_done = run.status == JudgeRun.Status.DONE
         run.status, run.error, run.finished_at = JudgeRun.Status.PENDING, "", None
         run.save(update_fields=["status", "error", "finished_at"])
         enqueue("tasks.run_judge", run.pk)
+        if was_done:
+            # Its verdicts leave the leaderboard until it has finished again.
+            enqueue("tasks.refresh_leaderboard", run.tournament_id)
     return run
 
 

@@ -114,6 +114,8 @@ class Judgement(models.Model):
     call_b = models.ForeignKey(JudgeCall, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    # An edit in the admin changes the leaderboard: its fingerprint (scoring/freshness.py) reads this.
+    updated_at = models.DateTimeField(auto_now=True)
 
     objects = JudgementQuerySet.as_manager()
 

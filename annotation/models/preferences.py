@@ -236,6 +236,8 @@ class HumanJudgement(models.Model):
                                      help_text='1-5 per shown side, e.g. {"left": 4, "right": 2}.')
     active_seconds = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An edit in the admin changes the leaderboard: its fingerprint (scoring/freshness.py) reads this.
+    updated_at = models.DateTimeField(auto_now=True)
 
     objects = HumanJudgementQuerySet.as_manager()
 

@@ -16,6 +16,7 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from crowdbench.jobs import enqueue
 
 RUBRIC_SCORES = range(1, 6)
 
@@ -138,4 +139,6 @@ def submit_pairwise_judgement(
             active_seconds=active_seconds,
         )
         mark_submitted(assignment, active_seconds=active_seconds)
+        # The leaderboard is computed in the background (annotation/scoring/freshness.py).
+        enqueue("tasks.refresh_leaderboard", tournament.pk)
     return judgement

@@ -2,7 +2,8 @@
 functions take them (battles), Elo and Bradley-Terry ratings and win-rates (ratings), agreement
 between judges and the crowd (agreement), rubric scores per model and criterion and their rank
 correlation with the ratings (rubrics), the leaderboard computed once per state of the
-judgements (leaderboard), and its figures (plots)."""
+judgements (leaderboard) by a background job that a fingerprint of the judgements keeps current
+(freshness), and its figures (plots)."""
 
 # Here rather than in leaderboard.py, so that pages which only name them (the API's defaults, the
 # dashboard's warning) do not import the scientific stack into every web worker.

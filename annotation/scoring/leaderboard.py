@@ -4,24 +4,20 @@ its Elo, and the judges' agreement with the crowd.
 
 The numbers come from ratings.py, bradley_terry.py, tables.py, rubrics.py and agreement.py beside
 this module.
-A leaderboard is computed once per state of the judgements and stored (LeaderboardResult), keyed
-by a hash of the battles it was computed from: the dashboard, its figures, the API and the
-`leaderboard` command read that one result, and a new or changed judgement makes a new key, so
-nothing stale is ever shown and the 1,000-round bootstraps do not rerun for each figure or request.
+A leaderboard is computed once per state of the judgements, by a background job, and stored
+(LeaderboardResult, keyed by the fingerprint of that state): freshness.py says when a stored result
+is current and runs the computation; the dashboard, its figures, the API and the `leaderboard`
+command read that one result, so the 1,000-round bootstraps never run in a request.
 """
 
-import hashlib
-import time
 from dataclasses import dataclass, field
 
 import pandas as pd
-from django.db import IntegrityError, transaction
 from scipy import stats
 
 from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult
 from annotation.scoring import (
     BT_PRIOR_SD,
-    DEFAULT_ROUNDS,
     MIN_MATCHES,
     MIN_RATED_MATCHES,
     agreement,
@@ -38,8 +34,6 @@ from annotation.scoring.battles import (
     judge_rubric_scores,
 )
 
-# Bump when the computation or the stored layout changes, so older stored results are not read.
-COMPUTATION_VERSION = 7
 SPLIT_LABELS = {
     tables.ALL_IMAGES: "All images",
     tables.SINGLE_IMAGE: "Single Image",
@@ -74,7 +68,7 @@ def evaluators(*, tournament, criterion="overall"):
             Evaluator(
                 key=f"run-{run.pk}",
                 title=f"LLM judge: {run.engine}, {run.get_mode_display()}",
-                battles=judge_battles(run=run, criterion=criterion),
+                battles=judge_battles(run=run, criterion=criterion, orderings=orderings),
                 judgements=len(orderings),
                 orderings=orderings,
                 judge=f"{run.engine}, {run.get_mode_display()}",
@@ -82,19 +76,6 @@ def evaluators(*, tournament, criterion="overall"):
             )
         )
     return found
-
-
-def data_key(found, *, tournament, criterion, rounds):
-    """sha256 of everything the result depends on: the battles of every evaluator (and each
-    judge's orderings, which the agreement measures read), the parameters and the code version."""
-    digest = hashlib.sha256()
-    digest.update(repr((COMPUTATION_VERSION, tournament.seed, criterion, rounds, REFERENCE_MODEL_NAME)).encode())
-    for evaluator in found:
-        digest.update(repr((evaluator.key, evaluator.title, evaluator.judgements)).encode())
-        for frame in (evaluator.battles, evaluator.orderings, evaluator.scores):
-            if frame is not None:
-                digest.update(frame.to_csv(index=False).encode())
-    return digest.hexdigest()
 
 
 # --- the computation ---------------------------------------------------------------------------
@@ -367,6 +348,7 @@ class TournamentLeaderboard:
     rounds: int
     computed_at: object
     seconds: float
+    judgements: int = 0
     boards: list[Board] = field(default_factory=list)
     agreements: list[dict] = field(default_factory=list)
     rubric_correlations: list[dict] = field(default_factory=list)
@@ -380,7 +362,8 @@ class TournamentLeaderboard:
             for board in stored.result["boards"]
         ]
         return cls(data_key=stored.data_key, criterion=stored.criterion, rounds=stored.rounds,
-                   computed_at=stored.computed_at, seconds=stored.seconds, boards=boards,
+                   computed_at=stored.computed_at, seconds=stored.seconds, judgements=stored.judgements,
+                   boards=boards,
                    agreements=stored.result["agreements"],
                    rubric_correlations=stored.result["rubric_correlations"],
                    crowd_alpha=stored.result["crowd_alpha"])
@@ -441,31 +424,6 @@ def agreement_row(found):
         "contradictions": f"{_contradiction_text(found['judge_contradictions'])} / "
                           f"{_contradiction_text(found['human_contradictions'])}",
     }
-
-
-def tournament_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
-    """The tournament's leaderboard for the judgements as they are now: the stored result when one
-    was computed from the same battles, else computed and stored (older results of the same
-    tournament, criterion and rounds are dropped then)."""
-    found = evaluators(tournament=tournament, criterion=criterion)
-    key = data_key(found, tournament=tournament, criterion=criterion, rounds=rounds)
-    same_board = {"tournament": tournament, "criterion": criterion, "rounds": rounds}
-    stored = LeaderboardResult.objects.filter(**same_board, data_key=key).first()
-    if stored is None:
-        started = time.perf_counter()
-        result = compute(found, seed=tournament.seed, rounds=rounds)
-        seconds = time.perf_counter() - started
-        try:
-            with transaction.atomic():
-                stored = LeaderboardResult.objects.create(**same_board, data_key=key, result=result,
-                                                          seconds=seconds)
-        except IntegrityError:
-            # Another request computed the same result meanwhile; the numbers are the same.
-            stored = LeaderboardResult.objects.get(**same_board, data_key=key)
-        LeaderboardResult.objects.filter(**same_board).exclude(
-            data_key=key
-        ).delete()
-    return TournamentLeaderboard.from_stored(stored)
 
 
 def stored_leaderboard(*, tournament, criterion, rounds, data_key):

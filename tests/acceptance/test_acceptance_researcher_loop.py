@@ -204,9 +204,15 @@ class Researcher(Person):
 
     def leaderboard(self):
         """The humans' board (header, counts line, rows) and the judges' agreement rows."""
-        # The first view computes the bootstrap intervals (then stored): it may take a while.
+        # The worker computes the leaderboard once the judge run has finished; until then the page
+        # says it is computing (or shows the crowd's board alone, older than the judge's verdicts).
         clicked = time.monotonic()
         self.page.get_by_role("link", name="Open the leaderboard").click(timeout=JOB_TIMEOUT_MS)
+        deadline = clicked + JOB_TIMEOUT_MS / 1000
+        while self.page.locator(".computing").count():
+            assert time.monotonic() < deadline, "the leaderboard was still being computed"
+            time.sleep(1)
+            self.page.reload()
         self.page.get_by_role("heading", name="Agreement of the judges with the crowd").wait_for()
         self.leaderboard_seconds = time.monotonic() - clicked
         # Its plots are drawn from the stored result: every one of them shows.

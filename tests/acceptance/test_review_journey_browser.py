@@ -14,6 +14,7 @@ from annotation.datasets import snapshots
 from annotation.models import Instance, Stage, WorkUnit
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
+from annotation.scoring.freshness import refresh_leaderboard
 from mturk.models import AuditLog
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.mturk_wire import assignment
@@ -69,6 +70,7 @@ def test_a_reviewer_rejects_a_spammers_verifications_and_every_count_follows(bro
     assert "References rated (n)" in page.content()
     rated = page.locator("tr", has_text="References rated (n)").locator("td").first
     assert rated.inner_text().strip() == "2"
+    refresh_leaderboard(tournament=tournament)  # the background job, as a worker would run it
     page.goto(f"{live_server.url}/dashboard/tournaments/{tournament.pk}/leaderboard/")
     assert "3 battles, 3 judgements" in page.locator(".counts").first.inner_text()
     page.screenshot(path=str(tmp_path / "leaderboard-before.png"), full_page=True)
@@ -90,6 +92,11 @@ def test_a_reviewer_rejects_a_spammers_verifications_and_every_count_follows(bro
 
     page.goto(table2)
     assert page.locator("tr", has_text="References rated (n)").locator("td").first.inner_text().strip() == "0"
+    page.goto(f"{live_server.url}/dashboard/tournaments/{tournament.pk}/leaderboard/")
+    # Until the job the rejection queued has run, the older numbers show, said to be computing.
+    assert "Computing: the judgements have changed" in page.locator(".computing").inner_text()
+    assert "3 battles, 3 judgements" in page.locator(".counts").first.inner_text()
+    refresh_leaderboard(tournament=tournament)
     page.goto(f"{live_server.url}/dashboard/tournaments/{tournament.pk}/leaderboard/")
     assert "1 battle, 1 judgement" in page.locator(".counts").first.inner_text()
     page.screenshot(path=str(tmp_path / "leaderboard-after.png"), full_page=True)
@@ -113,6 +120,7 @@ def test_a_leaderboard_without_the_reference_shows_no_broken_heatmap(browser, li
     judge = WorkerFactory()
     lease = queue.next_assignment(worker=judge, stage=Stage.PAIRWISE)
     submit_pairwise_judgement(assignment_id=lease.pk, worker=judge, choice="left")
+    refresh_leaderboard(tournament=tournament)  # the background job, as a worker would run it
     django_user_model.objects.create_superuser("researcher", "r@example.org", PASSWORD)
     context = browser.new_context()
     page = context.new_page()

@@ -15,6 +15,7 @@ from annotation.models import HumanJudgement, JudgeRun, Stage
 from annotation.preferences.judgements import battle_of, shown_left_for, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
+from annotation.scoring.freshness import refresh_leaderboard
 from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
@@ -51,6 +52,8 @@ def pilot_tournament(judge_server):
             submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice=choice)
     judge_server.default = completion("Both are plausible.\nOverall, Response A is better.")
     run_judge(run=create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE))
+    # The background job's work, as a worker would do it once the judge run finished.
+    refresh_leaderboard(tournament=tournament)
     return tournament
 
 
@@ -104,6 +107,7 @@ def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warn
 
 def test_researcher_reads_the_rubric_scores_beside_the_ratings(browser, live_server, tmp_path):
     tournament = rubric_tournament()
+    refresh_leaderboard(tournament=tournament)
     get_user_model().objects.create_superuser("lead", password="a long password")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors = []

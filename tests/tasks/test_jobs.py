@@ -250,3 +250,59 @@ def test_redis_transport_has_an_explicit_visibility_timeout_above_the_longest_re
     timeout = app.conf.broker_transport_options["visibility_timeout"]
     assert timeout == settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
     assert timeout > 600 and app.conf.task_acks_late and app.conf.task_reject_on_worker_lost
+
+
+# --- the leaderboard job ------------------------------------------------------------------------
+
+
+def judged_tournament(name="board"):
+    from annotation.preferences.judgements import submit_pairwise_judgement
+    from annotation.preferences.tournaments import launch_tournament
+    from annotation.queue import next_assignment
+    from tests.factories import WorkerFactory
+
+    with_responses(verified_instance(), "llava", "otter", "idefics")
+    tournament = create_tournament(name=name, include_reference=False, judgements_per_pair=1)
+    launch_tournament(tournament=tournament)
+    worker = WorkerFactory()
+    while (assignment := next_assignment(worker=worker, stage="pairwise")) is not None:
+        submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left")
+    return tournament
+
+
+def test_sweep_queues_the_leaderboard_of_a_tournament_whose_job_was_lost(broker):
+    tournament = judged_tournament()
+    broker.delete("celery")  # the job each judgement queued, lost with a broker without persistence
+    Job.objects.all().delete()
+    Tournament.objects.filter(pk=tournament.pk).update(created_at=timezone.now() - timedelta(hours=1))
+
+    assert outbox.requeue_owed() == 1
+    assert outbox.requeue_owed() == 0
+
+    assert queued_tasks(broker) == ["tasks.refresh_leaderboard"]
+
+
+def test_sweep_leaves_a_current_leaderboard_and_one_a_worker_is_computing(broker, other_session):
+    from annotation.scoring.freshness import refresh_leaderboard
+
+    current, computing = judged_tournament("current"), judged_tournament("computing")
+    refresh_leaderboard(tournament=current)
+    Job.objects.all().delete()
+    Tournament.objects.update(created_at=timezone.now() - timedelta(hours=1))
+    hold_lease(other_session, "leaderboard:overall:1000", computing.pk)
+    broker.delete("celery")
+
+    assert outbox.requeue_owed() == 0
+    assert queued_tasks(broker) == []
+
+
+def test_a_second_copy_of_the_leaderboard_job_exits_while_another_computes(other_session):
+    from annotation.models import LeaderboardResult
+    from tasks.scoring import refresh_leaderboard_job
+
+    tournament = judged_tournament()
+    hold_lease(other_session, "leaderboard:overall:1000", tournament.pk)
+
+    refresh_leaderboard_job.apply(args=[tournament.pk])
+
+    assert not LeaderboardResult.objects.exists()

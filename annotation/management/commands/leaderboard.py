@@ -1,13 +1,17 @@
-"""Print a tournament's leaderboards (paper Tables 3 and 4): the crowd's and each judge's."""
+"""Print a tournament's leaderboards (paper Tables 3 and 4): the crowd's and each judge's.
+
+The operator's tool: unlike the pages and the API, it computes here and now (and stores the result
+the pages then show) when the stored one is older than the judgements; --stored prints the stored
+one as it is, with its age."""
 
 import re
 
 import pandas as pd
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.timesince import timesince
 
 from annotation.models import CHIRP_CRITERIA, Tournament
-from annotation.scoring import DEFAULT_ROUNDS, MIN_MATCHES
-from annotation.scoring.leaderboard import tournament_leaderboard
+from annotation.scoring import DEFAULT_ROUNDS, MIN_MATCHES, freshness
 
 
 def _columns(header, body):
@@ -26,6 +30,16 @@ def _rubric_lines(board):
              r["elo"] or "-") for r in board.rubric_rows]
     return [f"-- {board.title}: rubric scores (1-5) --", *_columns(header, body),
             f"Spearman's rho of mean rubric score against Elo: {board.rubric_correlation_text}", ""]
+
+
+def age_line(state):
+    """How old the result is and what it was computed from, as the pages say it."""
+    stored = state.stored
+    line = (f"Computed {timesince(stored.computed_at)} ago ({stored.computed_at:%Y-%m-%d %H:%M:%S} UTC, in "
+            f"{stored.seconds:.1f} s) from {stored.judgements} judgements")
+    if state.current:
+        return line + ": the judgements as they are now."
+    return line + ". Computing: the judgements have changed since, and a newer result is being computed."
 
 
 def render_text(leaderboard):
@@ -68,7 +82,10 @@ def render_text(leaderboard):
 
 
 class Command(BaseCommand):
-    help = "Print Elo, Bradley-Terry, matches and win-rate vs. reference of a tournament, per evaluator."
+    help = ("Print Elo, Bradley-Terry, matches and win-rate vs. reference of a tournament, per evaluator. "
+            "Unlike the dashboard and the API, which show the result the background job stored, this "
+            "computes synchronously (here and now, for as long as it takes) when the stored result is older "
+            "than the judgements, and stores it; --stored prints the stored one without computing.")
 
     def add_arguments(self, parser):
         parser.add_argument("tournament", help="The tournament's name (or id).")
@@ -79,8 +96,11 @@ class Command(BaseCommand):
             default=DEFAULT_ROUNDS,
             help="Bootstrap rounds for the intervals (the dashboard and the API use the default).",
         )
+        parser.add_argument("--stored", action="store_true",
+                            help="Print the last stored result with its age, without computing (its job is "
+                                 "queued when it is older than the judgements).")
 
-    def handle(self, *args, tournament, criterion, rounds, **options):
+    def handle(self, *args, tournament, criterion, rounds, stored, **options):
         chosen = Tournament.objects.filter(name=tournament).first()
         if chosen is None and re.fullmatch(r"[0-9]{1,18}", tournament):
             chosen = Tournament.objects.filter(pk=int(tournament)).first()
@@ -88,4 +108,11 @@ class Command(BaseCommand):
             raise CommandError(f"No tournament is named “{tournament}”.")
         if not 1 <= rounds <= 100_000:
             raise CommandError("--rounds must be between 1 and 100000.")
-        self.stdout.write(render_text(tournament_leaderboard(tournament=chosen, criterion=criterion, rounds=rounds)))
+        if not stored:
+            freshness.refresh_leaderboard(tournament=chosen, criterion=criterion, rounds=rounds)
+        state = freshness.leaderboard_state(tournament=chosen, criterion=criterion, rounds=rounds)
+        if state.stored is None:
+            self.stdout.write("The leaderboard is being computed in the background; nothing is stored yet.")
+            return
+        self.stdout.write(age_line(state))
+        self.stdout.write(render_text(state.result))

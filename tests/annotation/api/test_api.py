@@ -6,6 +6,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import Snapshot
+from annotation.scoring.freshness import refresh_leaderboard
 from tests.export_fixtures import RAW_WORKER_IDS, judged_tournament_with_criteria_fixture  # noqa: F401
 from tests.factories import FamilyFactory, InstanceFactory
 from tests.scoring_factories import verified_instance
@@ -97,6 +98,7 @@ def test_judgements_show_pseudonyms_and_filter_by_tournament_and_model(api, judg
 
 def test_tournament_leaderboard_has_a_board_per_evaluator(api, judged_tournament_with_criteria):
     tournament, run = judged_tournament_with_criteria
+    refresh_leaderboard(tournament=tournament, rounds=20)
 
     boards = api.get(f"/api/tournaments/{tournament.pk}/leaderboard/", {"rounds": 20}).json()
 

@@ -11,11 +11,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.judging.runner import create_judge_run, run_judge
-from annotation.models import REFERENCE_MODEL_NAME, HumanJudgement, JudgeRun, LeaderboardResult, Stage
+from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult, Stage
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
 from annotation.scoring import BT_PRIOR_SD, MIN_RATED_MATCHES
+from annotation.scoring.freshness import refresh_leaderboard
 from annotation.scoring.leaderboard import MIN_MATCHES, rubric_correlation
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
@@ -45,6 +46,8 @@ def judged_tournament_three_workers(judge_server):
     judge_server.default = completion("Overall, Response A is better.")
     run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
     run_judge(run=run)
+    # What the background job does once the judgements change (test_leaderboard_job.py).
+    refresh_leaderboard(tournament=tournament)
     return tournament, run
 
 
@@ -175,20 +178,6 @@ def test_figures_read_the_stored_result_without_recomputing(judged_tournament_th
         assert not any(table in q["sql"] for q in queries.captured_queries for table in tables), url
 
 
-def test_a_new_judgement_replaces_the_stored_result(judged_tournament_three_workers, staff_client):
-    tournament, _ = judged_tournament_three_workers
-    staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk]))
-    before = LeaderboardResult.objects.get(tournament=tournament)
-    judgement = HumanJudgement.objects.filter(battle__tournament=tournament).first()
-    judgement.choice = "right" if judgement.choice == "left" else "left"
-    judgement.save()
-
-    staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk]))
-
-    after = LeaderboardResult.objects.get(tournament=tournament)
-    assert after.data_key != before.data_key and after.pk != before.pk
-
-
 def test_a_model_name_with_dollar_signs_draws(judge_server, staff_client):
     with_responses(verified_instance(family=FamilyFactory(name="Maths $x$")), "$x^$", "$\\frac{")
     tournament = create_tournament(name="Dollars", judgements_per_pair=1)
@@ -196,6 +185,7 @@ def test_a_model_name_with_dollar_signs_draws(judge_server, staff_client):
     worker = WorkerFactory()
     while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
         submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left")
+    refresh_leaderboard(tournament=tournament)
     assert "$x^$" in staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     for name in ("elo_plot", "category_plot"):
         response = staff_client.get(reverse(f"dashboard:{name}", args=[tournament.pk, "human"]))
@@ -237,6 +227,7 @@ def test_leaderboard_command_prints_the_tables(judged_tournament_three_workers):
     out = StringIO()
     call_command("leaderboard", tournament.name, "--rounds", "50", stdout=out)
     text = out.getvalue()
+    assert "from 45 judgements: the judgements as they are now." in text
     assert "== Human judgements: 9 battles, 27 judgements ==" in text
     assert "Win-rate vs. reference" in text and "Single Image" in text and "Bradley-Terry" in text
     assert "Agreement of the judges with the crowd" in text
@@ -278,6 +269,7 @@ def test_a_rubric_tournament_shows_its_judges_rubric_correlation_on_the_page_and
                                       rubric_scores={"left": 5, "right": 1})
     judge_server.script(*(completion(f"Feedback: scored. [RESULT] {score}") for score in (5, 1, 4, 2, 3, 5)))
     run_judge(run=create_judge_run(tournament=tournament, mode=JudgeRun.Mode.PROMETHEUS, concurrency=1))
+    refresh_leaderboard(tournament=tournament)
 
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()

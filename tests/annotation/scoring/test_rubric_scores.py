@@ -15,6 +15,7 @@ from django.urls import reverse
 from annotation.datasets import formats, streams
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import JudgeRun, LeaderboardResult
+from annotation.scoring.freshness import refresh_leaderboard
 from annotation.scoring.rubrics import ALL_RUBRICS, rating_correlation, rubric_criterion, rubric_table
 from tests.openai_fake import completion
 from tests.scoring_factories import DESERVES, GROUNDED, rubric_tournament
@@ -92,6 +93,7 @@ def staff_client(client):
 
 def test_the_crowds_rubric_scores_and_their_correlation_with_elo_are_in_the_api_and_on_the_page(staff_client):
     tournament = rubric_tournament()
+    refresh_leaderboard(tournament=tournament)
 
     api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
@@ -148,6 +150,7 @@ def test_the_wide_preference_export_gives_each_model_the_score_the_crowd_gave_it
 
 def test_with_scores_for_two_models_the_correlation_is_null_and_the_page_says_why(staff_client):
     tournament = rubric_tournament(models=("llava", "otter"))
+    refresh_leaderboard(tournament=tournament)
 
     api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
@@ -163,6 +166,7 @@ def test_a_prometheus_judges_scores_have_their_own_table_on_its_board(judge_serv
     judge_server.default = completion("Feedback: it follows the rubric. [RESULT] 4")
     run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.PROMETHEUS, concurrency=1)
     run_judge(run=run)
+    refresh_leaderboard(tournament=tournament)
 
     api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
@@ -180,6 +184,7 @@ def test_a_prometheus_judges_scores_have_their_own_table_on_its_board(judge_serv
 
 def test_the_rubric_tables_are_read_from_the_stored_result_not_recomputed(staff_client):
     tournament = rubric_tournament()
+    refresh_leaderboard(tournament=tournament)
     staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk]))
     stored = LeaderboardResult.objects.get(tournament=tournament)
 

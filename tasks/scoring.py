@@ -1,0 +1,32 @@
+"""The background job of the leaderboard: a thin wrapper that loads a tournament and calls
+annotation/scoring/freshness.py for each board, under a lease per board."""
+
+from annotation.models import Tournament
+from annotation.scoring import freshness
+from crowdbench.celery import app
+from crowdbench.jobs import enqueue
+from tasks.jobs import JOB_OPTIONS, lease
+
+
+def board_lease(criterion, rounds):
+    return f"leaderboard:{criterion}:{rounds}"
+
+
+@app.task(name=freshness.JOB, **JOB_OPTIONS)
+def refresh_leaderboard_job(tournament_id, criterion=None, rounds=None):
+    """Every board the tournament keeps current, or the one named."""
+    tournament = Tournament.objects.filter(pk=tournament_id).first()
+    if tournament is None:
+        return 0
+    boards = [(criterion, rounds)] if criterion else freshness.kept_boards(tournament)
+    computed = 0
+    for criterion, rounds in boards:
+        with lease(board_lease(criterion, rounds), tournament_id) as mine:
+            if mine:
+                freshness.refresh_leaderboard(tournament=tournament, criterion=criterion, rounds=rounds)
+                computed += 1
+        # A copy queued by a change made while this one computed exited at the lease; the change is
+        # caught here, after the lease is let go, or it would wait for the next one.
+        if mine and not freshness.leaderboard_is_current(tournament=tournament, criterion=criterion, rounds=rounds):
+            enqueue(freshness.JOB, tournament_id, criterion, rounds)
+    return computed
