@@ -26,7 +26,13 @@ from annotation.judging.progress import (
     run_is_judged,
     unfinished_chunks,
 )
-from annotation.judging.prompts import extraction_request, pairwise_request, prometheus_request, request_sha256
+from annotation.judging.prompts import (
+    extraction_request,
+    pairwise_request,
+    prometheus_request,
+    prompts_sha256,
+    request_sha256,
+)
 from annotation.models import Judgement, JudgeRun
 from crowdbench.jobs import enqueue
 
@@ -53,6 +59,7 @@ def create_judge_run(*, tournament, mode, engine=None, concurrency=0, use_batch_
         tournament=tournament,
         mode=mode,
         engine=engine,
+        prompts_sha256=prompts_sha256(mode),
         base_url_label=base_url_label(),
         concurrency=concurrency,
         use_batch_api=use_batch_api,

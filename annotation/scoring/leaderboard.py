@@ -25,6 +25,7 @@ from annotation.scoring import (
     MIN_MATCHES,
     MIN_RATED_MATCHES,
     agreement,
+    judge_report,
     ratings,
     rubrics,
     tables,
@@ -39,7 +40,7 @@ from annotation.scoring.battles import (
 )
 
 # Bump when the computation or the stored layout changes, so older stored results are not read.
-COMPUTATION_VERSION = 6
+COMPUTATION_VERSION = 7
 SPLIT_LABELS = {
     tables.ALL_IMAGES: "All images",
     tables.SINGLE_IMAGE: "Single Image",
@@ -62,6 +63,11 @@ class Evaluator:
     judge: str = ""
     # 1-5 rubric scores (annotation/scoring/battles.py SCORE_COLUMNS), where the evaluator gave any.
     scores: pd.DataFrame | None = None
+    # The run's judge model, mode, prompt fingerprint and what its calls cost (the judge report).
+    engine: str = ""
+    mode: str = ""
+    prompts_sha256: str = ""
+    cost_usd: float | None = None
 
 
 def evaluators(*, tournament, criterion="overall"):
@@ -79,6 +85,10 @@ def evaluators(*, tournament, criterion="overall"):
                 orderings=orderings,
                 judge=f"{run.engine}, {run.get_mode_display()}",
                 scores=judge_rubric_scores(run=run) if run.mode == JudgeRun.Mode.PROMETHEUS else None,
+                engine=run.engine,
+                mode=run.mode,
+                prompts_sha256=run.prompts_sha256,
+                cost_usd=float(run.cost_usd),
             )
         )
     return found
@@ -90,7 +100,8 @@ def data_key(found, *, tournament, criterion, rounds):
     digest = hashlib.sha256()
     digest.update(repr((COMPUTATION_VERSION, tournament.seed, criterion, rounds, REFERENCE_MODEL_NAME)).encode())
     for evaluator in found:
-        digest.update(repr((evaluator.key, evaluator.title, evaluator.judgements)).encode())
+        digest.update(repr((evaluator.key, evaluator.title, evaluator.judgements, evaluator.engine,
+                            evaluator.prompts_sha256, evaluator.cost_usd)).encode())
         for frame in (evaluator.battles, evaluator.orderings, evaluator.scores):
             if frame is not None:
                 digest.update(frame.to_csv(index=False).encode())
@@ -226,7 +237,8 @@ def compute(found, *, seed, rounds):
             if judge.scores is not None and not judge.scores.empty:
                 correlations.append(_plain({"key": judge.key, "judge": judge.judge,
                                             **rubric_correlation(crowd_scores, judge.scores)}))
-    return {"boards": boards, "agreements": agreements, "rubric_correlations": correlations}
+    return {"boards": boards, "agreements": agreements, "rubric_correlations": correlations,
+            "judge_report": _plain(judge_report.judge_report(found))}
 
 
 # --- what the pages read -----------------------------------------------------------------------
@@ -366,6 +378,7 @@ class TournamentLeaderboard:
     boards: list[Board] = field(default_factory=list)
     agreements: list[dict] = field(default_factory=list)
     rubric_correlations: list[dict] = field(default_factory=list)
+    judge_report: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_stored(cls, stored):
@@ -377,7 +390,8 @@ class TournamentLeaderboard:
         return cls(data_key=stored.data_key, criterion=stored.criterion, rounds=stored.rounds,
                    computed_at=stored.computed_at, seconds=stored.seconds, boards=boards,
                    agreements=stored.result["agreements"],
-                   rubric_correlations=stored.result["rubric_correlations"])
+                   rubric_correlations=stored.result["rubric_correlations"],
+                   judge_report=stored.result["judge_report"])
 
     # Constants of the code, on the result so that the page and the API read them with it (a
     # stored result was computed by the code of its COMPUTATION_VERSION).
