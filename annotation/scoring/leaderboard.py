@@ -413,6 +413,15 @@ class TournamentLeaderboard:
     def agreement_rows(self):
         return [agreement_row(found) for found in self.agreements]
 
+    def judge_report_row(self, key):
+        return next((row for row in self.judge_report if row["key"] == key), None)
+
+    @property
+    def judge_report_rows(self):
+        """The judge report as the page prints it: one row per evaluator, the crowd first, each rate
+        with its 95% interval and n."""
+        return [judge_report_text(row) for row in self.judge_report]
+
     def rubric_vs_crowd(self, key):
         """A judge's 1-5 scores against the crowd's, response by response (Prometheus-Vision §5)."""
         return next((found for found in self.rubric_correlations if found["key"] == key), None)
@@ -431,6 +440,42 @@ def _contradiction_text(found):
     cycles = found["three_cycles"]
     return (f"{found['share']:.1%} of {found['questions']} "
             f"({cycles} three-cycle{'' if cycles == 1 else 's'})")
+
+
+def _rate_text(found):
+    if found is None:
+        return ""
+    if found["rate"] is None:
+        return "– (n=0)"
+    return f"{found['rate']:.1%} ({found['lower']:.1%} to {found['upper']:.1%}, n={found['n']})"
+
+
+def judge_report_text(row):
+    """One row of the judge report (annotation/scoring/judge_report.py) as text cells."""
+    text = {"key": row["key"], "judge": row["judge"], "longer_wins": _rate_text(row["length"]["longer_wins"]),
+            "length_bins": [f"{found['longer_by']} tokens longer: {_rate_text(found)}"
+                            for found in row["length"]["bins"] if found["n"]]}
+    if row["key"] == HUMAN_KEY:
+        return {**text, "crowd": True}
+    own = row["self_preference"]
+    return {
+        **text,
+        "crowd": False,
+        "engine": row["engine"],
+        "mode": JudgeRun.Mode(row["mode"]).label,
+        "prompts": row["prompts_sha256"][:12],
+        "judgements": row["judgements"],
+        "first_position_wins": _rate_text(row["position"]["first_position_wins"]),
+        "flips": _rate_text(row["position"]["flips"]),
+        "self_preference": (f"{own['model']}: {_rate_text(own['by_judge'])} by itself, "
+                            f"{_rate_text(own['by_crowd'])} by the crowd") if own else "not a contestant",
+        "majority": [f"{found['strength']}: {_rate_text(found)}" for found in row["majority"]],
+        "kappa_by_category": [f"{found['category']}: {_number(found['kappa'], '{:.2f}')} (n={found['n']})"
+                              for found in row["kappa_by_category"]],
+        "spearman": "" if row["spearman"] is None else
+                    f"{_number(row['spearman']['rho'], '{:.2f}')} over {row['spearman']['models']} models",
+        "cost": _number(row["cost_usd"], "${:.4f}"),
+    }
 
 
 def agreement_row(found):

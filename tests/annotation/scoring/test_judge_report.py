@@ -36,14 +36,14 @@ def _finished_run(tournament, *, mode, engine, verdict):
 
 @pytest.fixture
 def two_simulated_judges():
-    """60 instances, three models whose answers have random lengths, every pair a battle; a judge
+    """20 instances, five models whose answers have random lengths, every pair a battle; a judge
     indifferent to the answers that names the first shown with probability FIRST_POSITION, and a
     judge that names the longer answer with probability LONGER_WINS whatever its place."""
     rng = np.random.default_rng(27)
     families = [FamilyFactory(name="Art knowledge"), FamilyFactory(name="Contextual knowledge")]
-    for n in range(60):
+    for n in range(20):
         instance = verified_instance(family=families[n % 2])
-        for model in ("llava", "otter", "blip2"):
+        for model in ("llava", "otter", "blip2", "idefics", "fuyu"):
             ModelResponseFactory(instance=instance, model_name=model,
                                  text=" ".join(["word"] * int(rng.integers(5, 200))))
     tournament = create_tournament(name="Simulated judges", include_reference=False)
@@ -138,6 +138,7 @@ def test_the_page_and_the_api_show_two_judge_runs_side_by_side(two_simulated_jud
     assert "Judge report" in page
     report = page[page.index("Judge report"):]
     assert "gpt-4-0613" in report and "gpt-4o" in report and "Human judgements" in report
-    assert "judge-report-length.png" in report
+    plot = staff_client.get(reverse("dashboard:judge_report_length_plot", args=[tournament.pk]))
+    assert plot["Content-Type"] == "image/png" and plot.content.startswith(b"\x89PNG")
     judge_report = next(board for board in api if board["key"] == f"run-{lengthy.pk}")["judge_report"]
     assert judge_report["engine"] == "gpt-4o" and judge_report["length"]["longer_wins"]["n"] > 0
