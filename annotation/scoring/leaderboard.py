@@ -241,6 +241,12 @@ def compute(found, *, seed, rounds):
             "judge_report": _plain(judge_report.judge_report(found))}
 
 
+def tournament_judge_report(*, tournament, criterion="overall"):
+    """The judge report alone, as JSON-ready data: it needs no bootstrap (the snapshot's
+    judge_report.json)."""
+    return _plain(judge_report.judge_report(evaluators(tournament=tournament, criterion=criterion)))
+
+
 # --- what the pages read -----------------------------------------------------------------------
 
 
