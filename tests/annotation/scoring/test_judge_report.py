@@ -121,12 +121,18 @@ def test_a_judge_that_favours_its_own_model_shows_it_against_the_crowd():
     run = _finished_run(tournament, mode=JudgeRun.Mode.VISION, engine="gpt-4o",
                         verdict=lambda battle, ordering: battle.response_a.model_name == "gpt-4o")
 
-    found = _row(tournament_leaderboard(tournament=tournament, rounds=10), run)["self_preference"]
+    row = _row(tournament_leaderboard(tournament=tournament, rounds=10), run)
+    found = row["self_preference"]
 
     assert found["model"] == "gpt-4o"
     assert (found["by_judge"]["rate"], found["by_judge"]["n"]) == (1.0, 6)
     assert (found["by_crowd"]["rate"], found["by_crowd"]["n"]) == (0.0, 12)
     assert found["by_judge"]["lower"] > found["by_crowd"]["upper"]
+    # It never names the crowd's unanimous (2/2) majority; per category that is no agreement
+    # beyond what the one matchup's shares give by chance.
+    assert [(found["strength"], found["rate"], found["n"]) for found in row["majority"]] == [
+        ("2/2", 0.0, 6), ("all", 0.0, 6)]
+    assert row["kappa_by_category"] == [{"category": "Contextual knowledge", "kappa": 0.0, "n": 12}]
 
 
 def test_the_page_and_the_api_show_two_judge_runs_side_by_side(two_simulated_judges, staff_client):  # noqa: F811
