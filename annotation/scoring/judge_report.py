@@ -37,8 +37,8 @@ def position_bias(orderings):
     decisive = orderings[orderings["winner"] != "tie"]
     first = ((decisive["ordering"] == "ab") & (decisive["winner"] == "model_a")) | (
         (decisive["ordering"] == "ba") & (decisive["winner"] == "model_b"))
-    both = orderings.groupby("battle_id").filter(lambda battle: set(battle["ordering"]) == {"ab", "ba"})
-    verdicts = both.groupby("battle_id")["winner"].nunique()
+    per_battle = orderings.groupby("battle_id").agg(orders=("ordering", "nunique"), verdicts=("winner", "nunique"))
+    verdicts = per_battle.loc[per_battle["orders"] == 2, "verdicts"]
     return {"first_position_wins": rate(int(first.sum()), len(decisive)),
             "flips": rate(int((verdicts > 1).sum()), len(verdicts))}
 
@@ -86,15 +86,17 @@ def _labels_by_model(frame):
 def kappa_by_category(human, judge_battles):
     """Cohen's kappa between each worker's verdict and the judge's on the same battle, chance taken
     per matchup (CHIRP C.2.5), per instruction family category."""
-    verdict = dict(zip(judge_battles["battle_id"], _labels_by_model(judge_battles), strict=True))
-    shared = human[human["battle_id"].isin(verdict)]
+    verdict = pd.Series(_labels_by_model(judge_battles).to_numpy(), index=judge_battles["battle_id"].to_numpy())
+    shared = human[human["battle_id"].isin(verdict.index)]
+    a, b = shared["model_a"].astype(str), shared["model_b"].astype(str)
+    shared = shared.assign(crowd=_labels_by_model(shared), judge=shared["battle_id"].map(verdict).to_numpy(),
+                           matchup=np.where(a <= b, a + " vs " + b, b + " vs " + a))
     found = []
     for category, part in shared.groupby("instruction_category"):
         if len(part) < MIN_CATEGORY_BATTLES:
             continue
-        matchups = [" vs ".join(sorted(pair)) for pair in zip(part["model_a"], part["model_b"], strict=True)]
-        kappa = agreement.cohen_kappa(list(_labels_by_model(part)), [verdict[b] for b in part["battle_id"]],
-                                      matchups=matchups)
+        kappa = agreement.cohen_kappa(part["crowd"].to_numpy(), part["judge"].to_numpy(),
+                                      matchups=part["matchup"].to_numpy())
         found.append({"category": category, "kappa": kappa, "n": len(part)})
     return found
 
