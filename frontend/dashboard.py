@@ -143,3 +143,12 @@ def agreement_plot(request, tournament_id, judge):
                              title=f"{found['judge']}: agreement with the crowd majority"),
         immutable=immutable,
     )
+
+
+@researcher_view
+def judge_report_length_plot(request, tournament_id):
+    from annotation.scoring import plots
+    tournament = get_object_or_404(Tournament, pk=tournament_id)
+    result, immutable = _result(request, tournament)
+    return _png(plots.length_bias_plot(result.judge_report, title=f"{tournament.name}: win rate of the longer answer"),
+                immutable=immutable)

@@ -16,7 +16,7 @@ from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_tournament_action
 from annotation.exceptions import AnnotationError
-from annotation.judging.runner import create_judge_run, run_again
+from annotation.judging.runner import check_judge_run, create_judge_run, run_again
 from annotation.models import (
     Battle,
     EndpointCall,
@@ -317,6 +317,24 @@ class HumanJudgementAdmin(admin.ModelAdmin):
     show_full_result_count = False
 
 
+class NewJudgeRunForm(forms.ModelForm):
+    """A judge run with a model of the researcher's choosing (the tournament list's actions use
+    JUDGE_MODEL), beside the tournament's other runs."""
+
+    class Meta:
+        model = JudgeRun
+        fields = ["tournament", "engine", "mode", "concurrency", "use_batch_api"]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("tournament") and data.get("mode") and data.get("engine"):
+            try:
+                check_judge_run(tournament=data["tournament"], mode=data["mode"], engine=data["engine"])
+            except AnnotationError as error:
+                raise forms.ValidationError(str(error)) from error
+        return data
+
+
 @admin.register(JudgeRun)
 class JudgeRunAdmin(admin.ModelAdmin):
     list_display = [
@@ -347,11 +365,32 @@ class JudgeRunAdmin(admin.ModelAdmin):
         "batch_ids",
         "error",
         "base_url_label",
+        "prompts_sha256",
         "created_at",
         "started_at",
         "finished_at",
     ]
     actions = ["rerun"]
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = NewJudgeRunForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        return NewJudgeRunForm.Meta.fields if obj is None else super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        run = create_judge_run(tournament=obj.tournament, mode=obj.mode, engine=obj.engine,
+                               concurrency=obj.concurrency, use_batch_api=obj.use_batch_api)
+        obj.pk, obj.prompts_sha256, obj.base_url_label = run.pk, run.prompts_sha256, run.base_url_label
+        obj._state.adding = False
+        enqueue("tasks.run_judge", run.pk)
 
     @admin.display(description="done / total")
     def progress(self, run):

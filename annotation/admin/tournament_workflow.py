@@ -210,7 +210,8 @@ def _tournament_next_action(tournament, runs, snapshot_rows, response_count, ans
         mode = JudgeRun.Mode(WORKFLOW_JUDGE_MODE)
         return NextAction("run_judge", "Run the LLM judge",
                           f"{mode.label}, model {settings.JUDGE_MODEL or '(JUDGE_MODEL is not set)'}; "
-                          "both orderings of every battle. Other modes are actions of the tournament list.")
+                          "both orderings of every battle. Other modes are actions of the tournament list; "
+                          "another judge model, Judge runs › Add (the runs sit side by side in the judge report).")
     humans = HumanJudgement.objects.filter(battle__tournament=tournament).count()
     wanted = battles * tournament.judgements_per_pair
     judge_running = any(run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING) for run in runs)

@@ -304,3 +304,10 @@ class LeaderboardSerializer(serializers.Serializer):
         allow_null=True, help_text="This judge's 1-5 rubric scores against the crowd's, response by response "
                                    "(Prometheus-Vision §5); null for the crowd, or without rubric scores on "
                                    "both sides.")
+    judge_report = serializers.JSONField(
+        allow_null=True,
+        help_text="This evaluator's row of the judge report (the dashboard's table): for a judge run its "
+                  "engine, mode, prompts_sha256, cost_usd, position (first_position_wins, flips), length "
+                  "(longer_wins and bins by tokens longer), self_preference (by_judge, by_crowd), majority "
+                  "by strength, kappa_by_category and spearman; for the crowd its length. Every rate is "
+                  "{rate, lower, upper, n} with a 95% Wilson interval.")

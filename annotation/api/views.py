@@ -160,7 +160,8 @@ class TournamentViewSet(ReadOnlyViewSet):
              "rubric_scores": board.rubric_scores, "rubric_criteria": board.rubric_criteria,
              "rubric_correlation": board.rubric_correlation,
              "rubric_models": board.rubric_models,
-             "rubric_vs_crowd": result.rubric_vs_crowd(board.key)}
+             "rubric_vs_crowd": result.rubric_vs_crowd(board.key),
+             "judge_report": result.judge_report_row(board.key)}
             for board in result.boards
         ]
         return Response(serializers.LeaderboardSerializer(data, many=True).data)

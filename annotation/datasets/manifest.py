@@ -27,6 +27,8 @@ from annotation.models import (
 CONTENT_SUMS_NAME = "SHA256SUMS"
 MANIFEST_NAME = "manifest.json"
 CARD_NAME = "README.md"
+JUDGE_REPORT_NAME = "judge_report.json"
+JUDGE_REPORT_TABLE = "judge_report"
 
 
 @dataclass(frozen=True)
@@ -262,6 +264,17 @@ def dataset_card(*, manifest, tables=None):
             meaning = column.description.replace("|", "\\|")
             lines.append(f"| `{column.name}` | {column.type} | {meaning} |")
         lines.append("")
+    for entry in files_by_table.get(JUDGE_REPORT_TABLE, []):
+        lines += ["### Judge report", "",
+                  "Per tournament, every finished LLM judge run beside the crowd, as the leaderboard's judge "
+                  "report shows it (overall criterion): the run's engine, mode, prompts_sha256 and cost_usd; "
+                  "position bias (first_position_wins, flips when the two answers swap places), length bias "
+                  "(longer_wins, and bins by tokens longer), self_preference where the judge model is also a "
+                  "contestant, agreement with the crowd majority by strength, kappa_by_category and the "
+                  "spearman of its Elo with the crowd's. Each rate is {rate, lower, upper, n} with a 95% "
+                  "Wilson interval.", "",
+                  f"- `{entry['name']}`: {entry['rows']} rows, {entry['bytes']} bytes, sha256 `{entry['sha256']}`",
+                  ""]
     lines += ["## Table 2 (verification)", "", "| | overall | single | multi |", "| --- | --- | --- | --- |"]
     t2 = manifest["table2"]
     for label, key in (("GPT-4 correct (%)", "correct_pct"),

@@ -25,6 +25,8 @@ from annotation.datasets import exports, formats, streams
 from annotation.datasets.manifest import (
     CARD_NAME,
     CONTENT_SUMS_NAME,
+    JUDGE_REPORT_NAME,
+    JUDGE_REPORT_TABLE,
     MANIFEST_NAME,
     OUTPUTS,
     build_manifest,
@@ -191,6 +193,8 @@ def _write_files(snapshot, workdir, progress):
             files.append({"name": name, "path": f"{storage_prefix(snapshot)}/{name}",
                           "table": table.name, "format": kind, "rows": count,
                           "bytes": paths[kind].stat().st_size, "sha256": sha})
+    progress.step("Writing the judge report")
+    files.append(_write_judge_report(snapshot, tournaments, workdir / JUDGE_REPORT_NAME))
     files.sort(key=lambda entry: entry["name"])
     sums = "".join(f"{entry['sha256']}  {entry['name']}\n" for entry in files)
     content_sha256 = hashlib.sha256(sums.encode()).hexdigest()
@@ -218,6 +222,19 @@ def _write_files(snapshot, workdir, progress):
             raise AnnotationError(f"The storage saved {stored} as {saved}.")
     return {"files": files, "manifest": manifest, "content_sha256": content_sha256,
             "instance_digests": digests}
+
+
+def _write_judge_report(snapshot, tournaments, path):
+    """The judge report of each tournament (annotation/scoring/judge_report.py)."""
+    # The scientific stack loads in the worker that builds a snapshot, not in every web worker.
+    from annotation.scoring.leaderboard import tournament_judge_report
+
+    reports = [{"tournament": tournament.name, "tournament_id": tournament.pk, "criterion": "overall",
+                "rows": tournament_judge_report(tournament=tournament)} for tournament in tournaments]
+    path.write_text(json.dumps(reports, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    return {"name": path.name, "path": f"{storage_prefix(snapshot)}/{path.name}", "table": JUDGE_REPORT_TABLE,
+            "format": "json", "rows": sum(len(report["rows"]) for report in reports), "bytes": path.stat().st_size,
+            "sha256": _file_sha256(path)}
 
 
 def downloadable_names(snapshot):

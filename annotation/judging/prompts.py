@@ -163,6 +163,22 @@ def _chat(model, messages):
     }
 
 
+def prompts_sha256(mode):
+    """A fingerprint of the prompt texts a mode's requests are built from, kept on each run so two
+    runs of one mode and model are known to have asked the same question (or not)."""
+    texts = {
+        JudgeRun.Mode.REFERENCE_FREE: [REFERENCE_FREE_SYSTEM, REFERENCE_FREE_USER, REFERENCE_FREE_ASSISTANT,
+                                       REFERENCE_FREE_TEMPLATE, EXTRACTION_SYSTEM, EXTRACTION_SUFFIX,
+                                       EXTRACTION_EXAMPLES],
+        JudgeRun.Mode.REFERENCE_BACKED: [REFERENCE_BACKED_SYSTEM, REFERENCE_BACKED_USER,
+                                         REFERENCE_BACKED_ASSISTANT, REFERENCE_BACKED_TEMPLATE,
+                                         EXTRACTION_SYSTEM, EXTRACTION_SUFFIX, EXTRACTION_EXAMPLES],
+        JudgeRun.Mode.VISION: [VISION_INSTRUCTION, VISION_CRITERIA, VISION_TEMPLATE, VISION_EXTRACTION],
+        JudgeRun.Mode.PROMETHEUS: [PROMETHEUS_TEMPLATE],
+    }[mode]
+    return request_sha256(texts)
+
+
 def request_sha256(request):
     canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -26,7 +26,13 @@ from annotation.judging.progress import (
     run_is_judged,
     unfinished_chunks,
 )
-from annotation.judging.prompts import extraction_request, pairwise_request, prometheus_request, request_sha256
+from annotation.judging.prompts import (
+    extraction_request,
+    pairwise_request,
+    prometheus_request,
+    prompts_sha256,
+    request_sha256,
+)
 from annotation.models import Judgement, JudgeRun
 from crowdbench.jobs import enqueue
 
@@ -41,7 +47,9 @@ def base_url_label():
     return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
-def create_judge_run(*, tournament, mode, engine=None, concurrency=0, use_batch_api=False):
+def check_judge_run(*, tournament, mode, engine=None):
+    """Why a judge run of this mode and model cannot start on the tournament (AnnotationError), or
+    the judge model it would use. A tournament takes any number of runs, side by side."""
     if not tournament.battles.exists():
         raise AnnotationError(f"“{tournament.name}” has no battles to judge; sample them first.")
     if mode == JudgeRun.Mode.PROMETHEUS and not (tournament.rubric or tournament.rubrics.exists()):
@@ -49,10 +57,16 @@ def create_judge_run(*, tournament, mode, engine=None, concurrency=0, use_batch_
     engine = engine or settings.JUDGE_MODEL
     if not engine:
         raise AnnotationError("No judge model is configured: set JUDGE_MODEL (e.g. gpt-4).")
+    return engine
+
+
+def create_judge_run(*, tournament, mode, engine=None, concurrency=0, use_batch_api=False):
+    engine = check_judge_run(tournament=tournament, mode=mode, engine=engine)
     return JudgeRun.objects.create(
         tournament=tournament,
         mode=mode,
         engine=engine,
+        prompts_sha256=prompts_sha256(mode),
         base_url_label=base_url_label(),
         concurrency=concurrency,
         use_batch_api=use_batch_api,

@@ -27,6 +27,10 @@ class JudgeRun(models.Model):
     base_url_label = models.CharField(max_length=300, blank=True,
                                       help_text="Which server answered (no credentials).")
     mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.REFERENCE_FREE)
+    # Several runs of one tournament sit side by side in the judge report; this tells whether two
+    # of them asked with the same prompt texts (annotation/judging/prompts.py prompts_sha256).
+    prompts_sha256 = models.CharField(max_length=64, blank=True,
+                                      help_text="Fingerprint of the prompt texts of the run's mode.")
     concurrency = models.PositiveSmallIntegerField(default=0, help_text="0: JUDGE_CONCURRENCY.")
     use_batch_api = models.BooleanField(default=False)
     batch_ids = models.JSONField(default=list, blank=True)

@@ -131,7 +131,8 @@ def judge_battles(*, run, criterion="overall", orderings=None):
 
 
 def judge_orderings(*, run, criterion="overall"):
-    """One row per judgement, each ordering on its own (the agreement measures want both)."""
+    """One row per judgement, each ordering on its own (the agreement measures want both), with
+    `ordering`: "ab" when A was shown first, "ba" when B was (the judge report's position bias)."""
     judgements, flags = _run_judgements(run, criterion)
     rows = [
         {
@@ -139,10 +140,11 @@ def judge_orderings(*, run, criterion="overall"):
             "winner": _WINNER[j.winner],
             "judge": run.judge_name,
             "criterion": criterion,
+            "ordering": j.ordering,
         }
         for j in judgements
     ]
-    return _frame(rows, BATTLE_COLUMNS)
+    return _frame(rows, [*BATTLE_COLUMNS, "ordering"])
 
 
 def finished_runs(*, tournament):

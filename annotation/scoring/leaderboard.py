@@ -21,6 +21,7 @@ from annotation.scoring import (
     MIN_MATCHES,
     MIN_RATED_MATCHES,
     agreement,
+    judge_report,
     ratings,
     rubrics,
     tables,
@@ -56,6 +57,11 @@ class Evaluator:
     judge: str = ""
     # 1-5 rubric scores (annotation/scoring/battles.py SCORE_COLUMNS), where the evaluator gave any.
     scores: pd.DataFrame | None = None
+    # The run's judge model, mode, prompt fingerprint and what its calls cost (the judge report).
+    engine: str = ""
+    mode: str = ""
+    prompts_sha256: str = ""
+    cost_usd: float | None = None
 
 
 def evaluators(*, tournament, criterion="overall"):
@@ -73,6 +79,10 @@ def evaluators(*, tournament, criterion="overall"):
                 orderings=orderings,
                 judge=f"{run.engine}, {run.get_mode_display()}",
                 scores=judge_rubric_scores(run=run) if run.mode == JudgeRun.Mode.PROMETHEUS else None,
+                engine=run.engine,
+                mode=run.mode,
+                prompts_sha256=run.prompts_sha256,
+                cost_usd=float(run.cost_usd),
             )
         )
     return found
@@ -211,7 +221,14 @@ def compute(found, *, seed, rounds):
                 correlations.append(_plain({"key": judge.key, "judge": judge.judge,
                                             **rubric_correlation(crowd_scores, judge.scores)}))
     return {"boards": boards, "agreements": agreements, "rubric_correlations": correlations,
-            "crowd_alpha": _plain(crowd_alpha)}
+            "crowd_alpha": _plain(crowd_alpha),
+            "judge_report": _plain(judge_report.judge_report(found))}
+
+
+def tournament_judge_report(*, tournament, criterion="overall"):
+    """The judge report alone, as JSON-ready data: it needs no bootstrap (the snapshot's
+    judge_report.json)."""
+    return _plain(judge_report.judge_report(evaluators(tournament=tournament, criterion=criterion)))
 
 
 # --- what the pages read -----------------------------------------------------------------------
@@ -353,6 +370,7 @@ class TournamentLeaderboard:
     agreements: list[dict] = field(default_factory=list)
     rubric_correlations: list[dict] = field(default_factory=list)
     crowd_alpha: dict | None = None
+    judge_report: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_stored(cls, stored):
@@ -366,7 +384,8 @@ class TournamentLeaderboard:
                    boards=boards,
                    agreements=stored.result["agreements"],
                    rubric_correlations=stored.result["rubric_correlations"],
-                   crowd_alpha=stored.result["crowd_alpha"])
+                   crowd_alpha=stored.result["crowd_alpha"],
+                   judge_report=stored.result["judge_report"])
 
     # Constants of the code, on the result so that the page and the API read them with it (a
     # stored result was computed by the code of its COMPUTATION_VERSION).
@@ -393,6 +412,15 @@ class TournamentLeaderboard:
     def agreement_rows(self):
         return [agreement_row(found) for found in self.agreements]
 
+    def judge_report_row(self, key):
+        return next((row for row in self.judge_report if row["key"] == key), None)
+
+    @property
+    def judge_report_rows(self):
+        """The judge report as the page prints it: one row per evaluator, the crowd first, each rate
+        with its 95% interval and n."""
+        return [judge_report_text(row) for row in self.judge_report]
+
     def rubric_vs_crowd(self, key):
         """A judge's 1-5 scores against the crowd's, response by response (Prometheus-Vision §5)."""
         return next((found for found in self.rubric_correlations if found["key"] == key), None)
@@ -411,6 +439,42 @@ def _contradiction_text(found):
     cycles = found["three_cycles"]
     return (f"{found['share']:.1%} of {found['questions']} "
             f"({cycles} three-cycle{'' if cycles == 1 else 's'})")
+
+
+def _rate_text(found):
+    if found is None:
+        return ""
+    if found["rate"] is None:
+        return "– (n=0)"
+    return f"{found['rate']:.1%} ({found['lower']:.1%} to {found['upper']:.1%}, n={found['n']})"
+
+
+def judge_report_text(row):
+    """One row of the judge report (annotation/scoring/judge_report.py) as text cells."""
+    text = {"key": row["key"], "judge": row["judge"], "longer_wins": _rate_text(row["length"]["longer_wins"]),
+            "length_bins": [f"{found['longer_by']} tokens longer: {_rate_text(found)}"
+                            for found in row["length"]["bins"] if found["n"]]}
+    if row["key"] == HUMAN_KEY:
+        return {**text, "crowd": True}
+    own = row["self_preference"]
+    return {
+        **text,
+        "crowd": False,
+        "engine": row["engine"],
+        "mode": JudgeRun.Mode(row["mode"]).label,
+        "prompts": row["prompts_sha256"][:12],
+        "judgements": row["judgements"],
+        "first_position_wins": _rate_text(row["position"]["first_position_wins"]),
+        "flips": _rate_text(row["position"]["flips"]),
+        "self_preference": (f"{own['model']}: {_rate_text(own['by_judge'])} by itself, "
+                            f"{_rate_text(own['by_crowd'])} by the crowd") if own else "not a contestant",
+        "majority": [f"{found['strength']}: {_rate_text(found)}" for found in row["majority"]],
+        "kappa_by_category": [f"{found['category']}: {_number(found['kappa'], '{:.2f}')} (n={found['n']})"
+                              for found in row["kappa_by_category"]],
+        "spearman": "" if row["spearman"] is None else
+                    f"{_number(row['spearman']['rho'], '{:.2f}')} over {row['spearman']['models']} models",
+        "cost": _number(row["cost_usd"], "${:.4f}"),
+    }
 
 
 def agreement_row(found):

@@ -126,3 +126,34 @@ def agreement_bars(df: pd.DataFrame, *, title: str = "Agreement with the crowd m
     ax.legend(loc="lower right")
     ax.set_title(title, parse_math=False)
     return _png(fig)
+
+
+def length_bias_plot(report: list[dict], *, title: str = "Win rate of the longer answer") -> bytes:
+    """The judge report's length bias (annotation/scoring/judge_report.py): per evaluator, how often
+    the longer answer won, by how many tokens longer it was, with 95% Wilson intervals; bins
+    without verdicts are left out, and 50% (no preference) is drawn."""
+    fig = Figure(figsize=(7, 4))
+    ax = fig.add_subplot()
+    labels = [found["longer_by"] for found in report[0]["length"]["bins"]] if report else []
+    x = np.arange(len(labels))
+    offsets = np.linspace(-0.2, 0.2, len(report)) if len(report) > 1 else [0.0]
+    for row, offset in zip(report, offsets, strict=True):
+        bins = [(n, found) for n, found in enumerate(row["length"]["bins"]) if found["n"]]
+        if not bins:
+            continue
+        rates = np.array([found["rate"] for _, found in bins])
+        errors = np.vstack([rates - [found["lower"] for _, found in bins],
+                            np.array([found["upper"] for _, found in bins]) - rates])
+        ax.errorbar(x[[n for n, _ in bins]] + offset, rates, yerr=errors, fmt="o-", capsize=3,
+                    label=row["judge"])
+    ax.axhline(0.5, color="black", linestyle="--", linewidth=1)
+    ax.set_xticks(x, labels)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel("longer answer by (tokens)")
+    ax.set_ylabel("longer answer wins")
+    if report:
+        legend = ax.legend(loc="lower right", fontsize=8)
+        for text in legend.get_texts():
+            text.set_parse_math(False)
+    ax.set_title(title, parse_math=False)
+    return _png(fig)

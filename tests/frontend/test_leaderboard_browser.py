@@ -92,7 +92,9 @@ def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warn
     assert page.locator("table.agreement tbody tr").count() == 1
 
     images = page.locator("img.plot")
-    assert images.count() == 5  # Elo/BT and categories for two boards, agreement for the judge
+    # Elo/BT and categories for two boards, agreement for the judge, the judge report's length plot
+    assert images.count() == 6
+    assert page.locator("table.judge-report tbody tr").count() == 2  # the crowd, then the judge
     for index in range(images.count()):
         images.nth(index).scroll_into_view_if_needed()
         page.wait_for_function("(img) => img.complete && img.naturalWidth > 0", arg=images.nth(index).element_handle(),

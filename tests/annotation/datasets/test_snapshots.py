@@ -93,6 +93,22 @@ def test_manifest_names_models_judges_licences_and_citations(judged_tournament_w
     assert len(preferences) == manifest["tournaments"][0]["human_judgements"]
 
 
+def test_a_snapshot_carries_the_judge_report_of_its_tournaments_and_says_so_in_its_card(
+        judged_tournament_with_criteria):
+    tournament, run = judged_tournament_with_criteria
+
+    snapshot = _snapshot(tournaments=[tournament])
+
+    [report] = json.loads(_read(snapshot, manifest.JUDGE_REPORT_NAME))
+    assert report["tournament_id"] == tournament.pk
+    assert [row["key"] for row in report["rows"]] == ["human", f"run-{run.pk}"]
+    assert report["rows"][1]["engine"] == run.engine and report["rows"][1]["position"]["flips"]["n"] > 0
+    entry = next(entry for entry in snapshot.files if entry["name"] == manifest.JUDGE_REPORT_NAME)
+    assert f"{entry['sha256']}  {manifest.JUDGE_REPORT_NAME}" in _read(snapshot, manifest.CONTENT_SUMS_NAME).decode()
+    card = _read(snapshot, manifest.CARD_NAME).decode()
+    assert "### Judge report" in card and f"`{manifest.JUDGE_REPORT_NAME}`" in card
+
+
 def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_tournament_with_criteria, snapshot_folder):
     tournament, _ = judged_tournament_with_criteria
 
