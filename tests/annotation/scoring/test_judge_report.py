@@ -8,7 +8,8 @@ from annotation.models import Judgement, JudgeRun, Stage
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
-from annotation.scoring.leaderboard import tournament_leaderboard
+from annotation.scoring.freshness import refresh_leaderboard
+from annotation.scoring.leaderboard import TournamentLeaderboard
 from tests.annotation.scoring.test_leaderboard import staff_client  # noqa: F401
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.scoring_factories import ModelResponseFactory, create_tournament, verified_instance
@@ -17,6 +18,11 @@ pytestmark = pytest.mark.django_db
 
 FIRST_POSITION = 0.7
 LONGER_WINS = 0.8
+
+
+def computed(tournament):
+    """The leaderboard as the background job stores it and the pages read it."""
+    return TournamentLeaderboard.from_stored(refresh_leaderboard(tournament=tournament, rounds=10))
 
 
 def _finished_run(tournament, *, mode, engine, verdict):
@@ -70,7 +76,7 @@ def _within(found, value):
 
 def test_a_judge_that_favours_the_first_position_is_caught_within_the_reports_intervals(two_simulated_judges):
     tournament, positional, lengthy = two_simulated_judges
-    board = tournament_leaderboard(tournament=tournament, rounds=10)
+    board = computed(tournament)
 
     position = _row(board, positional)["position"]
     assert position["first_position_wins"]["n"] == 2 * tournament.battles.count()
@@ -82,7 +88,7 @@ def test_a_judge_that_favours_the_first_position_is_caught_within_the_reports_in
 
 def test_a_judge_that_favours_the_longer_answer_is_caught_in_every_length_bin(two_simulated_judges):
     tournament, positional, lengthy = two_simulated_judges
-    board = tournament_leaderboard(tournament=tournament, rounds=10)
+    board = computed(tournament)
 
     length = _row(board, lengthy)["length"]
     assert _within(length["longer_wins"], LONGER_WINS)
@@ -93,7 +99,7 @@ def test_a_judge_that_favours_the_longer_answer_is_caught_in_every_length_bin(tw
 
 def test_each_run_is_recorded_with_its_mode_model_prompts_and_cost(two_simulated_judges):
     tournament, positional, lengthy = two_simulated_judges
-    rows = tournament_leaderboard(tournament=tournament, rounds=10).judge_report
+    rows = computed(tournament).judge_report
 
     assert [row["key"] for row in rows] == ["human", f"run-{positional.pk}", f"run-{lengthy.pk}"]
     assert [(row["engine"], row["mode"], row["prompts_sha256"], row["cost_usd"]) for row in rows[1:]] == [
@@ -121,7 +127,7 @@ def test_a_judge_that_favours_its_own_model_shows_it_against_the_crowd():
     run = _finished_run(tournament, mode=JudgeRun.Mode.VISION, engine="gpt-4o",
                         verdict=lambda battle, ordering: battle.response_a.model_name == "gpt-4o")
 
-    row = _row(tournament_leaderboard(tournament=tournament, rounds=10), run)
+    row = _row(computed(tournament), run)
     found = row["self_preference"]
 
     assert found["model"] == "gpt-4o"
@@ -137,6 +143,7 @@ def test_a_judge_that_favours_its_own_model_shows_it_against_the_crowd():
 
 def test_the_page_and_the_api_show_two_judge_runs_side_by_side(two_simulated_judges, staff_client):  # noqa: F811
     tournament, positional, lengthy = two_simulated_judges
+    refresh_leaderboard(tournament=tournament)  # what the background job does once judgements change
 
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     api = staff_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/").json()

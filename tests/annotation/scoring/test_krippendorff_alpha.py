@@ -20,6 +20,7 @@ from annotation.preferences.judgements import pairwise_task, submit_pairwise_jud
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
 from annotation.scoring import agreement
+from annotation.scoring.freshness import refresh_leaderboard
 from tests.factories import FamilyFactory, ReferenceFactory, WorkerFactory, launch
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
@@ -165,6 +166,9 @@ def _expected_pairwise_alpha(tournament):
 def test_the_leaderboard_api_and_page_show_the_crowds_alpha_beside_the_judges_kappa(judged_by_three,
                                                                                        researcher_client):
     tournament = judged_by_three
+    # What the background job does once judgements change, for the page's and the API's rounds.
+    refresh_leaderboard(tournament=tournament)
+    refresh_leaderboard(tournament=tournament, rounds=20)
     api = researcher_client.get(f"/api/tournaments/{tournament.pk}/leaderboard/?rounds=20").json()
     page = html.unescape(researcher_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode())
 
