@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from annotation import llm
 from annotation.collection import stages
+from annotation.collection.verification import WORKER_MODEL_JOB, awaiting_worker_model
 from annotation.judging.runner import ACTIVE_STATUSES
 from annotation.models import Instance, JudgeRun, Snapshot, StageConfig
 from crowdbench.celery import app
@@ -37,6 +38,9 @@ def owed_jobs():
     runs = JudgeRun.objects.filter(status__in=ACTIVE_STATUSES)
     owed += [("tasks.run_judge", (pk,), "judge_run", pk, since)
              for pk, since in runs.values_list("pk", "created_at")]
+    waiting = awaiting_worker_model()
+    if waiting:
+        owed.append((WORKER_MODEL_JOB, (), "worker_models", 0, min(reference.created_at for reference in waiting)))
     snapshots = Snapshot.objects.filter(status__in=(Snapshot.Status.PENDING, Snapshot.Status.RUNNING))
     owed += [("tasks.build_snapshot", (pk,), "snapshot", pk, since)
              for pk, since in snapshots.values_list("pk", "created_at")]

@@ -7,6 +7,7 @@ from django.db.models import Count, Q
 from annotation.models import (
     Assignment,
     Worker,
+    WorkerReliability,
     WorkUnit,
 )
 
@@ -43,3 +44,19 @@ class WorkerAdmin(admin.ModelAdmin):
     list_filter = ["platform"]
     search_fields = ["external_id"]
     raw_id_fields = ["user"]
+
+
+@admin.register(WorkerReliability)
+class WorkerReliabilityAdmin(admin.ModelAdmin):
+    """Read only: the worker-model job writes these (annotation/worker_models.py)."""
+
+    list_display = ["worker", "stage", "family", "model", "reliability", "answers", "fitted_at"]
+    list_filter = ["stage", "model"]
+    search_fields = ["worker__external_id"]
+    list_select_related = ["worker", "family"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
