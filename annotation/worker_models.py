@@ -116,18 +116,22 @@ def _dawid_skene_accuracy(fitted):
     return accuracy
 
 
-def pairwise_frame(*, tournament):
+def pairwise_frame(*, tournament, criterion="overall"):
     """The tournament's counted human judgements as crowd-kit's pairwise frame: worker, left and
     right (the models as the worker saw them, so noisy Bradley-Terry's per-worker bias is a bias
-    for a side), label (the model chosen). The crowd's choice is forced, so there are no ties."""
+    for a side), label (the model chosen). The crowd's overall choice is forced; a CHIRP criterion
+    a worker left unanswered leaves their judgement out."""
     rows = (HumanJudgement.objects.counted().filter(battle__tournament=tournament)
             .select_related("battle__response_a", "battle__response_b").order_by("pk"))
     records = []
     for judgement in rows:
         battle = judgement.battle
         names = {"model_a": battle.response_a.model_name, "model_b": battle.response_b.model_name}
+        side = judgement.choice if criterion == "overall" else judgement.criteria.get(criterion)
+        if side not in Side.values:
+            continue
         left, right = names[judgement.winner_side(Side.LEFT)], names[judgement.winner_side(Side.RIGHT)]
-        records.append((judgement.worker_id, left, right, names[judgement.winner_side(judgement.choice)]))
+        records.append((judgement.worker_id, left, right, names[judgement.winner_side(side)]))
     return pd.DataFrame(records, columns=PAIRWISE_COLUMNS)
 
 
@@ -167,3 +171,25 @@ def store_reliabilities(*, stage, model, reliability, answers, family=None):
         WorkerReliability.objects.filter(stage=stage, family=family, model=model).delete()
         WorkerReliability.objects.bulk_create(rows)
     return len(rows)
+
+
+def store_pairwise_skills():
+    """Fit noisy Bradley-Terry on the counted judgements of every tournament whose crowd board
+    uses it, and store each worker's skill (stage pairwise). Models are items per tournament (a
+    model's strength is the tournament's question), workers are shared: their care is the same
+    whichever tournament they judge in. Returns how many workers were stored."""
+    from annotation.models import Tournament
+
+    frames = []
+    for tournament in Tournament.objects.filter(aggregation=Tournament.Aggregation.NOISY_BT).order_by("pk"):
+        frame = pairwise_frame(tournament=tournament)
+        for column in ("left", "right", "label"):
+            frame[column] = f"{tournament.pk}:" + frame[column]
+        frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PAIRWISE_COLUMNS)
+    if frame.empty:
+        return store_reliabilities(stage=Stage.PAIRWISE, model=WorkerModel.NOISY_BT, reliability=pd.Series(dtype=float),
+                                   answers=pd.Series(dtype=int))
+    fit = fit_pairwise(frame, WorkerModel.NOISY_BT)
+    return store_reliabilities(stage=Stage.PAIRWISE, model=WorkerModel.NOISY_BT, reliability=fit.skills,
+                               answers=fit.answers)
