@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import queue, review, worker_models
-from annotation.collection import references, verification
+from annotation.collection import configs, references, verification
 from annotation.collection.progress import format_table2, table2
 from annotation.models import (
     Aggregation,
@@ -178,3 +178,28 @@ def test_the_stages_aggregation_changes_the_decision_and_the_pages_say_which(adm
     report = admin_client.get(reverse("admin:annotation_instructionfamily_table2"), {"family": by_model.pk})
     assert "Decided by: Dawid-Skene 21." in report.content.decode()
     assert "Decided by: Votes (the verification rule) 1" in format_table2(table2(family=by_votes))
+
+
+def test_waiting_references_are_owed_work_the_sweep_queues_again(spammed_crowd):
+    from tasks.outbox import owed_jobs
+
+    assert verification.WORKER_MODEL_JOB in [name for name, *_ in owed_jobs()]
+    verification.decide_by_worker_models()
+    assert verification.WORKER_MODEL_JOB not in [name for name, *_ in owed_jobs()]
+
+
+def test_going_back_to_votes_decides_the_references_waiting_for_a_model():
+    family = FamilyFactory()
+    config = launch(family, Stage.VERIFICATION, overlap=2, aggregation=Aggregation.MACE)
+    unit = candidates(family, 1)[0]
+    for worker in WorkerFactory.create_batch(2):
+        answer(unit, worker, True)
+    assert Reference.objects.get(pk=unit.reference_id).verdict == Reference.Verdict.PENDING
+
+    config.aggregation = Aggregation.VOTES
+    config.save()
+    applied = configs.apply_stage_config(config=config, before={**config.__dict__, "aggregation": "mace"})
+
+    reference = Reference.objects.get(pk=unit.reference_id)
+    assert (reference.verdict, reference.decided_by) == (Reference.Verdict.CORRECT, "votes")
+    assert applied.decided == 1 and "decided by Votes" in applied.message()
