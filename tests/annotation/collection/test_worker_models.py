@@ -203,3 +203,13 @@ def test_going_back_to_votes_decides_the_references_waiting_for_a_model():
     reference = Reference.objects.get(pk=unit.reference_id)
     assert (reference.verdict, reference.decided_by) == (Reference.Verdict.CORRECT, "votes")
     assert applied.decided == 1 and "decided by Votes" in applied.message()
+
+
+def test_the_stage_settings_offer_the_worker_models_and_a_refit(admin_client):
+    config = launch(FamilyFactory(), Stage.VERIFICATION)
+    form = admin_client.get(reverse("admin:annotation_stageconfig_change", args=[config.pk])).content.decode()
+    assert 'name="aggregation"' in form and "Dawid-Skene worker model (crowd-kit)" in form
+
+    done = admin_client.post(reverse("admin:annotation_stageconfig_changelist"),
+                             {"action": "refit_worker_models", "_selected_action": [config.pk]}, follow=True)
+    assert "The worker models are being refitted" in done.content.decode()
