@@ -49,7 +49,8 @@ class LabelFit:
     posteriors: pd.Series
     reliability: pd.Series
     answers: pd.Series
-    votes: pd.Series = field(default_factory=lambda: pd.Series(dtype=int))
+    # Per task, the workers whose answers the fit saw.
+    voters: pd.Series = field(default_factory=lambda: pd.Series(dtype=object))
 
     def label_of(self, task):
         """(label, posterior) for one task, or None when the fit never saw it."""
@@ -101,7 +102,7 @@ def fit_labels(frame, model):
     probas = fitted.probas_
     return LabelFit(model=str(model), labels=probas.idxmax(axis="columns"), posteriors=probas.max(axis="columns"),
                     reliability=reliability.astype(float), answers=frame.groupby("worker").size(),
-                    votes=frame.groupby("task").size())
+                    voters=frame.groupby("task")["worker"].agg(frozenset))
 
 
 def _dawid_skene_accuracy(fitted):

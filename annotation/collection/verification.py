@@ -145,7 +145,7 @@ def decide_by_worker_models():
             config = stage_config(family=waiting.instance.family, stage=Stage.VERIFICATION)
             fit = fits.get(config.aggregation)
             votes = counted_votes(reference, config)
-            if fit is None or fit.votes.get(reference.pk, 0) != len(votes):
+            if fit is None or fit.voters.get(reference.pk) != frozenset(vote.worker_id for vote in votes):
                 continue
             label, posterior = fit.label_of(reference.pk)
             decide_reference(reference=reference, by=config.aggregation,
