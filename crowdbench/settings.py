@@ -202,6 +202,9 @@ CELERY_BEAT_SCHEDULE = {
     "requeue-owed-jobs": {"task": "tasks.requeue_owed",
                           "schedule": env.float("JOB_SWEEP_SECONDS", default=60.0)},
     "expire-leases": {"task": "tasks.expire_leases", "schedule": 60.0},
+    # Worker models refitted on every counted answer, so reliabilities follow reviews and new work.
+    "fit-worker-models": {"task": "tasks.fit_worker_models",
+                          "schedule": env.float("WORKER_MODEL_FIT_SECONDS", default=3600.0)},
     "sync-platforms": {"task": "tasks.sync_platforms", "schedule": 300.0},
     "poll-mturk-notifications": {"task": "tasks.poll_mturk_notifications", "schedule": 60.0},
 }

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from annotation import llm
 from annotation.collection import stages
+from annotation.collection.verification import WORKER_MODEL_JOB, awaiting_worker_model
 from annotation.judging.runner import ACTIVE_STATUSES
 from annotation.models import EndpointCall, Instance, JudgeRun, Snapshot, StageConfig
 from annotation.scoring import DEFAULT_ROUNDS, freshness
@@ -45,6 +46,9 @@ def owed_jobs():
                  .values("endpoint__tournament_id").annotate(since=Min("created_at")))
     owed += [("tasks.generate_answers", (row["endpoint__tournament_id"],), "generate_answers",
               row["endpoint__tournament_id"], row["since"]) for row in unsettled]
+    waiting = awaiting_worker_model()
+    if waiting:
+        owed.append((WORKER_MODEL_JOB, (), "worker_models", 0, min(reference.created_at for reference in waiting)))
     snapshots = Snapshot.objects.filter(status__in=(Snapshot.Status.PENDING, Snapshot.Status.RUNNING))
     owed += [("tasks.build_snapshot", (pk,), "snapshot", pk, since)
              for pk, since in snapshots.values_list("pk", "created_at")]

@@ -2,8 +2,10 @@
 
 import logging
 
+from annotation import worker_models
 from annotation.collection.references import generate_reference
 from annotation.collection.stages import create_work_units
+from annotation.collection.verification import WORKER_MODEL_JOB, decide_by_worker_models
 from annotation.models import Instance, InstructionFamily
 from annotation.queue import expire_leases
 from crowdbench.celery import app
@@ -39,3 +41,14 @@ def generate_reference_job(instance_id):
 @app.task(name="tasks.expire_leases")
 def expire_leases_job():
     return expire_leases()
+
+
+# One fit at a time: a fit reads every counted answer, and a second copy (queued by another
+# completed reference, or the schedule) would only repeat it.
+@app.task(name=WORKER_MODEL_JOB, **JOB_OPTIONS)
+def fit_worker_models_job():
+    with lease("worker_models", 0) as mine:
+        if not mine:
+            return None
+        worker_models.store_pairwise_skills()
+        return decide_by_worker_models()

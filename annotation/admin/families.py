@@ -22,6 +22,7 @@ from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_family_action
 from annotation.collection import configs, progress, stages
 from annotation.collection.uploads import store_uploaded_image
+from annotation.collection.verification import WORKER_MODEL_JOB
 from annotation.datasets import exports, formats, imports, layouts, streams
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -33,6 +34,7 @@ from annotation.models import (
     StageConfig,
     multi_image_q,
 )
+from crowdbench.jobs import enqueue
 
 
 def _report_errors(modeladmin, request, action):
@@ -158,7 +160,7 @@ class InstructionFamilyForm(forms.ModelForm):
 class StageConfigInline(admin.TabularInline):
     model = StageConfig
     extra = 0
-    fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "adaptive",
+    fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation", "adaptive",
               "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional"]
     readonly_fields = ["launched_at"]
 
@@ -352,7 +354,7 @@ class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
                    "title": "Verification report (paper Table 2)",
                    "columns": [name for name, _ in table.columns()],
-                   "rows": progress.table2_rows(table),
+                   "rows": progress.table2_rows(table), "decided_by": table.decided_by_text,
                    "families": InstructionFamily.objects.all(), "family": family}
         return TemplateResponse(request, "admin/annotation/table2.html", context)
 
@@ -379,11 +381,19 @@ def _save_and_apply_stage_configs(modeladmin, request, formset):
 @admin.register(StageConfig)
 class StageConfigAdmin(admin.ModelAdmin):
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
-                    "adaptive", "on_incorrect"]
-    list_filter = ["stage", "verification_rule"]
-    fields = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "adaptive",
-              "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional"]
+                    "adaptive", "aggregation", "on_incorrect"]
+    list_filter = ["stage", "verification_rule", "aggregation"]
+    fields = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation",
+              "adaptive", "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional"]
     readonly_fields = ["launched_at"]
+    actions = ["refit_worker_models"]
+
+    @admin.action(description="Refit the worker models now (decides references waiting for one)")
+    def refit_worker_models(self, request, queryset):
+        enqueue(WORKER_MODEL_JOB)
+        self.message_user(request, "The worker models are being refitted on every counted verification answer; "
+                                   "references waiting for one are decided when it ends.")
+        say_if_jobs_will_wait(self, request)
 
     def save_model(self, request, obj, form, change):
         before = _settings_before(obj)

@@ -51,11 +51,15 @@ class ReferenceInline(admin.TabularInline):
     model = Reference
     fk_name = "instance"
     extra = 0
-    fields = ["source", "model", "text", "verdict", "problem_in_caption", "problem_in_response",
+    fields = ["source", "model", "text", "verdict", "decided_by_text", "problem_in_caption", "problem_in_response",
               "flagged_harmful", "cost_usd"]
     readonly_fields = fields
     can_delete = False
     show_change_link = True
+
+    @admin.display(description="decided by")
+    def decided_by_text(self, reference):
+        return reference.decided_by_text
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -170,10 +174,10 @@ class VerificationInline(admin.TabularInline):
 
 @admin.register(Reference)
 class ReferenceAdmin(admin.ModelAdmin):
-    list_display = ["id", "instance", "source", "model", "verdict", "votes", "adjudicated_by", "problem_in_caption",
-                    "problem_in_response", "flagged_harmful", "prompt_tokens", "completion_tokens",
-                    "cost_usd"]
-    list_filter = ["verdict", DisagreementFilter, "source", "model", "flagged_harmful"]
+    list_display = ["id", "instance", "source", "model", "verdict", "decided_by_text", "votes", "adjudicated_by",
+                    "problem_in_caption", "problem_in_response", "flagged_harmful", "prompt_tokens",
+                    "completion_tokens", "cost_usd"]
+    list_filter = ["verdict", "decided_by", DisagreementFilter, "source", "model", "flagged_harmful"]
     actions = [adjudicate_action]
 
     def get_queryset(self, request):
@@ -184,8 +188,12 @@ class ReferenceAdmin(admin.ModelAdmin):
     def votes(self, reference):
         return votes_summary(reference)
     search_fields = ["text", "instance__instruction"]
-    readonly_fields = [field.name for field in Reference._meta.fields]
+    readonly_fields = [field.name for field in Reference._meta.fields] + ["decided_by_text"]
     inlines = [VerificationInline]
+
+    @admin.display(description="decided by", ordering="decided_by")
+    def decided_by_text(self, reference):
+        return reference.decided_by_text
 
     def has_add_permission(self, request):
         # References come from the model job, an import, or "Paste a reference" on an instance.

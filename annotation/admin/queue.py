@@ -12,6 +12,7 @@ from annotation.admin import worker_page
 from annotation.models import (
     Assignment,
     Worker,
+    WorkerReliability,
     WorkUnit,
 )
 
@@ -65,3 +66,19 @@ class WorkerAdmin(admin.ModelAdmin):
             return "-"
         return format_html('<a href="{}">Time, gold, agreement, flags and review</a>',
                            reverse("admin:annotation_worker_page", args=[worker.pk]))
+
+
+@admin.register(WorkerReliability)
+class WorkerReliabilityAdmin(admin.ModelAdmin):
+    """Read only: the worker-model job writes these (annotation/worker_models.py)."""
+
+    list_display = ["worker", "stage", "family", "model", "reliability", "answers", "fitted_at"]
+    list_filter = ["stage", "model"]
+    search_fields = ["worker__external_id"]
+    list_select_related = ["worker", "family"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

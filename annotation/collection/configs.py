@@ -10,11 +10,13 @@ from django.db.models.functions import Least
 from django.utils import timezone
 
 from annotation.collection.decisions import settle_unit
-from annotation.models import Assignment, Reference, Stage, WorkUnit
+from annotation.collection.verification import WORKER_MODEL_JOB
+from annotation.models import Aggregation, Assignment, Reference, Stage, WorkUnit
 from annotation.stopping import ask_what_is_needed
+from crowdbench.jobs import enqueue
 
 APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional", "adaptive",
-                  "agree_to_decide")
+                  "agree_to_decide", "aggregation")
 # What changes how many answers a unit asks.
 ASKING_FIELDS = {"overlap", "adaptive", "agree_to_decide"}
 
@@ -29,6 +31,7 @@ class Applied:
     leases_shortened: int = 0
     pending_decisions: int = 0
     rule_changed: bool = False
+    aggregation: str = ""
 
     def message(self):
         parts = []
@@ -43,6 +46,9 @@ class Applied:
         if self.rule_changed:
             parts.append(f"{self.pending_decisions} reference(s) still waiting will be decided by the new rule; "
                          "those decided already keep their decision")
+        if self.aggregation:
+            parts.append(f"references still waiting are decided by {self.aggregation}; those decided already "
+                         "keep their decision")
         return "; ".join(parts) + "." if parts else "No open task needed changing."
 
 
@@ -81,4 +87,15 @@ def apply_stage_config(*, config, before):
             applied.rule_changed = True
             applied.pending_decisions = Reference.objects.filter(
                 instance__family=config.family, verdict=Reference.Verdict.PENDING).count()
+        if "aggregation" in changed and config.stage == Stage.VERIFICATION:
+            applied.aggregation = config.get_aggregation_display()
+            if config.aggregation == Aggregation.VOTES:
+                # References complete but waiting for a worker model are decided by votes now; their
+                # units are done, so the open units above did not reach them.
+                waiting = WorkUnit.objects.filter(family=config.family, stage=Stage.VERIFICATION,
+                                                  reference__verdict=Reference.Verdict.PENDING)
+                for unit in waiting:
+                    applied.decided += settle_unit(unit)[1]
+            else:
+                enqueue(WORKER_MODEL_JOB)
     return applied

@@ -69,6 +69,12 @@ class Table2:
     single: Table2Column
     multi: Table2Column
     family_name: str = ""
+    # (what decided, references) for the references counted: votes, a worker model, a reviewer.
+    decided_by: tuple = ()
+
+    @property
+    def decided_by_text(self):
+        return ", ".join(f"{label} {count}" for label, count in self.decided_by)
 
     def columns(self):
         return (("Overall", self.overall), ("Single", self.single), ("Multi", self.multi))
@@ -135,8 +141,11 @@ def table2(*, family=None):
         is_multi = row.pop("multi")
         counts[is_multi].update(row)
     single, multi = Table2Column(**counts[False]), Table2Column(**counts[True])
+    labels = dict(Reference.DecidedBy.choices)
+    deciders = references.values("decided_by").annotate(n=Count("pk")).order_by("decided_by")
+    decided_by = tuple((labels.get(row["decided_by"], "Not recorded"), row["n"]) for row in deciders)
     return Table2(overall=single + multi, single=single, multi=multi,
-                  family_name=family.name if family is not None else "")
+                  family_name=family.name if family is not None else "", decided_by=decided_by)
 
 
 def verification_agreement(*, family):
@@ -192,6 +201,8 @@ def format_table2(table):
     )]
     for label, cells in table2_rows(table):
         lines.append(label.ljust(label_width) + "".join(f"{cell:>9}" for cell in cells))
+    if table.decided_by:
+        lines.append(f"Decided by: {table.decided_by_text}")
     return "\n".join(lines)
 
 

@@ -1,11 +1,29 @@
 """Verification of candidate references (paper §2.1): workers judge the model's answer against the image, and the
-family's rule decides the instance."""
+family's rule decides the instance.
+
+How the counted answers decide a reference is the stage's aggregation (StageConfig.aggregation).
+Votes, the default, apply the verification rule (unanimous, majority, any) in the submit that
+completes the reference. A worker model (crowd-kit's Dawid-Skene, GLAD or MACE) needs every
+counted answer of the stage to weigh each worker, which is too slow for a request, so a
+reference whose answers are complete waits, pending, for the worker-model job
+(`decide_by_worker_models`): it fits the models the stages use and decides each waiting reference
+by the fitted label, recording the model (`Reference.decided_by`) and its posterior.
+
+A decision stands once made, as it does when a researcher changes the verification rule: a later
+fit (more answers, other workers' reliability better known) does not flip it behind anyone's back.
+What reopens a decision is what reopens one under votes: a rejected answer (review), or a
+reviewer's adjudication. So the job is idempotent: run twice on the same answers, it decides
+nothing the second time. A fit that saw a different set of a reference's counted answers than
+the database holds when it decides (an answer came in or was rejected meanwhile) leaves the
+reference for the next run, so no decision rests on answers that no longer count.
+"""
 
 import logging
 
 from django.db import transaction
 from django.utils import timezone
 
+from annotation import worker_models
 from annotation.collection.stages import (
     close_units_no_longer_owed,
     create_work_units,
@@ -14,6 +32,7 @@ from annotation.collection.stages import (
 )
 from annotation.exceptions import AnnotationError
 from annotation.models import (
+    Aggregation,
     Assignment,
     Battle,
     Instance,
@@ -31,6 +50,8 @@ from annotation.typed_text import (
     clean_typed_text,
 )
 from crowdbench.jobs import enqueue
+
+WORKER_MODEL_JOB = "tasks.fit_worker_models"
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +94,8 @@ def counted_votes(reference, config):
 
 def settle_reference(*, reference, unit):
     """Decide a pending reference once its counted votes reach what its unit asks, or under ask
-    until decided once they agree (or reach the most it asks). `reference` is locked by the caller."""
+    until decided once they agree (or reach the most it asks): at once by votes, or, under a worker
+    model, by the worker-model job, queued here. `reference` is locked by the caller."""
     if reference.verdict != Reference.Verdict.PENDING:
         return None
     config = stage_config(family=unit.family, stage=Stage.VERIFICATION)
@@ -83,7 +105,59 @@ def settle_reference(*, reference, unit):
             return None
     elif len(votes) < unit.overlap:
         return None
+    if config.aggregation != Aggregation.VOTES:
+        enqueue(WORKER_MODEL_JOB)
+        return None
     return decide_reference(reference=reference)
+
+
+def awaiting_worker_model():
+    """Pending references of families whose verification stage decides by a worker model, whose
+    counted answers are all in (the job decides them)."""
+    families = StageConfig.objects.filter(stage=Stage.VERIFICATION).exclude(aggregation=Aggregation.VOTES)
+    pending = (Reference.objects.filter(verdict=Reference.Verdict.PENDING,
+                                        instance__family__in=families.values("family_id"))
+               .select_related("instance__family").order_by("pk"))
+    waiting = []
+    for reference in pending:
+        config = stage_config(family=reference.instance.family, stage=Stage.VERIFICATION)
+        unit = reference.work_units.filter(stage=Stage.VERIFICATION).first()
+        if unit is not None and len(counted_votes(reference, config)) >= unit.overlap:
+            waiting.append(reference)
+    return waiting
+
+
+def decide_by_worker_models():
+    """The worker-model job's work: fit every label model a verification stage uses (and
+    Dawid-Skene always, whose reliabilities the researcher pages show) on every counted
+    verification answer, store each worker's reliability, and decide the references waiting for
+    a model (see the module's docstring). Returns how many references it decided."""
+    frame = worker_models.verification_frame()
+    in_use = set(StageConfig.objects.filter(stage=Stage.VERIFICATION).exclude(aggregation=Aggregation.VOTES)
+                 .values_list("aggregation", flat=True))
+    fits = {}
+    if not frame.empty:
+        for model in sorted(in_use | {Aggregation.DAWID_SKENE}):
+            fit = worker_models.fit_labels(frame, model)
+            worker_models.store_reliabilities(stage=Stage.VERIFICATION, model=model, reliability=fit.reliability,
+                                              answers=fit.answers)
+            fits[model] = fit
+    decided = 0
+    for waiting in awaiting_worker_model():
+        with transaction.atomic():
+            reference = Reference.objects.select_for_update().get(pk=waiting.pk)
+            if reference.verdict != Reference.Verdict.PENDING:
+                continue
+            config = stage_config(family=waiting.instance.family, stage=Stage.VERIFICATION)
+            fit = fits.get(config.aggregation)
+            votes = counted_votes(reference, config)
+            if fit is None or fit.voters.get(reference.pk) != frozenset(vote.worker_id for vote in votes):
+                continue
+            label, posterior = fit.label_of(reference.pk)
+            decide_reference(reference=reference, by=config.aggregation,
+                             is_correct=label == worker_models.CORRECT, posterior=posterior)
+            decided += 1
+    return decided
 
 
 def _agreed(votes, config):
@@ -106,8 +180,10 @@ def _most_of(votes, flag):
     return sum(getattr(vote, flag) for vote in votes) * 2 > len(votes)
 
 
-def decide_reference(*, reference):
-    """Apply the family's agreement rule to a reference's verifications (paper §2.1).
+def decide_reference(*, reference, by=Aggregation.VOTES, is_correct=None, posterior=None):
+    """Decide a reference from its verifications (paper §2.1): by the family's agreement rule, or,
+    `by` a worker model, with the model's label (`is_correct`) and its `posterior`. Where the
+    problem lies is said by most of those who found it wrong, whatever decided it.
 
     Correct: the instance is verified. Incorrect: discarded, as in the paper, or sent back for a
     new caption when the family asks for that and the verifiers blamed the caption.
@@ -118,10 +194,10 @@ def decide_reference(*, reference):
     if not votes:
         raise AnnotationError("This reference has no verification yet.")
     incorrect = [vote for vote in votes if not vote.is_correct]
-    reference.verdict = (
-        Reference.Verdict.CORRECT if _verdict(votes, config)
-        else Reference.Verdict.INCORRECT
-    )
+    if by == Aggregation.VOTES:
+        is_correct = _verdict(votes, config)
+    reference.verdict = Reference.Verdict.CORRECT if is_correct else Reference.Verdict.INCORRECT
+    reference.decided_by, reference.posterior = by, posterior
     # A problem counts when most of those who found the reference wrong point at it.
     reference.problem_in_caption = _most_of(incorrect, "problem_in_caption")
     reference.problem_in_response = _most_of(incorrect, "problem_in_response")
@@ -232,6 +308,7 @@ def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, pro
         reference.problem_in_caption, reference.problem_in_response = problem_in_caption, problem_in_response
         reference.flagged_harmful = reference.verifications.filter(is_harmful=True).exists()
         reference.decided_at = timezone.now()
+        reference.decided_by, reference.posterior = Reference.DecidedBy.REVIEWER, None
         reference.adjudicated_by, reference.adjudication_note = reviewer, note
         reference.save()
         _settle_instance(instance=instance, reference=reference, config=config)
@@ -264,8 +341,9 @@ def reopen_decision(*, reference, instance):
     reference.verdict = Reference.Verdict.PENDING
     reference.problem_in_caption = reference.problem_in_response = reference.flagged_harmful = False
     reference.decided_at = None
+    reference.decided_by, reference.posterior = "", None
     reference.save(update_fields=["verdict", "problem_in_caption", "problem_in_response", "flagged_harmful",
-                                  "decided_at"])
+                                  "decided_at", "decided_by", "posterior"])
     if instance.reference_output == reference.text:
         instance.reference_output = ""
     instance.status = Instance.Status.AWAITING_VERIFICATION
@@ -283,6 +361,7 @@ def record_imported_verdict(*, reference, reference_correct, problem_in_caption,
     reference.problem_in_caption = problem_in_caption
     reference.problem_in_response = problem_in_response
     reference.decided_at = timezone.now()
+    reference.decided_by, reference.posterior = Reference.DecidedBy.SHEET, None
     reference.save()
     instance = reference.instance
     # A published sheet keeps a row whose candidate was wrong when it gives a human-written

@@ -30,6 +30,7 @@ from annotation.models.preferences import (
 )
 from annotation.models.scoring import LeaderboardResult
 from annotation.models.work import (
+    Aggregation,
     Answer,
     Assignment,
     AssignmentQuerySet,
@@ -39,6 +40,7 @@ from annotation.models.work import (
     WorkUnit,
     counted_work,
 )
+from annotation.models.worker_models import WorkerModel, WorkerReliability
 from annotation.models.workers import Worker
 from annotation.models.workforce import (
     GoldAnswer,
@@ -50,7 +52,10 @@ from annotation.models.workforce import (
 )
 
 __all__ = [
+    "Aggregation",
     "Answer",
+    "WorkerModel",
+    "WorkerReliability",
     "GoldAnswer",
     "GoldItem",
     "QualificationAttempt",

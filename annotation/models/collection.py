@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.models.instances import Instance
-from annotation.models.work import Assignment
+from annotation.models.work import Aggregation, Assignment
 from annotation.models.workers import Worker
 
 
@@ -55,6 +55,14 @@ class Reference(models.Model):
         # Its caption was rejected in review before it was decided: nobody is asked about it.
         WITHDRAWN = "withdrawn", "Withdrawn"
 
+    class DecidedBy(models.TextChoices):
+        VOTES = Aggregation.VOTES.value, "Votes (the verification rule)"
+        DAWID_SKENE = Aggregation.DAWID_SKENE.value, "Dawid-Skene"
+        GLAD = Aggregation.GLAD.value, "GLAD"
+        MACE = Aggregation.MACE.value, "MACE"
+        REVIEWER = "reviewer", "A reviewer's adjudication"
+        SHEET = "sheet", "A published sheet"
+
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="references")
     caption = models.ForeignKey(Caption, null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="references")
@@ -78,6 +86,11 @@ class Reference(models.Model):
     adjudicated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                        related_name="+")
     adjudication_note = models.TextField(blank=True)
+    # What decided the verdict: the stage's aggregation (work.Aggregation's values), a reviewer's
+    # adjudication or a published sheet; and, for a worker model, its posterior probability of the
+    # verdict when it decided. Blank while pending.
+    decided_by = models.CharField(max_length=20, choices=DecidedBy.choices, blank=True)
+    posterior = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -93,6 +106,14 @@ class Reference(models.Model):
 
     def __str__(self):
         return f"Reference #{self.pk} for instance #{self.instance_id} ({self.model or self.source})"
+
+    @property
+    def decided_by_text(self):
+        """What decided the verdict, with a worker model's posterior: "Dawid-Skene (posterior 0.93)"."""
+        if not self.decided_by:
+            return ""
+        text = self.get_decided_by_display()
+        return text if self.posterior is None else f"{text} (posterior {self.posterior:.2f})"
 
 
 class Verification(models.Model):

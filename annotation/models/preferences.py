@@ -63,6 +63,16 @@ class Tournament(models.Model):
         SINGLE = "single", "Single-image only"
         MULTI = "multi", "Multi-image only"
 
+    class Aggregation(models.TextChoices):
+        """How the crowd's board weighs its judgements: each judgement as one battle of Elo and
+        Bradley-Terry (as FastChat does), or, beside that board, crowd-kit's pairwise models fitted
+        by the worker-model job (annotation/worker_models.py), noisy Bradley-Terry also estimating
+        each worker's skill."""
+
+        JUDGEMENTS = "judgements", "Each judgement a battle (Elo, Bradley-Terry)"
+        BRADLEY_TERRY = "bradley_terry", "Also crowd-kit's Bradley-Terry over the crowd's choices"
+        NOISY_BT = "noisy_bt", "Also crowd-kit's noisy Bradley-Terry, weighing workers by skill"
+
     name = models.CharField(max_length=200, unique=True)
     families = models.ManyToManyField(InstructionFamily, blank=True,
                                       related_name="tournaments",
@@ -97,6 +107,8 @@ class Tournament(models.Model):
         default=True, help_text="Provisional judgements (not yet reviewed) count in the leaderboard, "
                                 "agreement and snapshots. Untick to count only accepted ones.")
     seed = models.PositiveIntegerField(default=0)
+    aggregation = models.CharField(max_length=20, choices=Aggregation.choices, default=Aggregation.JUDGEMENTS,
+                                   help_text="How the crowd's judgements are aggregated on the leaderboard.")
     launched_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

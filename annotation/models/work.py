@@ -158,6 +158,18 @@ class Answer(Assignment):
         verbose_name_plural = "answers to review"
 
 
+class Aggregation(models.TextChoices):
+    """How a verification stage turns its counted answers into a reference's decision
+    (DESIGN: "worker model"). Votes apply the stage's verification rule at once; a worker model
+    (crowd-kit's) is fitted over every counted verification answer by a background job
+    (annotation/worker_models.py), which weighs each worker by their estimated reliability."""
+
+    VOTES = "votes", "Votes, counted by the verification rule (no worker model)"
+    DAWID_SKENE = "dawid_skene", "Dawid-Skene worker model (crowd-kit)"
+    GLAD = "glad", "GLAD worker model (crowd-kit)"
+    MACE = "mace", "MACE worker model (crowd-kit)"
+
+
 class StageConfig(models.Model):
     """How a crowd stage runs for one family: overlap, lease, and whether it is launched."""
 
@@ -192,6 +204,11 @@ class StageConfig(models.Model):
         default=True, help_text="Provisional answers (not yet reviewed) count in decisions, Table 2 and "
                                 "snapshots. Untick to count only accepted answers: decisions then wait "
                                 "for review.")
+    aggregation = models.CharField(
+        max_length=20, choices=Aggregation.choices, default=Aggregation.VOTES,
+        help_text="Verification: how counted answers decide a reference. A worker model decides in a "
+                  "background job, a few minutes after a reference's answers are in; references decided "
+                  "already keep their decision.")
 
     class Meta:
         constraints = [

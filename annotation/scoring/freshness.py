@@ -77,8 +77,8 @@ def _set_checksum():
 
 def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     """sha256 of what the board's result depends on, from a few aggregate queries."""
-    settings = Tournament.objects.values_list("seed", "counts_provisional", "with_rubric", "rubric").get(
-        pk=tournament.pk)
+    settings = Tournament.objects.values_list("seed", "counts_provisional", "with_rubric", "rubric",
+                                              "aggregation").get(pk=tournament.pk)
     # Which of them count (counted_work, counted_battles) is read from its traces rather than row by
     # row, which costs a join per judgement: a review stamps the human judgement it accepts or
     # rejects (annotation/review.py), and verifying or un-verifying an instance stamps the instance

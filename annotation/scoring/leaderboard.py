@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 from scipy import stats
 
-from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult
+from annotation import worker_models
+from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult, Tournament
 from annotation.scoring import (
     BT_PRIOR_SD,
     MIN_MATCHES,
@@ -41,6 +42,10 @@ SPLIT_LABELS = {
     tables.MULTI_IMAGE: "Multiple Images",
 }
 HUMAN_KEY = "human"
+WORKER_MODEL_TITLES = {
+    Tournament.Aggregation.BRADLEY_TERRY: "Bradley-Terry (crowd-kit)",
+    Tournament.Aggregation.NOISY_BT: "noisy Bradley-Terry (crowd-kit)",
+}
 # Fewer scored responses than this, or scores that never vary, give no correlation worth a number.
 MIN_SCORED_RESPONSES = 3
 
@@ -62,12 +67,25 @@ class Evaluator:
     mode: str = ""
     prompts_sha256: str = ""
     cost_usd: float | None = None
+    # How its verdicts were aggregated into the board, said on the board.
+    aggregation: str = ""
+    # crowd-kit's pairwise model (Tournament.Aggregation) whose board this is; `battles` is then
+    # its worker, left, right, label frame (annotation/worker_models.py).
+    worker_model: str = ""
 
 
 def evaluators(*, tournament, criterion="overall"):
     human = human_battles(tournament=tournament, criterion=criterion)
     found = [Evaluator(key=HUMAN_KEY, title="Human judgements", battles=human, judgements=len(human),
-                       scores=human_rubric_scores(tournament=tournament))]
+                       scores=human_rubric_scores(tournament=tournament),
+                       aggregation=Tournament.Aggregation.JUDGEMENTS.label)]
+    if tournament.aggregation != Tournament.Aggregation.JUDGEMENTS:
+        choices = worker_models.pairwise_frame(tournament=tournament, criterion=criterion)
+        found.append(Evaluator(key=f"{HUMAN_KEY}-{tournament.aggregation}",
+                               title=f"Human judgements: {WORKER_MODEL_TITLES[tournament.aggregation]}",
+                               battles=choices, judgements=len(choices),
+                               aggregation=tournament.get_aggregation_display(),
+                               worker_model=tournament.aggregation))
     for run in finished_runs(tournament=tournament):
         orderings = judge_orderings(run=run, criterion=criterion)
         found.append(
@@ -83,6 +101,7 @@ def evaluators(*, tournament, criterion="overall"):
                 mode=run.mode,
                 prompts_sha256=run.prompts_sha256,
                 cost_usd=float(run.cost_usd),
+                aggregation="Each battle's two orderings combined by the VisIT-Bench tie rule",
             )
         )
     return found
@@ -166,7 +185,22 @@ def rubric_correlation(crowd_scores, judge_scores):
     return found
 
 
+def _worker_model_board(evaluator):
+    """A board of crowd-kit's pairwise model: each model's score (0 to 1) from the crowd's choices,
+    and, for noisy Bradley-Terry, the skill of the workers it weighed most and least."""
+    board = {"key": evaluator.key, "title": evaluator.title, "battles": 0, "judgements": evaluator.judgements,
+             "rows": [], "categories": [], "aggregation": evaluator.aggregation, "worker_model_scores": [],
+             **_rubric_part(None, pd.Series(dtype=float))}
+    if evaluator.battles.empty:
+        return board
+    fit = worker_models.fit_pairwise(evaluator.battles, evaluator.worker_model)
+    board["worker_model_scores"] = [{"model": str(model), "score": float(score)} for model, score in fit.scores.items()]
+    return board
+
+
 def _board(evaluator, *, rounds, seed):
+    if evaluator.worker_model:
+        return _worker_model_board(evaluator)
     battles = evaluator.battles
     board = {
         "key": evaluator.key,
@@ -175,6 +209,7 @@ def _board(evaluator, *, rounds, seed):
         "judgements": evaluator.judgements,
         "rows": [],
         "categories": [],
+        "aggregation": evaluator.aggregation,
     }
     elo = pd.Series(dtype=float)
     if not battles.empty:
@@ -206,6 +241,8 @@ def compute(found, *, seed, rounds):
     # Among the crowd themselves: units are battles, the value the response chosen (sides are
     # drawn per worker, so "left" means a different response to different workers).
     crowd_alpha = agreement.nominal_alpha(human["battle_id"], human["winner"])._asdict()
+    # The judges: a crowd-kit board is the crowd's, aggregated another way.
+    found = [found[0], *(evaluator for evaluator in found[1:] if evaluator.judge)]
     if not human.empty:
         human_contradictions = agreement.contradiction_share(agreement.contradictions(human))
         human_elo = ratings.online_elo(human)
@@ -280,6 +317,8 @@ class Board:
     rubric_correlation: float | None = None
     rubric_models: int = 0
     agreement: dict | None = None
+    aggregation: str = ""
+    worker_model_scores: list = field(default_factory=list)
 
     @property
     def table(self):

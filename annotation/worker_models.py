@@ -1,0 +1,196 @@
+"""Worker models (DESIGN: "worker model"): our counted answers become crowd-kit's frames, and its
+fitted models become our rows.
+
+crowd-kit does the estimating (Dawid-Skene, GLAD and MACE on `task, worker, label`; Bradley-Terry
+and noisy Bradley-Terry on `worker, left, right, label`); this module only shapes the data both
+ways. Only counted work enters a fit (`counted_work`, as every other aggregate reads it): a
+rejected answer, or a provisional one where its stage counts only accepted answers, is not in the
+frame. Fitting reads every counted answer of a stage, which takes seconds at 100,000 answers, so
+it runs in the worker-model job (tasks/pipeline.py), never in a request.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from annotation.models import (
+    Aggregation,
+    HumanJudgement,
+    Reference,
+    Side,
+    Stage,
+    StageConfig,
+    Verification,
+    WorkerModel,
+    WorkerReliability,
+    WorkState,
+    counted_work,
+)
+
+CORRECT, INCORRECT = "correct", "incorrect"
+LABEL_COLUMNS = ["task", "worker", "label"]
+PAIRWISE_COLUMNS = ["worker", "left", "right", "label"]
+# crowd-kit's defaults, named here so the benchmark times what the job runs.
+N_ITER = 100
+SEED = 0
+
+
+@dataclass(frozen=True)
+class LabelFit:
+    """A fitted label model: per task its most likely label and that label's posterior
+    probability; per worker the model's reliability and how many answers it rests on."""
+
+    model: str
+    labels: pd.Series
+    posteriors: pd.Series
+    reliability: pd.Series
+    answers: pd.Series
+    # Per task, the workers whose answers the fit saw.
+    voters: pd.Series = field(default_factory=lambda: pd.Series(dtype=object))
+
+    def label_of(self, task):
+        """(label, posterior) for one task, or None when the fit never saw it."""
+        if task not in self.labels.index:
+            return None
+        return self.labels[task], float(self.posteriors[task])
+
+
+def verification_frame():
+    """Every counted verification answer as crowd-kit's frame: task (the reference's id), worker
+    (the worker's id), label ("correct" or "incorrect"). A family whose verification stage counts
+    only accepted answers leaves its provisional ones out; withdrawn references (their caption was
+    rejected) are left out with their answers."""
+    strict_families = StageConfig.objects.filter(stage=Stage.VERIFICATION, counts_provisional=False)
+    counted = counted_work(provisional_counts=True) & ~(
+        Q(assignment__work_state=WorkState.PROVISIONAL)
+        & Q(reference__instance__family__in=strict_families.values("family_id"))
+    )
+    rows = (Verification.objects.filter(counted).exclude(reference__verdict=Reference.Verdict.WITHDRAWN)
+            .order_by("pk").values_list("reference_id", "worker_id", "is_correct"))
+    frame = pd.DataFrame(list(rows), columns=["task", "worker", "is_correct"])
+    frame["label"] = frame.pop("is_correct").map({True: CORRECT, False: INCORRECT})
+    return frame[LABEL_COLUMNS]
+
+
+def fit_labels(frame, model):
+    """Fit one of crowd-kit's label models (an Aggregation value other than votes) on a
+    `task, worker, label` frame."""
+    # crowd-kit is imported here, where a fit needs it: importing it takes seconds (its text
+    # aggregators bring transformers and nltk), which every web and worker process would pay.
+    from crowdkit.aggregation import GLAD, MACE, DawidSkene
+
+    if model == Aggregation.DAWID_SKENE:
+        fitted = DawidSkene(n_iter=N_ITER).fit(frame)
+        reliability = _dawid_skene_accuracy(fitted)
+    elif model == Aggregation.GLAD:
+        # With one label seen (every answer "correct"), GLAD takes log(0) on its way to the
+        # right answer; numpy's warning says nothing to a researcher.
+        with np.errstate(divide="ignore"):
+            fitted = GLAD(n_iter=N_ITER).fit(frame)
+        reliability = fitted.alphas_
+    elif model == Aggregation.MACE:
+        fitted = MACE(random_state=SEED).fit(frame)
+        # spamming_ rows follow pd.factorize's order of the workers; its column 1 is "knows the
+        # answer", MACE's competence.
+        reliability = pd.Series(fitted.spamming_[:, 1], index=pd.factorize(frame["worker"])[1])
+    else:
+        raise ValueError(f"{model!r} is not a worker model of labels.")
+    probas = fitted.probas_
+    return LabelFit(model=str(model), labels=probas.idxmax(axis="columns"), posteriors=probas.max(axis="columns"),
+                    reliability=reliability.astype(float), answers=frame.groupby("worker").size(),
+                    voters=frame.groupby("task")["worker"].agg(frozenset))
+
+
+def _dawid_skene_accuracy(fitted):
+    """The probability that a worker's answer is right: the diagonal of their confusion matrix
+    (errors_[worker, observed, true]) weighted by the fitted class priors."""
+    errors = fitted.errors_
+    workers = errors.index.get_level_values(0).unique()
+    accuracy = pd.Series(0.0, index=workers)
+    for label, prior in fitted.priors_.items():
+        # A worker who never gave `label` has no row for it: they never get it right.
+        accuracy += prior * errors.xs(label, level=1)[label].reindex(workers, fill_value=0.0)
+    return accuracy
+
+
+def pairwise_frame(*, tournament, criterion="overall"):
+    """The tournament's counted human judgements as crowd-kit's pairwise frame: worker, left and
+    right (the models as the worker saw them, so noisy Bradley-Terry's per-worker bias is a bias
+    for a side), label (the model chosen). The crowd's overall choice is forced; a CHIRP criterion
+    a worker left unanswered leaves their judgement out."""
+    rows = (HumanJudgement.objects.counted().filter(battle__tournament=tournament)
+            .select_related("battle__response_a", "battle__response_b").order_by("pk"))
+    records = []
+    for judgement in rows:
+        battle = judgement.battle
+        names = {"model_a": battle.response_a.model_name, "model_b": battle.response_b.model_name}
+        side = judgement.choice if criterion == "overall" else judgement.criteria.get(criterion)
+        if side not in Side.values:
+            continue
+        left, right = names[judgement.winner_side(Side.LEFT)], names[judgement.winner_side(Side.RIGHT)]
+        records.append((judgement.worker_id, left, right, names[judgement.winner_side(side)]))
+    return pd.DataFrame(records, columns=PAIRWISE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class PairwiseFit:
+    model: str
+    scores: pd.Series
+    skills: pd.Series
+    answers: pd.Series
+
+
+def fit_pairwise(frame, model):
+    """crowd-kit's Bradley-Terry or noisy Bradley-Terry on a pairwise frame: each model's score,
+    and (noisy only) each worker's skill."""
+    from crowdkit.aggregation import BradleyTerry, NoisyBradleyTerry
+
+    if model == "bradley_terry":
+        fitted = BradleyTerry(n_iter=N_ITER).fit(frame)
+        skills = pd.Series(dtype=float)
+    elif model == WorkerModel.NOISY_BT:
+        fitted = NoisyBradleyTerry(n_iter=N_ITER, random_state=SEED).fit(frame)
+        skills = fitted.skills_
+    else:
+        raise ValueError(f"{model!r} is not a pairwise worker model.")
+    return PairwiseFit(model=model, scores=fitted.scores_.sort_values(ascending=False),
+                       skills=skills.astype(float), answers=frame.groupby("worker").size())
+
+
+def store_reliabilities(*, stage, model, reliability, answers, family=None):
+    """Replace the stored reliabilities of (stage, family, model) with a fit's: workers the fit no
+    longer saw (all their answers rejected) lose their row."""
+    now = timezone.now()
+    rows = [WorkerReliability(worker_id=int(worker), stage=stage, family=family, model=model,
+                              reliability=float(value), answers=int(answers[worker]), fitted_at=now)
+            for worker, value in reliability.items()]
+    with transaction.atomic():
+        WorkerReliability.objects.filter(stage=stage, family=family, model=model).delete()
+        WorkerReliability.objects.bulk_create(rows)
+    return len(rows)
+
+
+def store_pairwise_skills():
+    """Fit noisy Bradley-Terry on the counted judgements of every tournament whose crowd board
+    uses it, and store each worker's skill (stage pairwise). Models are items per tournament (a
+    model's strength is the tournament's question), workers are shared: their care is the same
+    whichever tournament they judge in. Returns how many workers were stored."""
+    from annotation.models import Tournament
+
+    frames = []
+    for tournament in Tournament.objects.filter(aggregation=Tournament.Aggregation.NOISY_BT).order_by("pk"):
+        frame = pairwise_frame(tournament=tournament)
+        for column in ("left", "right", "label"):
+            frame[column] = f"{tournament.pk}:" + frame[column]
+        frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PAIRWISE_COLUMNS)
+    if frame.empty:
+        return store_reliabilities(stage=Stage.PAIRWISE, model=WorkerModel.NOISY_BT, reliability=pd.Series(dtype=float),
+                                   answers=pd.Series(dtype=int))
+    fit = fit_pairwise(frame, WorkerModel.NOISY_BT)
+    return store_reliabilities(stage=Stage.PAIRWISE, model=WorkerModel.NOISY_BT, reliability=fit.skills,
+                               answers=fit.answers)

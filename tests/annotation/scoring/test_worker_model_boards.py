@@ -1,0 +1,74 @@
+"""The leaderboard says how the crowd's judgements were aggregated, and a tournament may add
+crowd-kit's pairwise model as a board of its own, whose worker skills the worker-model job stores."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+
+from annotation import worker_models
+from annotation.models import Stage, Tournament, WorkerReliability
+from annotation.preferences.judgements import shown_left_for, submit_pairwise_judgement
+from annotation.preferences.tournaments import launch_tournament
+from annotation.queue import next_assignment
+from tests.factories import FamilyFactory, WorkerFactory
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
+
+pytestmark = pytest.mark.django_db
+
+
+def judged(aggregation):
+    """Two instances with three models each; two careful workers choose the better response
+    (llava over instructblip over otter), a third always the left one."""
+    order = {"llava": 0, "instructblip": 1, "otter": 2}
+    for family in (FamilyFactory(), FamilyFactory()):
+        with_responses(verified_instance(family=family), *order)
+    tournament = create_tournament(name="Crowd boards", judgements_per_pair=3, include_reference=False,
+                                   aggregation=aggregation)
+    launch_tournament(tournament=tournament)
+    careful, careless = WorkerFactory.create_batch(2), WorkerFactory()
+    for worker in (*careful, careless):
+        while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
+            battle = assignment.unit.battle
+            if worker == careless:
+                choice = "left"
+            else:
+                better_is_a = order[battle.response_a.model_name] < order[battle.response_b.model_name]
+                shown_a_left = shown_left_for(assignment=assignment, tournament=tournament) == "a"
+                choice = "left" if better_is_a == shown_a_left else "right"
+            submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice=choice)
+    return tournament, careful, careless
+
+
+@pytest.fixture
+def staff_client(client):
+    user = get_user_model().objects.create_user("researcher", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_tournament"))
+    client.force_login(user)
+    return client
+
+
+def test_the_crowd_board_says_how_it_aggregated(staff_client):
+    tournament, _, _ = judged(Tournament.Aggregation.JUDGEMENTS)
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
+    assert "Aggregation: Each judgement a battle (Elo, Bradley-Terry)." in page
+    assert "crowd-kit" not in page
+
+
+def test_a_noisy_bradley_terry_tournament_adds_crowd_kits_board(staff_client):
+    tournament, _, _ = judged(Tournament.Aggregation.NOISY_BT)
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
+    assert "Human judgements: noisy Bradley-Terry (crowd-kit)" in page
+    assert "Aggregation: Also crowd-kit&#x27;s noisy Bradley-Terry, weighing workers by skill." in page
+    board = page.split("board-human-noisy_bt")[1]
+    assert board.index("llava") < board.index("instructblip") < board.index("otter")
+
+
+def test_the_job_stores_each_workers_noisy_bradley_terry_skill():
+    tournament, careful, careless = judged(Tournament.Aggregation.NOISY_BT)
+    assert worker_models.store_pairwise_skills() == 3
+    skills = dict(WorkerReliability.objects.filter(stage=Stage.PAIRWISE, model="noisy_bt")
+                  .values_list("worker_id", "reliability"))
+    assert set(skills) == {worker.pk for worker in (*careful, careless)}
+    answers = WorkerReliability.objects.get(worker=careless, stage=Stage.PAIRWISE).answers
+    assert answers == tournament.battles.count()
