@@ -2,7 +2,6 @@
 
 import logging
 
-from annotation import worker_models
 from annotation.collection.references import generate_reference
 from annotation.collection.stages import create_work_units
 from annotation.collection.verification import WORKER_MODEL_JOB, decide_by_worker_models
@@ -50,5 +49,7 @@ def fit_worker_models_job():
     with lease("worker_models", 0) as mine:
         if not mine:
             return None
+        from annotation import worker_models  # pandas and crowd-kit: the job's, not every worker's
+
         worker_models.store_pairwise_skills()
         return decide_by_worker_models()

@@ -23,7 +23,6 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from annotation import worker_models
 from annotation.collection.stages import (
     close_units_no_longer_owed,
     create_work_units,
@@ -132,6 +131,9 @@ def decide_by_worker_models():
     Dawid-Skene always, whose reliabilities the researcher pages show) on every counted
     verification answer, store each worker's reliability, and decide the references waiting for
     a model (see the module's docstring). Returns how many references it decided."""
+    # pandas and crowd-kit load here, in the job, and stay out of the web workers that submit.
+    from annotation import worker_models
+
     frame = worker_models.verification_frame()
     in_use = set(StageConfig.objects.filter(stage=Stage.VERIFICATION).exclude(aggregation=Aggregation.VOTES)
                  .values_list("aggregation", flat=True))

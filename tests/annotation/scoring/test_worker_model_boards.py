@@ -11,6 +11,7 @@ from annotation.models import Stage, Tournament, WorkerReliability
 from annotation.preferences.judgements import shown_left_for, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
+from annotation.scoring.freshness import refresh_leaderboard
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
@@ -50,6 +51,7 @@ def staff_client(client):
 
 def test_the_crowd_board_says_how_it_aggregated(staff_client):
     tournament, _, _ = judged(Tournament.Aggregation.JUDGEMENTS)
+    refresh_leaderboard(tournament=tournament)  # the background job, once judgements change
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     assert "Aggregation: Each judgement a battle (Elo, Bradley-Terry)." in page
     assert "crowd-kit" not in page
@@ -57,6 +59,7 @@ def test_the_crowd_board_says_how_it_aggregated(staff_client):
 
 def test_a_noisy_bradley_terry_tournament_adds_crowd_kits_board(staff_client):
     tournament, _, _ = judged(Tournament.Aggregation.NOISY_BT)
+    refresh_leaderboard(tournament=tournament)  # the background job, once judgements change
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     assert "Human judgements: noisy Bradley-Terry (crowd-kit)" in page
     assert "Aggregation: Also crowd-kit&#x27;s noisy Bradley-Terry, weighing workers by skill." in page
