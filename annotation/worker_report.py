@@ -34,6 +34,7 @@ from annotation.models import (
     Side,
     Stage,
     Verification,
+    WorkerReliability,
     WorkState,
 )
 from annotation.sql import Median, normalised_text
@@ -98,6 +99,20 @@ class Flag:
     examples: list = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ReliabilityRow:
+    """A worker model's estimate of this worker (annotation/worker_models.py, stored by its job),
+    beside the median of every worker it fitted: each model has its own scale."""
+
+    stage: str
+    model: str
+    family: str
+    reliability: float
+    answers: int
+    fitted_at: object
+    crowd_median: float | None
+
+
 @dataclass
 class WorkerReport:
     worker: object
@@ -105,8 +120,7 @@ class WorkerReport:
     gold: list[GoldRow]
     agreement: list[AgreementRow]
     flags: list[Flag]
-    # The estimated reliability of the crowd-kit worker models (issue 26, item 1) joins the report
-    # here, read from what those models store; until then the page shows none rather than a guess.
+    reliabilities: list[ReliabilityRow] = field(default_factory=list)
 
 
 def worker_report(worker):
@@ -115,7 +129,26 @@ def worker_report(worker):
     pairwise = _pairwise(worker)
     agreement = [row for row in (verification["agreement"], pairwise["agreement"]) if row.answers]
     flags = [*_too_fast(stages), *_same_side(pairwise), *_first_option(verification), *_copies(worker)]
-    return WorkerReport(worker=worker, stages=stages, gold=_gold(worker), agreement=agreement, flags=flags)
+    return WorkerReport(worker=worker, stages=stages, gold=_gold(worker), agreement=agreement, flags=flags,
+                        reliabilities=_reliabilities(worker))
+
+
+def _reliabilities(worker):
+    mine = list(WorkerReliability.objects.filter(worker=worker).select_related("family")
+                .order_by("stage", "model", "family_id"))
+    if not mine:
+        return []
+    medians = {
+        (row["stage"], row["model"], row["family_id"]): row["median"]
+        for row in WorkerReliability.objects.filter(
+            stage__in={r.stage for r in mine}, model__in={r.model for r in mine})
+        .values("stage", "model", "family_id").annotate(median=Median("reliability")).order_by()
+    }
+    return [ReliabilityRow(stage=row.get_stage_display(), model=row.get_model_display(),
+                           family=row.family.name if row.family else "every family",
+                           reliability=row.reliability, answers=row.answers, fitted_at=row.fitted_at,
+                           crowd_median=medians.get((row.stage, row.model, row.family_id)))
+            for row in mine]
 
 
 # --- answers and time ----------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from annotation.models import (
     Stage,
     StageQualification,
     Worker,
+    WorkerModel,
+    WorkerReliability,
     WorkState,
     WorkUnit,
 )
@@ -149,17 +151,33 @@ def _many_pairwise_answers(worker, count):
 
 def test_the_page_costs_the_same_few_queries_for_a_worker_with_thousands_of_answers(
         the_crowd, researcher, django_assert_max_num_queries):
-    # 13: the session, the user and their permissions, and nine aggregates (annotation/worker_report.py),
-    # however many answers the worker has.
+    # 14: the session, the user and their permissions, nine aggregates and the worker models'
+    # estimates (annotation/worker_report.py), however many answers the worker has.
     busy = WorkerFactory()
     _many_pairwise_answers(busy, 2000)
     page_of(researcher, the_crowd.steady)  # SciPy's first import is the process's, not the page's
     started = time.perf_counter()
-    with django_assert_max_num_queries(13):
+    with django_assert_max_num_queries(14):
         text = page_of(researcher, busy)
     seconds = time.perf_counter() - started
     assert '<td>Pairwise preference</td><td class="number">2000</td>' in text
     assert seconds < 2, f"the page took {seconds:.1f} s for 2,000 answers"
+
+
+def test_the_worker_models_estimates_stand_beside_the_median_of_every_worker_they_fitted(the_crowd, researcher):
+    fitted = timezone.now()
+    for worker, reliability in ((the_crowd.steady, 0.93), (WorkerFactory(), 0.81), (WorkerFactory(), 0.52)):
+        WorkerReliability.objects.create(worker=worker, stage=Stage.VERIFICATION, model=WorkerModel.DAWID_SKENE,
+                                         reliability=reliability, answers=40, fitted_at=fitted)
+    text = html.unescape(page_of(researcher, the_crowd.steady))
+    estimate = text[text.index("Estimated reliability"):]
+    assert "<td>Verification</td><td>Dawid-Skene</td><td>every family</td>" in estimate
+    assert '<td class="number">0.930</td><td class="number">0.810</td><td class="number">40</td>' in estimate
+
+
+def test_a_worker_no_model_has_fitted_is_said_to_have_no_estimate(the_crowd, researcher):
+    text = html.unescape(page_of(researcher, the_crowd.steady))
+    assert "No worker model has been fitted on this worker's answers yet" in text
 
 
 # --- who may see it ---------------------------------------------------------------------------------
