@@ -20,7 +20,7 @@ from django.utils import timezone
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Instance, Stage, StageConfig, Worker, WorkUnit
 from annotation.models.instances import page_images
-from annotation.stopping import ask_what_is_needed
+from annotation.stopping import ask_what_is_needed, locked_unit
 from annotation.workforce import may_work
 
 DEFAULT_LEASE_MINUTES = 30
@@ -507,8 +507,7 @@ def mark_submitted(assignment, *, active_seconds=None):
     if active_seconds is not None:
         assignment.active_seconds = max(0.0, float(active_seconds))
     assignment.save(update_fields=["status", "submitted_at", "active_seconds"])
-    unit = (WorkUnit.objects.select_for_update(of=("self",)).select_related("battle__tournament")
-            .get(pk=assignment.unit_id))
+    unit = locked_unit(pk=assignment.unit_id, stage=assignment.unit.stage)
     ask_what_is_needed(unit)
     # The caller decides from the unit it holds: it asks what the unit asks now.
     assignment.unit.overlap = unit.overlap

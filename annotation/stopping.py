@@ -12,7 +12,7 @@ class with `labels` and `decision(answers)`.
 
 from collections import Counter
 
-from annotation.models import HumanJudgement, Stage, StageConfig, Verification
+from annotation.models import HumanJudgement, Stage, StageConfig, Verification, WorkUnit
 
 
 class Agreement:
@@ -54,6 +54,14 @@ class BetaPosterior:
         if 1 - p >= self.threshold:
             return "model_b"
         return None
+
+
+def locked_unit(*, pk, stage):
+    """The unit, locked, with what asking reads: a battle's tournament only for a battle, so a
+    caption's or a verification's submit joins no tournament tables (PostgreSQL plans every join
+    of a statement each time it is sent)."""
+    related = ("battle__tournament",) if stage == Stage.PAIRWISE else ()
+    return WorkUnit.objects.select_for_update(of=("self",)).select_related(*related).get(pk=pk)
 
 
 def answers_to_ask(rule, answers, maximum):

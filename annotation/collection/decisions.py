@@ -4,13 +4,13 @@ the stage's settings."""
 from annotation.collection.captions import settle_caption_round
 from annotation.collection.verification import settle_reference
 from annotation.models import Instance, Reference, Stage, WorkUnit
-from annotation.stopping import ask_what_is_needed
+from annotation.stopping import ask_what_is_needed, locked_unit
 
 
 def settle_unit(unit):
     """Close a unit that has all the answers it asks now (under ask until decided, once they
     decide), and decide what it completes. Returns (closed, decided)."""
-    unit = WorkUnit.objects.select_for_update(of=("self",)).select_related("battle__tournament").get(pk=unit.pk)
+    unit = locked_unit(pk=unit.pk, stage=unit.stage)
     ask_what_is_needed(unit)
     closed = unit.status == WorkUnit.Status.OPEN and unit.assignments.answered().count() >= unit.overlap
     if closed:

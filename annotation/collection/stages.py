@@ -27,7 +27,7 @@ from annotation.models import (
     WorkState,
     WorkUnit,
 )
-from annotation.stopping import Agreement, BetaPosterior, asks_now, first_ask
+from annotation.stopping import Agreement, BetaPosterior, asks_now, first_ask, locked_unit
 from crowdbench.jobs import enqueue
 
 logger = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ def reopen_if_needed(unit):
     """Open `unit` again when an answer it had was taken out (a rejection) and its item still needs
     it, so the queue asks another worker. Under ask until decided it asks what its answers left need
     (the answers left may decide on their own). Returns True when it opened."""
-    unit = WorkUnit.objects.select_for_update(of=("self",)).select_related("battle__tournament").get(pk=unit.pk)
+    unit = locked_unit(pk=unit.pk, stage=unit.stage)
     if unit.status == WorkUnit.Status.OPEN:
         return False
     asked = asks_now(unit)
