@@ -3,7 +3,7 @@ the stage's settings."""
 
 from annotation.collection.captions import settle_caption_round
 from annotation.collection.verification import settle_reference
-from annotation.models import Instance, Reference, Stage, WorkUnit
+from annotation.models import Instance, Reference, Stage, Tournament, WorkUnit
 from annotation.stopping import ask_what_is_needed
 
 
@@ -16,6 +16,8 @@ def settle_unit(unit):
     if closed:
         unit.status = WorkUnit.Status.DONE
         unit.save(update_fields=["status"])
+        if unit.stage == Stage.PAIRWISE and unit.battle.tournament.sampling == Tournament.Sampling.ACTIVE:
+            _ask_for_next_round(unit.battle.tournament_id)
     decided = None
     if unit.stage == Stage.CAPTION and unit.instance_id is not None:
         instance = Instance.objects.select_for_update().select_related("family").get(pk=unit.instance_id)
@@ -24,3 +26,13 @@ def settle_unit(unit):
         reference = Reference.objects.select_for_update().get(pk=unit.reference_id)
         decided = settle_reference(reference=reference, unit=unit)
     return closed, decided is not None
+
+
+def _ask_for_next_round(tournament_id):
+    """An active tournament's next round may be due once a battle is answered: its job decides
+    (and makes nothing while battles are open); the outbox sweep sends it again if it is lost."""
+    from django.db import transaction
+
+    from crowdbench.jobs import send
+
+    transaction.on_commit(lambda: send("tasks.next_battle_round", tournament_id))

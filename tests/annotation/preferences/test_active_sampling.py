@@ -1,0 +1,82 @@
+"""Active battle sampling (issue 26): rounds of battles drawn where they tell the most."""
+
+import itertools
+import random
+from collections import Counter
+
+import pytest
+
+from annotation.models import Battle, Stage, Tournament
+from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
+from annotation.preferences.tournaments import launch_tournament, make_next_round, round_due
+from annotation.queue import next_assignment
+from tests.factories import FamilyFactory, WorkerFactory
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
+
+pytestmark = pytest.mark.django_db
+
+# Two models of the same strength and three far from them and from each other (Elo points).
+STRENGTHS = {"twin-a": 1000, "twin-b": 1000, "strong": 1800, "weak": 200, "strongest": 2600}
+
+
+def active_tournament(*, instances=25, battles_per_round=60):
+    family = FamilyFactory()
+    for _ in range(instances):
+        with_responses(verified_instance(family=family), *STRENGTHS)
+    tournament = create_tournament(name="Active", sampling=Tournament.Sampling.ACTIVE, battle_count=1000,
+                                   battles_per_round=battles_per_round, judgements_per_pair=1,
+                                   include_reference=False)
+    return launch_tournament(tournament=tournament)
+
+
+def judge_everything(seed):
+    """One simulated worker answers every open battle: the stronger model wins, twins by a seeded coin."""
+    rng = random.Random(seed)
+    worker = WorkerFactory()
+    while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
+        task = pairwise_task(assignment=assignment)
+        left, right = (STRENGTHS[task[side].model_name] for side in ("left", "right"))
+        better_left = left > right or (left == right and rng.random() < 0.5)
+        submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker,
+                                  choice="left" if better_left else "right")
+
+
+def pairs_of(battles):
+    return Counter(tuple(sorted((b.response_a.model_name, b.response_b.model_name)))
+                   for b in battles.select_related("response_a", "response_b"))
+
+
+def test_an_active_tournament_starts_with_one_round_of_uniformly_drawn_pairs():
+    tournament = active_tournament(battles_per_round=100)
+    assert set(tournament.battles.values_list("round", flat=True)) == {1}
+    counts = pairs_of(tournament.battles.all())
+    assert sum(counts.values()) == 100
+    # Ten pairs, a hundred draws: every pair is drawn, none far more than its share.
+    assert set(counts) == set(itertools.combinations(sorted(STRENGTHS), 2))
+    assert max(counts.values()) <= 25
+
+
+def test_the_second_round_concentrates_on_the_closest_pair():
+    tournament = active_tournament()
+    judge_everything(seed=1)
+    assert make_next_round(tournament_id=tournament.pk) == 60
+    first = pairs_of(tournament.battles.filter(round=1))
+    second = pairs_of(tournament.battles.filter(round=2))
+    twins = ("twin-a", "twin-b")
+    assert second[twins] > 2 * first[twins]
+    assert second[twins] == max(second.values())
+    # The two models 2400 points apart are settled: they are hardly drawn again.
+    assert second[("strongest", "weak")] < first[("strongest", "weak")]
+
+
+def test_making_the_next_round_twice_makes_one_round():
+    tournament = active_tournament()
+    assert not round_due(tournament)
+    judge_everything(seed=2)
+    assert round_due(tournament)
+    assert make_next_round(tournament_id=tournament.pk) == 60
+    assert make_next_round(tournament_id=tournament.pk) == 0
+    assert sorted(set(Battle.objects.filter(tournament=tournament).values_list("round", flat=True))) == [1, 2]
+    # The new round is in the queue, so it is no longer due until it is answered.
+    assert not round_due(tournament)
+    assert tournament.battles.filter(round=2, work_units__status="open").count() == 60
