@@ -80,3 +80,31 @@ def test_making_the_next_round_twice_makes_one_round():
     # The new round is in the queue, so it is no longer due until it is answered.
     assert not round_due(tournament)
     assert tournament.battles.filter(round=2, work_units__status="open").count() == 60
+
+
+def test_the_outbox_owes_an_answered_active_tournament_its_next_round():
+    from tasks.outbox import owed_jobs
+
+    tournament = active_tournament()
+    assert not [job for job in owed_jobs() if job[0] == "tasks.next_battle_round"]
+    judge_everything(seed=3)
+    assert [job[:2] for job in owed_jobs() if job[0] == "tasks.next_battle_round"] == [
+        ("tasks.next_battle_round", (tournament.pk,))]
+
+
+def test_the_workflow_page_says_which_round_an_active_tournament_is_on(admin_client):
+    from django.urls import reverse
+
+    tournament = active_tournament()
+    judge_everything(seed=4)
+    make_next_round(tournament_id=tournament.pk)
+    page = admin_client.get(reverse("admin:annotation_tournament_workflow", args=[tournament.pk])).content.decode()
+    assert "120 battles, round 2 (active sampling, at most 1000)" in page
+
+
+def test_the_tournament_form_offers_active_sampling_with_its_help(admin_client):
+    from django.urls import reverse
+
+    page = admin_client.get(reverse("admin:annotation_tournament_add")).content.decode()
+    assert 'value="active"' in page
+    assert "Active sampling: battles per round." in page
