@@ -1,7 +1,7 @@
 """Active against uniform battle sampling: human judgements needed to rank 15 models (issue 26).
 
     .venv/bin/python benchmarks/quality_active.py [--models 15] [--spread 150] [--round 45] \
-        [--seeds 26 27 28 29 30 31 32 33 34 35] [--target 0.9] [--most 20000]
+        [--seeds 26 ... 45] [--target 0.9] [--most 20000]
 
 Models with known true strengths (Elo points drawn from a normal of sd --spread around 1000,
 seeded) are judged in rounds of --round judgements: each judgement of a pair is drawn from
@@ -56,7 +56,7 @@ def main():
     parser.add_argument("--models", type=int, default=15)
     parser.add_argument("--spread", type=float, default=150.0)
     parser.add_argument("--round", type=int, default=45)
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(26, 36)))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(26, 46)))
     parser.add_argument("--target", type=float, default=0.9)
     parser.add_argument("--most", type=int, default=20000)
     args = parser.parse_args()
