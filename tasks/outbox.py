@@ -8,19 +8,21 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Min
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from annotation import llm
 from annotation.collection import stages
 from annotation.collection.verification import WORKER_MODEL_JOB, awaiting_worker_model
 from annotation.judging.runner import ACTIVE_STATUSES
-from annotation.models import EndpointCall, Instance, JudgeRun, Snapshot, StageConfig
+from annotation.models import EndpointCall, Instance, JudgeRun, Snapshot, StageConfig, Tournament
+from annotation.preferences.tournaments import round_due
 from annotation.scoring import DEFAULT_ROUNDS, freshness
 from crowdbench.celery import app
 from crowdbench.jobs import send
 from tasks.jobs import job_key, leased_elsewhere
 from tasks.models import Job
+from tasks.pipeline import NEXT_ROUND_JOB
 from tasks.scoring import board_lease
 
 logger = logging.getLogger(__name__)
@@ -49,6 +51,11 @@ def owed_jobs():
     waiting = awaiting_worker_model()
     if waiting:
         owed.append((WORKER_MODEL_JOB, (), "worker_models", 0, min(reference.created_at for reference in waiting)))
+    # An active tournament whose battles are all answered is owed its next round.
+    active = Tournament.objects.filter(sampling=Tournament.Sampling.ACTIVE, launched_at__isnull=False)
+    owed += [(NEXT_ROUND_JOB, (tournament.pk,), "battle_round", tournament.pk,
+              tournament.battles.aggregate(since=Max("created_at"))["since"])
+             for tournament in active if round_due(tournament)]
     snapshots = Snapshot.objects.filter(status__in=(Snapshot.Status.PENDING, Snapshot.Status.RUNNING))
     owed += [("tasks.build_snapshot", (pk,), "snapshot", pk, since)
              for pk, since in snapshots.values_list("pk", "created_at")]

@@ -6,11 +6,14 @@ from annotation.collection.references import generate_reference
 from annotation.collection.stages import create_work_units
 from annotation.collection.verification import WORKER_MODEL_JOB, decide_by_worker_models
 from annotation.models import Instance, InstructionFamily
+from annotation.preferences.tournaments import make_next_round
 from annotation.queue import expire_leases
 from crowdbench.celery import app
 from tasks.jobs import JOB_OPTIONS, lease
 
 logger = logging.getLogger(__name__)
+
+NEXT_ROUND_JOB = "tasks.next_battle_round"
 
 
 @app.task(name="tasks.create_work_units", **JOB_OPTIONS)
@@ -53,3 +56,12 @@ def fit_worker_models_job():
 
         worker_models.store_pairwise_skills()
         return decide_by_worker_models()
+
+
+# Under a lease as well as the tournament's row lock: a second copy waits for nothing and makes nothing.
+@app.task(name=NEXT_ROUND_JOB, **JOB_OPTIONS)
+def next_battle_round_job(tournament_id):
+    with lease("battle_round", tournament_id) as mine:
+        if not mine:
+            return 0
+        return make_next_round(tournament_id=tournament_id)

@@ -27,8 +27,10 @@ from annotation.models import (
     JudgeRun,
     ModelResponse,
     Snapshot,
+    Tournament,
 )
 from annotation.preferences.answers import tournament_progress
+from annotation.preferences.tournaments import current_round
 from tasks.jobs import job_key
 from tasks.models import Job as JobRecord
 
@@ -67,6 +69,16 @@ def _judgements_text(tournament, humans, wanted):
     return f"{humans} of {wanted} ({tournament.judgements_per_pair} per battle)"
 
 
+def _round_text(tournament, battles):
+    """Active sampling draws its battles in rounds: which one it is on, and what comes next."""
+    if tournament.sampling != Tournament.Sampling.ACTIVE or not battles:
+        return ""
+    text = f", round {current_round(tournament)} (active sampling, at most {tournament.battle_count})"
+    if battles >= tournament.battle_count:
+        return text + "; every battle drawn"
+    return text + "; the next round is drawn once these are answered"
+
+
 def tournament_steps(tournament, *, family=None):
     battles, humans, runs, latest_snapshot = _tournament_counts(tournament)
     wanted = battles * tournament.judgements_per_pair
@@ -76,7 +88,7 @@ def tournament_steps(tournament, *, family=None):
     tournament_link = admin_url("tournament_workflow", tournament.pk)
     steps = [
         Step("battles", "Battles sampled", "done" if battles else "todo",
-             f"{plural(battles, 'battle')}{where}", tournament_link if family else "",
+             f"{plural(battles, 'battle')}{where}{_round_text(tournament, battles)}", tournament_link if family else "",
              "The tournament's workflow" if family else ""),
         Step("launched", "Tournament launched", "done" if tournament.launched_at else "todo",
              f"launched {tournament.launched_at:%Y-%m-%d %H:%M}" if tournament.launched_at else "not launched"),

@@ -3,8 +3,9 @@ the stage's settings."""
 
 from annotation.collection.captions import settle_caption_round
 from annotation.collection.verification import settle_reference
-from annotation.models import Instance, Reference, Stage, WorkUnit
+from annotation.models import Instance, Reference, Stage, Tournament, WorkUnit
 from annotation.stopping import ask_what_is_needed, locked_unit
+from crowdbench.jobs import enqueue
 
 
 def settle_unit(unit):
@@ -16,6 +17,8 @@ def settle_unit(unit):
     if closed:
         unit.status = WorkUnit.Status.DONE
         unit.save(update_fields=["status"])
+        if unit.stage == Stage.PAIRWISE:
+            ask_for_next_round(unit.battle.tournament)
     decided = None
     if unit.stage == Stage.CAPTION and unit.instance_id is not None:
         instance = Instance.objects.select_for_update().select_related("family").get(pk=unit.instance_id)
@@ -24,3 +27,10 @@ def settle_unit(unit):
         reference = Reference.objects.select_for_update().get(pk=unit.reference_id)
         decided = settle_reference(reference=reference, unit=unit)
     return closed, decided is not None
+
+
+def ask_for_next_round(tournament):
+    """An active tournament's next round may be due once a battle is closed: its job decides (and
+    makes nothing while battles are open); the outbox sweep sends it again if it is lost."""
+    if tournament.sampling == Tournament.Sampling.ACTIVE:
+        enqueue("tasks.next_battle_round", tournament.pk)

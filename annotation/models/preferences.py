@@ -57,6 +57,7 @@ class Tournament(models.Model):
         UNIFORM = "uniform", "Uniform: a fixed number of random (instance, pair) battles"
         ALL_PAIRS = "all_pairs", "All pairs of models on every instance"
         K_MATCHUPS = "k_matchups", "k random pairs per instance (CHIRP)"
+        ACTIVE = "active", "Active: rounds of battles where they tell the most about the ranking"
 
     class ImageKind(models.TextChoices):
         ALL = "all", "Single- and multi-image"
@@ -83,8 +84,14 @@ class Tournament(models.Model):
     include_reference = models.BooleanField(
         default=True, help_text="The verified reference takes part as a model.")
     sampling = models.CharField(max_length=20, choices=Sampling.choices, default=Sampling.ALL_PAIRS)
-    battle_count = models.PositiveIntegerField(default=0,
-                                               help_text="Uniform sampling: how many battles.")
+    battle_count = models.PositiveIntegerField(
+        default=0, help_text="Uniform sampling: how many battles. Active sampling: the most battles in all rounds.")
+    battles_per_round = models.PositiveIntegerField(
+        default=50,
+        help_text="Active sampling: battles per round. The first round's pairs are drawn uniformly; each next "
+                  "round is drawn once every battle of the last has been answered, its pairs with probability "
+                  "proportional to p(1 - p) times the variance of their rating difference (Bradley-Terry on "
+                  "the counted judgements so far), so close and uncertain pairs are judged more.")
     matchups_per_question = models.PositiveIntegerField(default=5,
                                                         help_text="k matchups: pairs per instance.")
     judgements_per_pair = models.PositiveSmallIntegerField(
@@ -192,6 +199,8 @@ class Battle(models.Model):
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="battles")
     response_a = models.ForeignKey(ModelResponse, on_delete=models.PROTECT, related_name="+")
     response_b = models.ForeignKey(ModelResponse, on_delete=models.PROTECT, related_name="+")
+    # Active sampling's round that drew it (1 for every other sampling).
+    round = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

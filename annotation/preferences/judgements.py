@@ -6,6 +6,7 @@ import random
 
 from django.db import transaction
 
+from annotation.collection.decisions import ask_for_next_round
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     CHIRP_CRITERIA,
@@ -138,7 +139,8 @@ def submit_pairwise_judgement(
                                                rubric=tournament.rubric_for(battle.instance)),
             active_seconds=active_seconds,
         )
-        mark_submitted(assignment, active_seconds=active_seconds)
+        if mark_submitted(assignment, active_seconds=active_seconds):
+            ask_for_next_round(tournament)
         # The leaderboard is computed in the background (annotation/scoring/freshness.py).
         enqueue("tasks.refresh_leaderboard", tournament.pk)
     return judgement

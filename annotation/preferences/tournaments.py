@@ -6,6 +6,7 @@ import itertools
 import random
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from annotation.collection.decisions import settle_unit
@@ -48,20 +49,9 @@ def reference_responses(*, instances):
     )
 
 
-def sample_battles(*, tournament):
-    """Sample the tournament's battles, the same ones for the same seed; returns how many were made.
-
-    Pairs are drawn as unordered pairs of responses to one instance; which one is A is drawn too,
-    so no model is always shown as A to the judges.
-    """
-    if tournament.battles.exists():
-        raise AnnotationError(f"“{tournament.name}” already has its battles.")
-    if tournament.launched_at:
-        raise AnnotationError(f"“{tournament.name}” is launched; its battles can no longer change.")
-    # An endpoint model's answers must be in before the draw: battles are never drawn again.
-    owed = owed_answers_message(tournament)
-    if owed:
-        raise AnnotationError(owed)
+def _pairs_by_instance(tournament):
+    """Per eligible instance with two or more of the tournament's responses, every unordered pair
+    of them (in a stable order)."""
     instances = eligible_instances(tournament)
     if tournament.include_reference:
         reference_responses(instances=instances)
@@ -80,15 +70,36 @@ def sample_battles(*, tournament):
     for response in responses:
         by_instance.setdefault(response.instance_id, []).append(response)
 
-    rng = random.Random(tournament.seed)
-    pairs_by_instance = [
+    return [
         list(itertools.combinations(by_instance[i.pk], 2))
         for i in instances
         if len(by_instance.get(i.pk, ())) >= 2
     ]
+
+
+def sample_battles(*, tournament):
+    """Sample the tournament's battles, the same ones for the same seed; returns how many were made.
+
+    Pairs are drawn as unordered pairs of responses to one instance; which one is A is drawn too,
+    so no model is always shown as A to the judges.
+    """
+    if tournament.battles.exists():
+        raise AnnotationError(f"“{tournament.name}” already has its battles.")
+    if tournament.launched_at:
+        raise AnnotationError(f"“{tournament.name}” is launched; its battles can no longer change.")
+    # An endpoint model's answers must be in before the draw: battles are never drawn again.
+    owed = owed_answers_message(tournament)
+    if owed:
+        raise AnnotationError(owed)
+    pairs_by_instance = _pairs_by_instance(tournament)
+    rng = random.Random(tournament.seed)
     Sampling = Tournament.Sampling
     if tournament.sampling == Sampling.ALL_PAIRS:
         chosen = [pair for pairs in pairs_by_instance for pair in pairs]
+    elif tournament.sampling == Sampling.ACTIVE:
+        if tournament.battle_count < 1 or tournament.battles_per_round < 1:
+            raise AnnotationError("Active sampling needs a number of battles and battles per round of at least 1.")
+        chosen = _active_round_pairs(tournament, pairs_by_instance, round_number=1, battles=None)
     elif tournament.sampling == Sampling.K_MATCHUPS:
         if tournament.matchups_per_question < 1:
             raise AnnotationError("k matchups per question must be at least 1.")
@@ -115,6 +126,91 @@ def sample_battles(*, tournament):
         a, b = (second, first) if rng.random() < 0.5 else (first, second)
         battles.append(Battle(tournament=tournament, instance_id=a.instance_id, response_a=a, response_b=b))
     Battle.objects.bulk_create(battles)
+    return len(battles)
+
+
+def _model_pair(first, second):
+    return tuple(sorted((first.model_name, second.model_name)))
+
+
+def _active_round_pairs(tournament, pairs_by_instance, *, round_number, battles):
+    """One round of active sampling's (response, response) pairs: each drawn by the rule of
+    annotation/scoring/active.py from `battles` (the counted judgements so far; None for the first
+    round, whose pairs are drawn uniformly), on an instance where that pair of models has no
+    battle yet. The draw depends only on the tournament's seed, the round number and the
+    judgements, so making a round again draws the same battles."""
+    # Here, so that the admin's pages which import this module do not load the scientific stack.
+    import numpy as np
+    import pandas as pd
+
+    from annotation.scoring.active import draw_pairs, pair_weights
+
+    taken = {(battle.instance_id, _model_pair(battle.response_a, battle.response_b))
+             for battle in tournament.battles.select_related("response_a", "response_b")}
+    rng = np.random.default_rng([tournament.seed, round_number])
+    candidates = {}
+    for pairs in pairs_by_instance:
+        for first, second in pairs:
+            key = _model_pair(first, second)
+            if (first.instance_id, key) not in taken:
+                candidates.setdefault(key, []).append((first, second))
+    for options in candidates.values():
+        rng.shuffle(options)
+    models = sorted({model for key in candidates for model in key})
+    if battles is None:
+        battles = pd.DataFrame(columns=["model_a", "model_b", "winner"])
+    weights = {pair: weight for pair, weight in pair_weights(battles, models, seed=round_number).items()
+               if pair in candidates}
+    room = tournament.battle_count - len(taken)
+    chosen = []
+    while weights and len(chosen) < min(tournament.battles_per_round, room):
+        (pair,) = draw_pairs(weights, 1, rng)
+        chosen.append(candidates[pair].pop())
+        if not candidates[pair]:
+            del weights[pair]
+    return chosen
+
+
+def current_round(tournament):
+    """The latest round of the tournament's battles (0 before any)."""
+    return tournament.battles.aggregate(latest=Max("round"))["latest"] or 0
+
+
+def round_due(tournament):
+    """Whether an active tournament is owed its next round: launched, short of its battles, and
+    every battle drawn so far answered (its unit closed)."""
+    if tournament.sampling != Tournament.Sampling.ACTIVE or tournament.launched_at is None:
+        return False
+    made = tournament.battles.count()
+    if not made or made >= tournament.battle_count:
+        return False
+    return not tournament.battles.exclude(
+        work_units__status__in=(WorkUnit.Status.DONE, WorkUnit.Status.CANCELLED)).exists()
+
+
+def make_next_round(*, tournament_id):
+    """Draw and launch an active tournament's next round when it is due; returns how many
+    battles were made. The tournament's row is locked while the round is drawn, and the round
+    is due only while every battle so far is answered, so a second call (a redelivered job, two
+    sweeps) finds the new round open and makes nothing."""
+    from annotation.scoring.battles import human_battles
+
+    with transaction.atomic():
+        tournament = Tournament.objects.select_for_update().filter(pk=tournament_id).first()
+        if tournament is None or not round_due(tournament):
+            return 0
+        round_number = current_round(tournament) + 1
+        chosen = _active_round_pairs(tournament, _pairs_by_instance(tournament), round_number=round_number,
+                                     battles=human_battles(tournament=tournament))
+        rng = random.Random(f"{tournament.seed}:{round_number}")
+        battles = []
+        for first, second in chosen:
+            a, b = (second, first) if rng.random() < 0.5 else (first, second)
+            battles.append(Battle(tournament=tournament, instance_id=a.instance_id, response_a=a, response_b=b,
+                                  round=round_number))
+        Battle.objects.bulk_create(battles)
+        if battles:
+            launch_tournament(tournament=tournament)
     return len(battles)
 
 

@@ -279,8 +279,9 @@ def test_the_workflow_says_jobs_will_wait_when_no_worker_answers(researcher):
 
 def tournament_form(**fields):
     data = {"name": "Pairwise on family", "image_kind": "all", "model_names": "[]", "include_reference": "on",
-            "sampling": "all_pairs", "battle_count": "0", "matchups_per_question": "5",
+            "sampling": "all_pairs", "battle_count": "0", "battles_per_round": "50", "matchups_per_question": "5",
             "judgements_per_pair": "5", "posterior_threshold": "0.95", "rubric": "", "lease_minutes": "30", "seed": "0",
+            "aggregation": "judgements",
             "rubrics-TOTAL_FORMS": "0", "rubrics-INITIAL_FORMS": "0", "rubrics-MIN_NUM_FORMS": "0",
             "rubrics-MAX_NUM_FORMS": "1000",
             "endpoint_models-TOTAL_FORMS": "0", "endpoint_models-INITIAL_FORMS": "0",
