@@ -17,7 +17,7 @@ def settle_unit(unit):
     if closed:
         unit.status = WorkUnit.Status.DONE
         unit.save(update_fields=["status"])
-        if unit.stage == Stage.PAIRWISE:
+        if unit.stage == Stage.PAIRWISE and unit.battle_id is not None:
             ask_for_next_round(unit.battle.tournament)
     decided = None
     if unit.stage == Stage.CAPTION and unit.instance_id is not None:
