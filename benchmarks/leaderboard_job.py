@@ -23,22 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support import analyse_as_autovacuum_would, fresh_database  # noqa: E402
+from benchmarks.support import analyse_as_autovacuum_would, fresh_database, set_up_django  # noqa: E402
 
 DATABASE_NAME = "crowdbench_bench_leaderboard"
 MODELS, PAIRS_PER_QUESTION, JUDGEMENTS_PER_BATTLE = 15, 10, 4
-
-
-def set_up_django(database_url):
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdbench.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def timed(what, action):

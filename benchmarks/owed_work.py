@@ -44,6 +44,7 @@ from benchmarks.support import (  # noqa: E402
     analyse_as_autovacuum_would,
     fresh_database,
     server_environment,
+    set_up_django,
     start_gunicorn,
 )
 
@@ -53,18 +54,6 @@ TOKEN = re.compile(r'name="token" value="([^"]+)"')
 CAPTION = "A white cup of espresso on a red saucer, a spoon on the saucer, on a wooden table, from above."
 SWEEPS = (("defaults (sweep every 60 s, owed after 600 s)", {}),
           ("fast (sweep every 3 s, owed after 5 s)", {"JOB_SWEEP_SECONDS": "3", "JOB_REQUEUE_AFTER_SECONDS": "5"}))
-
-
-def set_up_django(database_url):
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdbench.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def seed(instances, overlap):

@@ -40,7 +40,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support import fresh_database  # noqa: E402
+from benchmarks.support import fresh_database, set_up_django  # noqa: E402
 
 DATABASE_NAME = "crowdbench_bench_quality"
 SPAMMER_SHARES = (0.0, 0.2, 0.4)
@@ -48,18 +48,6 @@ OVERLAP = 3
 GOOD_ACCURACY = (0.65, 0.95)
 MODELS = ("dawid_skene", "glad", "mace")
 SERVICE_SEED, FRAME_SEED, PAIRWISE_SEED = 2026, 26, 15
-
-
-def set_up_django(database_url):
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdbench.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 # --- the simulated crowd --------------------------------------------------------------------------

@@ -24,6 +24,19 @@ def fresh_database(server_url, name):
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
 
 
+def set_up_django(database_url):
+    """Django on the benchmark's own database, migrated."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdbench.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
 def analyse_as_autovacuum_would():
     """ANALYZE the benchmark's database once it is filled, as autovacuum does after a bulk load on a
     production server. This machine's PostgreSQL runs with autovacuum off, and without statistics
