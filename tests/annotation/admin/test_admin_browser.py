@@ -7,7 +7,6 @@ Screenshots of the pages land in docs/screenshots/ (the README shows them).
 import os
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from annotation.judging.runner import create_judge_run
 from annotation.models import InstructionFamily, JudgeRun, SeedImage, Stage, StageConfig
@@ -23,29 +22,8 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SCREENSHOTS = DOCS_SCREENSHOTS
-PASSWORD = "a-long-test-password"
 
 
-
-
-@pytest.fixture
-def researcher_page(browser, live_server):
-    get_user_model().objects.create_superuser("researcher", "researcher@example.org", PASSWORD)
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    # A missing favicon is the browser's own request, not the page's.
-    page.on("response", lambda response: errors.append(f"{response.status} {response.url}")
-            if response.status >= 400 and not response.url.endswith("/favicon.ico") else None)
-    page.goto(f"{live_server.url}/admin/login/")
-    page.get_by_label("Username").fill("researcher")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/admin/")
-    page.errors = errors
-    yield page
-    context.close()
 
 
 def test_a_family_made_on_its_form_with_an_uploaded_seed_image_shows_its_steps_and_next_action(

@@ -4,7 +4,6 @@ the flags with their evidence and follows a review link to that worker's answers
 import os
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.worker_page_support import crowd
 
@@ -13,27 +12,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "a-long-test-password"
 SCREENSHOT = "/tmp/worker_page.png"
-
-
-@pytest.fixture
-def researcher_page(browser, live_server):
-    get_user_model().objects.create_superuser("researcher", "researcher@example.org", PASSWORD)
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("response", lambda response: errors.append(f"{response.status} {response.url}")
-            if response.status >= 400 and not response.url.endswith("/favicon.ico") else None)
-    page.goto(f"{live_server.url}/admin/login/")
-    page.get_by_label("Username").fill("researcher")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/admin/")
-    page.errors = errors
-    yield page
-    context.close()
 
 
 def test_a_researcher_opens_a_worker_s_page_from_the_workers_list_and_sees_flags_and_review_links(
