@@ -30,6 +30,7 @@ from annotation.models import (
     Tournament,
 )
 from annotation.preferences import answers, predictions, tournaments
+from annotation.stopping import battle_posterior_text
 from crowdbench.jobs import enqueue
 
 PENDING_PREDICTIONS = "pending_predictions"
@@ -184,13 +185,13 @@ class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
                            reverse("admin:annotation_tournament_workflow", args=[tournament.pk]))
 
     def save_model(self, request, obj, form, change):
-        asking = ("judgements_per_pair", "adaptive", "posterior_threshold")
+        asking = ("judgements_per_pair", "adaptive", "posterior_threshold", "judgement_accuracy")
         before = Tournament.objects.filter(pk=obj.pk).values_list(*asking).first()
         super().save_model(request, obj, form, change)
         if change and before is not None and before != tuple(getattr(obj, name) for name in asking):
             resized, done = tournaments.apply_judgements_per_pair(tournament=obj)
-            asks = (f"up to {obj.judgements_per_pair} judgement(s), until one side is preferred with "
-                    f"{obj.posterior_threshold:.0%} posterior probability" if obj.adaptive
+            asks = (f"up to {obj.judgements_per_pair} judgement(s), until {battle_posterior_text(obj)} passes "
+                    f"{obj.posterior_threshold:.0%}" if obj.adaptive
                     else f"{obj.judgements_per_pair} judgement(s)")
             self.message_user(request, f"{obj}: {resized} open battle(s) now ask for a new number ({asks}); "
                                        f"{done} of them already had enough and are done.", messages.INFO)

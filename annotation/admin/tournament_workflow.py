@@ -63,7 +63,9 @@ def _judged(tournament, humans, wanted):
 
 def _judgements_text(tournament, humans, wanted):
     if tournament.adaptive and tournament.launched_at:
-        return (f"ask until decided (posterior ≥ {tournament.posterior_threshold:g}, up to "
+        accuracy = ("" if tournament.judgement_accuracy is None
+                    else f", each judgement right {tournament.judgement_accuracy:g}")
+        return (f"ask until decided (posterior ≥ {tournament.posterior_threshold:g}{accuracy}, up to "
                 f"{tournament.judgements_per_pair} per battle): "
                 f"{progress.judgements_bought(tournament=tournament).summary()}")
     return f"{humans} of {wanted} ({tournament.judgements_per_pair} per battle)"

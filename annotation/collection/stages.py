@@ -27,7 +27,7 @@ from annotation.models import (
     WorkState,
     WorkUnit,
 )
-from annotation.stopping import Agreement, BetaPosterior, asks_now, first_ask, locked_unit
+from annotation.stopping import Agreement, asks_now, battle_rule, first_ask, locked_unit
 from crowdbench.jobs import enqueue
 
 logger = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ def first_overlap_of_battle(tournament):
     the fewest judgements that could pass its threshold."""
     if not tournament.adaptive:
         return tournament.judgements_per_pair
-    return first_ask((BetaPosterior(tournament.posterior_threshold), tournament.judgements_per_pair))
+    return first_ask((battle_rule(tournament), tournament.judgements_per_pair))
 
 
 def _owed_of_items(family, stage, config, *, instance=None, reference=None):

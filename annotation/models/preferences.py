@@ -88,7 +88,8 @@ class Tournament(models.Model):
         default=0, help_text="Uniform sampling: how many battles. Active sampling: the most battles in all rounds.")
     battles_per_round = models.PositiveIntegerField(
         default=50,
-        help_text="Active sampling: battles per round. The first round's pairs are drawn uniformly; each next "
+        help_text="Active sampling: battles per round. The first round is balanced (every model in as many battles as "
+                  "the others, no pair twice while another is left); each next "
                   "round is drawn once every battle of the last has been answered, its pairs with probability "
                   "proportional to p(1 - p) times the variance of their rating difference (Bradley-Terry on "
                   "the counted judgements so far), so close and uncertain pairs are judged more.")
@@ -103,6 +104,12 @@ class Tournament(models.Model):
                   "falls below one minus it, up to the judgements per pair.")
     posterior_threshold = models.FloatField(
         default=0.95, help_text="With “ask until decided”: how sure the posterior must be (between 0.5 and 1).")
+    judgement_accuracy = models.FloatField(
+        null=True, blank=True,
+        help_text="With “ask until decided”: how often one judgement prefers the better response (between 0.5 "
+                  "and 1, e.g. 0.8). Set, the posterior is that one response is the better one, each judgement "
+                  "right this often, so a lead of two judgements passes 0.9 at 0.8. Empty: the Beta-Binomial "
+                  "posterior that the crowd prefers one side.")
     with_criteria = models.BooleanField(default=False,
                                         help_text="Ask CHIRP's five criteria, not only overall.")
     with_rubric = models.BooleanField(default=False,
@@ -127,6 +134,9 @@ class Tournament(models.Model):
                                    name="study_judgements_per_pair_positive"),
             models.CheckConstraint(condition=Q(posterior_threshold__gt=0.5, posterior_threshold__lt=1),
                                    name="tournament_posterior_threshold_between_half_and_one"),
+            models.CheckConstraint(condition=Q(judgement_accuracy__gt=0.5, judgement_accuracy__lt=1)
+                                   | Q(judgement_accuracy__isnull=True),
+                                   name="tournament_judgement_accuracy_between_half_and_one"),
         ]
 
     def __str__(self):
@@ -141,6 +151,11 @@ class Tournament(models.Model):
             raise ValidationError({"posterior_threshold": "The threshold is a probability between 0.5 and 1 "
                                                           "(0.95: stop when one side is preferred with 95% "
                                                           "posterior probability)."})
+        if self.judgement_accuracy is not None and not 0.5 < self.judgement_accuracy < 1:
+            raise ValidationError({"judgement_accuracy": "How often a judgement is right is a probability between "
+                                                         "0.5 and 1 (0.8: four judgements in five prefer the "
+                                                         "better response); leave it empty for the "
+                                                         "Beta-Binomial posterior."})
         if self.with_rubric and not self.rubric.strip():
             raise ValidationError({"rubric": "A tournament that asks for rubric scores needs a rubric: write "
                                              "the default score rubric here (what is judged, and what "

@@ -8,11 +8,17 @@ about their order (largest when they have met little). Both come from the projec
 with its prior (bradley_terry.py): the point fit gives p, its bootstrap the variance (with the
 covariance of the two ratings, which the per-model intervals alone would lose). A model with no
 battle yet has the prior's variance and the initial rating.
+
+Before any judgement the rule has nothing to go on, and a uniform draw of a first round is
+uneven: 45 battles among 15 models leave some models in one battle or none, and the next rounds
+spend their judgements finding where those belong. So the first round is balanced instead: every
+model in as many battles as every other (to within one), no pair twice while another is left.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -56,3 +62,25 @@ def draw_pairs(weights: dict, n: int, rng: np.random.Generator) -> list:
     total = w.sum()
     p = w / total if total > 0 else None
     return [pairs[i] for i in rng.choice(len(pairs), size=n, replace=True, p=p)]
+
+
+def balanced_pairs(available: dict, n: int, rng: np.random.Generator) -> list:
+    """`n` pairs for a first round, from `available` ({pair: how many battles it may still have}):
+    each next pair is one drawn least so far, then one whose busier model has the fewest battles,
+    then the fewest between them, ties drawn at random; so every model is in as many battles as
+    every other, to within one, wherever the pairs allow."""
+    left = {pair: count for pair, count in available.items() if count > 0}
+    battles, drawn, chosen = Counter(), Counter(), []
+    while left and len(chosen) < n:
+        keys = {pair: (drawn[pair], max(battles[pair[0]], battles[pair[1]]), battles[pair[0]] + battles[pair[1]])
+                for pair in left}
+        fewest = min(keys.values())
+        options = [pair for pair, key in keys.items() if key == fewest]
+        pair = options[rng.integers(len(options))]
+        chosen.append(pair)
+        drawn[pair] += 1
+        battles.update(pair)
+        left[pair] -= 1
+        if not left[pair]:
+            del left[pair]
+    return chosen

@@ -11,7 +11,7 @@ from annotation.exceptions import AnnotationError
 from annotation.models import HumanJudgement, Instance, Reference, Stage, StageConfig, Tournament, WorkUnit
 from annotation.preferences.judgements import shown_left_for, submit_pairwise_judgement
 from annotation.preferences.tournaments import apply_judgements_per_pair, launch_tournament
-from annotation.stopping import Agreement, BetaPosterior, answers_to_ask
+from annotation.stopping import Agreement, BetaPosterior, OneCoinPosterior, answers_to_ask
 from tests.factories import CaptionFactory, InstanceFactory, WorkerFactory, launch
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
@@ -151,15 +151,18 @@ def test_ask_until_decided_is_validated():
         config.clean()
     with pytest.raises(ValidationError, match="between 0.5 and 1"):
         Tournament(name="t", adaptive=True, posterior_threshold=0.4).clean()
+    with pytest.raises(ValidationError, match="between 0.5 and 1"):
+        Tournament(name="t", adaptive=True, posterior_threshold=0.9, judgement_accuracy=0.4).clean()
 
 
 # --- battles ---------------------------------------------------------------------------------------
 
 
-def battle_asked_until_decided(threshold, maximum):
+def battle_asked_until_decided(threshold, maximum, judgement_accuracy=None):
     with_responses(verified_instance(), "llava", "otter")
     tournament = create_tournament(name="Adaptive", include_reference=False, judgements_per_pair=maximum,
-                                   adaptive=True, posterior_threshold=threshold)
+                                   adaptive=True, posterior_threshold=threshold,
+                                   judgement_accuracy=judgement_accuracy)
     launch_tournament(tournament=tournament)
     return tournament, WorkUnit.objects.get(stage=Stage.PAIRWISE, battle__tournament=tournament)
 
@@ -197,6 +200,33 @@ def test_a_battle_split_two_two_goes_on_to_its_maximum():
     assert (unit.status, unit.assignments.answered().count()) == (WorkUnit.Status.DONE, 6)
 
 
+def test_a_battle_whose_judgements_are_right_four_times_in_five_stops_at_a_lead_of_two():
+    tournament, unit = battle_asked_until_decided(0.9, 7, judgement_accuracy=0.8)
+    unit.refresh_from_db()
+    assert unit.overlap == 2
+    judge(tournament, "a")
+    judge(tournament, "b")
+    unit.refresh_from_db()
+    assert (unit.status, unit.overlap) == (WorkUnit.Status.OPEN, 4)
+    judge(tournament, "a")
+    judge(tournament, "a")
+    unit.refresh_from_db()
+    # A 3-1 lead: odds 4 ** 2 = 16 to 1, a posterior of 0.94.
+    assert (unit.status, unit.assignments.answered().count()) == (WorkUnit.Status.DONE, 4)
+    assert judge(tournament, "a") is None
+
+
+def test_stating_how_often_a_judgement_is_right_after_launch_lets_decided_battles_stop():
+    tournament, unit = battle_asked_until_decided(0.9, 7)
+    judge(tournament, "a")
+    judge(tournament, "a")
+    tournament.judgement_accuracy = 0.8
+    tournament.save()
+    assert apply_judgements_per_pair(tournament=tournament) == (1, 1)
+    unit.refresh_from_db()
+    assert (unit.status, unit.overlap) == (WorkUnit.Status.DONE, 2)
+
+
 def test_raising_a_battles_threshold_after_launch_asks_its_open_battles_for_more():
     tournament, unit = battle_asked_until_decided(0.9, 7)
     judge(tournament, "a")
@@ -215,6 +245,11 @@ def test_the_fewest_answers_that_could_decide():
     assert answers_to_ask(BetaPosterior(0.9), [], 9) == 3
     assert answers_to_ask(BetaPosterior(0.95), [], 9) == 4
     assert answers_to_ask(BetaPosterior(0.9), ["model_a", "model_b"], 9) == 6
+    # One-coin at 0.8: a lead of n gives odds 4 ** n, so a lead of two passes 0.9 and of three 0.95.
+    assert answers_to_ask(OneCoinPosterior(0.9, 0.8), [], 9) == 2
+    assert answers_to_ask(OneCoinPosterior(0.95, 0.8), [], 9) == 3
+    assert answers_to_ask(OneCoinPosterior(0.9, 0.8), ["model_a", "model_b"], 9) == 4
+    assert answers_to_ask(OneCoinPosterior(0.9, 0.8), ["model_a", "model_b", "model_b"], 4) == 4
 
 
 def test_the_workflow_counts_answers_bought_against_the_fixed_overlap():
