@@ -257,6 +257,11 @@ class BradleyTerryPriorSerializer(serializers.Serializer):
     sd = serializers.FloatField(help_text="Its standard deviation, Elo points.")
 
 
+class WorkerModelScoreSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    score = serializers.FloatField(help_text="crowd-kit's score of the model, 0 to 1.")
+
+
 class LeaderboardPendingSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["computing"])
     detail = serializers.CharField()
@@ -267,6 +272,13 @@ class LeaderboardSerializer(serializers.Serializer):
     title = serializers.CharField()
     battles = serializers.IntegerField(help_text="Distinct battles judged.")
     judgements = serializers.IntegerField(help_text="Judgements over those battles (workers, or orderings).")
+    aggregation = serializers.CharField(
+        help_text="How the board's judgements were aggregated: each judgement a battle (Elo, Bradley-Terry), a "
+                  "judge's two orderings combined by the VisIT-Bench tie rule, or one of crowd-kit's pairwise "
+                  "worker models (the tournament's aggregation), whose scores are then in worker_model_scores "
+                  "and its rows empty.")
+    worker_model_scores = WorkerModelScoreSerializer(
+        many=True, help_text="A crowd-kit board's score per model, best first; empty on every other board.")
     rounds = serializers.IntegerField()
     data_key = serializers.CharField(help_text="sha256 of the judgements the result was computed from.")
     computed_at = serializers.DateTimeField()

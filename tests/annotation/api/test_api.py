@@ -5,7 +5,7 @@ from django.db.models import Q
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.models import Snapshot
+from annotation.models import Snapshot, Tournament
 from annotation.scoring.freshness import refresh_leaderboard
 from tests.export_fixtures import RAW_WORKER_IDS, judged_tournament_with_criteria_fixture  # noqa: F401
 from tests.factories import FamilyFactory, InstanceFactory
@@ -105,6 +105,22 @@ def test_tournament_leaderboard_has_a_board_per_evaluator(api, judged_tournament
     assert [b["key"] for b in boards] == ["human", f"run-{run.pk}"]
     assert {row["model"] for row in boards[0]["rows"]} >= {"llava", "otter"}
     assert api.get(f"/api/tournaments/{tournament.pk}/leaderboard/", {"rounds": 0}).status_code == 400
+
+
+def test_each_leaderboard_board_says_which_aggregation_its_figures_used(api, judged_tournament_with_criteria):
+    tournament, run = judged_tournament_with_criteria
+    tournament.aggregation = Tournament.Aggregation.NOISY_BT
+    tournament.save()
+    refresh_leaderboard(tournament=tournament, rounds=20)
+
+    boards = {b["key"]: b for b in api.get(f"/api/tournaments/{tournament.pk}/leaderboard/", {"rounds": 20}).json()}
+
+    assert boards["human"]["aggregation"] == "Each judgement a battle (Elo, Bradley-Terry)"
+    assert boards["human"]["worker_model_scores"] == []
+    noisy = boards["human-noisy_bt"]
+    assert noisy["aggregation"] == "Also crowd-kit's noisy Bradley-Terry, weighing workers by skill"
+    assert {row["model"] for row in noisy["worker_model_scores"]} >= {"llava", "otter"}
+    assert boards[f"run-{run.pk}"]["aggregation"] == "Each battle's two orderings combined by the VisIT-Bench tie rule"
 
 
 def test_a_snapshot_is_requested_with_post_and_read_by_version(api, judged_tournament_with_criteria,
