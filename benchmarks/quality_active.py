@@ -6,9 +6,10 @@
 Models with known true strengths (Elo points drawn from a normal of sd --spread around 1000,
 seeded) are judged in rounds of --round judgements: each judgement of a pair is drawn from
 Bradley-Terry with the true strengths (no database: the frames the scoring functions take).
-Uniform draws every round's pairs uniformly; active draws the first round uniformly and then
-by the rule the tournaments use (annotation/scoring/active.py: p(1 - p) * Var(r_a - r_b) from
-the project's Bradley-Terry with its prior and bootstrap). After each round the Bradley-Terry
+Uniform draws every round's pairs uniformly; active makes the first round balanced (every
+model in as many battles as the others) and draws the next by the rule the tournaments use
+(annotation/scoring/active.py: p(1 - p) * Var(r_a - r_b) from the project's Bradley-Terry with
+its prior and bootstrap). After each round the Bradley-Terry
 ratings are ranked against the truth; it prints, per seed and as the median, how many
 judgements each needed for Spearman >= --target. The goal: active needs at least 30% fewer.
 """
@@ -26,7 +27,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from annotation.scoring.active import draw_pairs, pair_weights  # noqa: E402
+from annotation.scoring.active import balanced_pairs, draw_pairs, pair_weights  # noqa: E402
 from annotation.scoring.bradley_terry import bradley_terry  # noqa: E402
 from annotation.scoring.ratings import BASE, INITIAL_RATING, SCALE  # noqa: E402
 
@@ -38,8 +39,13 @@ def judgements_needed(strengths, *, active, seed, round_size, target, most):
     rows = []
     while len(rows) < most:
         battles = pd.DataFrame(rows, columns=["model_a", "model_b", "winner"])
-        weights = pair_weights(battles, models, seed=len(rows)) if active else uniform
-        for a, b in draw_pairs(weights, round_size, rng):
+        if not active:
+            pairs = draw_pairs(uniform, round_size, rng)
+        elif not rows:
+            pairs = balanced_pairs(dict.fromkeys(uniform, round_size), round_size, rng)
+        else:
+            pairs = draw_pairs(pair_weights(battles, models, seed=len(rows)), round_size, rng)
+        for a, b in pairs:
             if rng.random() < 0.5:
                 a, b = b, a
             p_a = 1.0 / (1.0 + BASE ** ((strengths[b] - strengths[a]) / SCALE))

@@ -17,8 +17,10 @@ per setting, the answers bought, per item, and the aggregate's accuracy against 
 reference's verdict, and the side most judgements preferred (ties count half).
 
 Verification: a fixed overlap of 3 decided by the majority, against ask until decided (2 agreeing
-of up to 3). Battles: a fixed 5 judgements, against ask until decided at posterior 0.9 and 0.95
-(up to 5). The goal: at least 30% fewer answers for the same accuracy.
+of up to 3). Battles: a fixed 5 judgements, against ask until decided on the Beta-Binomial
+posterior at 0.9 and 0.95 (up to 5), and on the one-coin posterior (each judgement right 0.8 of
+the time, Tournament.judgement_accuracy) at 0.9, up to 5 and up to 7. The goal: at least 30% fewer
+answers for the same accuracy.
 """
 
 import argparse
@@ -213,6 +215,12 @@ def main():
         ("battles", "ask until decided, posterior 0.95, up to 5", lambda: run_battles(
             "adaptive 0.95", arguments.battles, workers, arguments.seed, judgements_per_pair=5, adaptive=True,
             posterior_threshold=0.95)),
+        ("battles", "ask until decided, one-coin 0.8, posterior 0.9, up to 5", lambda: run_battles(
+            "one-coin 0.9 up to 5", arguments.battles, workers, arguments.seed, judgements_per_pair=5,
+            adaptive=True, posterior_threshold=0.9, judgement_accuracy=0.8)),
+        ("battles", "ask until decided, one-coin 0.8, posterior 0.9, up to 7", lambda: run_battles(
+            "one-coin 0.9 up to 7", arguments.battles, workers, arguments.seed, judgements_per_pair=7,
+            adaptive=True, posterior_threshold=0.9, judgement_accuracy=0.8)),
     ]
     print()
     print("| stage | setting | answers bought | per item | fewer than fixed | accuracy | undecided | seconds |")
