@@ -258,3 +258,11 @@ def test_the_workflow_counts_answers_bought_against_the_fixed_overlap():
     verify(CORRECT)
     bought = progress.answers_bought(family=instance.family, stage=Stage.VERIFICATION)
     assert (bought.answers, bought.fixed_overlap_answers) == (2, 3)
+
+
+def test_the_tournament_form_offers_how_often_a_judgement_is_right(admin_client):
+    from django.urls import reverse
+
+    page = admin_client.get(reverse("admin:annotation_tournament_add")).content.decode()
+    assert 'name="judgement_accuracy"' in page
+    assert "a lead of two judgements passes 0.9 at 0.8" in page
