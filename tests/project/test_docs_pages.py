@@ -25,7 +25,8 @@ def code_spans():
 def test_the_site_has_its_pages():
     assert set(PAGES) >= {"README.md", "docs/index.md", "docs/researcher-guide.md", "docs/annotator-guide.md",
                           "docs/configuration.md", "docs/api.md", "docs/operations.md",
-                          "docs/integrations.md", "docs/data-formats.md", "docs/development.md"}
+                          "docs/integrations.md", "docs/security.md", "docs/data-formats.md",
+                          "docs/development.md"}
 
 
 def test_every_python_name_the_docs_give_exists():
