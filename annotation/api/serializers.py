@@ -159,10 +159,12 @@ class SnapshotRequestSerializer(serializers.Serializer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        user = self.context["request"].user
+        request = self.context.get("request")
+        if request is None:  # the schema's generator, which reads fields only
+            return
         # Another group's tournament or group is, to this caller, one that does not exist.
-        self.fields["tournaments"].child_relation.queryset = teams.visible(Tournament.objects.all(), user)
-        self.fields["group"].queryset = teams.groups_to_own(user)
+        self.fields["tournaments"].child_relation.queryset = teams.visible(Tournament.objects.all(), request.user)
+        self.fields["group"].queryset = teams.groups_to_own(request.user)
 
     def validate(self, data):
         data["group"] = teams.owning_group(user=self.context["request"].user, group=data["group"])
