@@ -4,6 +4,7 @@
 from django.contrib import admin
 
 from annotation import teams
+from annotation.admin.audit import AuditTrailMixin
 from annotation.models import Membership, ResearchGroup
 
 
@@ -78,7 +79,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(ResearchGroup)
-class ResearchGroupAdmin(admin.ModelAdmin):
+class ResearchGroupAdmin(AuditTrailMixin, admin.ModelAdmin):
     """Superusers make groups; a group's owners add and remove its members and set their roles."""
 
     list_display = ["name", "created_at"]
