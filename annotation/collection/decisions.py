@@ -2,6 +2,7 @@
 the stage's settings."""
 
 from annotation.collection.captions import settle_caption_round
+from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.verification import settle_reference
 from annotation.models import Instance, Reference, Stage, Tournament, WorkUnit
 from annotation.stopping import ask_what_is_needed, locked_unit
@@ -19,6 +20,7 @@ def settle_unit(unit):
         unit.save(update_fields=["status"])
         if unit.stage == Stage.PAIRWISE and unit.battle_id is not None:
             ask_for_next_round(unit.battle.tournament)
+        announce_if_stage_complete(unit=unit)
     decided = None
     if unit.stage == Stage.CAPTION and unit.instance_id is not None:
         instance = Instance.objects.select_for_update().select_related("family").get(pk=unit.instance_id)
