@@ -37,9 +37,9 @@ def event_id(*, event, key):
 
 
 def emit(*, event, scope, payload, key):
-    """Record `event` about `scope` (a family, tournament, study or snapshot; None: about no one
-    of them) with its JSON `payload`. `key` names the occurrence: the same event and key are one
-    event, however often emitted."""
+    """Record `event` about `scope` (a family, tournament, study, snapshot or worker) with its
+    JSON `payload`. `key` names the occurrence: the same event and key are one event, however
+    often emitted."""
     if event not in EVENTS:
         raise ValueError(f"Unknown event {event!r}; add it to crowdbench.events.EVENTS.")
     event_emitted.send(sender=emit, event=event, event_id=event_id(event=event, key=key), scope=scope,

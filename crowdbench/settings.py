@@ -420,8 +420,9 @@ SERVER_EMAIL = env("SERVER_EMAIL", default=DEFAULT_FROM_EMAIL)
 # Django's mail_admins (and server errors, with DEBUG off) go to these addresses, comma-separated.
 ADMINS = [(address, address) for address in env.list("DJANGO_ADMINS", default=[])]
 
-# Notifications (webhooks/): the researchers told by e-mail, and of which events (crowdbench/events.py).
-NOTIFY_EMAILS = env.list("NOTIFY_EMAILS", default=[address for _, address in ADMINS])
+# Notifications (webhooks/): the researchers told by e-mail (empty: the ADMINS), and of which events
+# (crowdbench/events.py).
+NOTIFY_EMAILS = env.list("NOTIFY_EMAILS", default=[])
 NOTIFY_EVENTS = env.list("NOTIFY_EVENTS", default=["study.completed", "judge_run.failed", "worker.paused"])
 # Webhook deliveries: the time a receiver has to answer, and the attempts before a delivery is
 # given up (the waits between them double from the base up to the cap: with the defaults, about

@@ -318,7 +318,7 @@ def _update_live_accuracy(worker, qualification):
         fields += ["status", "paused_at", "note"]
         logger.warning("Worker %s paused on %s: %s", granted.worker.pseudonym, qualification, granted.note)
         # The researchers are told by e-mail (NOTIFY_EVENTS) and any webhook asking for it.
-        emit(event="worker.paused", scope=None, key=f"{granted.pk}:{granted.paused_at.isoformat()}", payload={
+        emit(event="worker.paused", scope=granted.worker, key=f"{granted.pk}:{granted.paused_at.isoformat()}", payload={
             "worker": granted.worker.pseudonym, "platform": granted.worker.platform,
             "qualification": str(qualification), "stage": qualification.stage, "note": granted.note})
     granted.save(update_fields=fields)

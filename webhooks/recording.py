@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.dispatch import receiver
 from django.utils import timezone
 
-from annotation.models import InstructionFamily, Snapshot, Tournament, WorkUnit
+from annotation.models import InstructionFamily, Snapshot, Tournament, Worker, WorkUnit
 from crowdbench.events import emit, event_emitted
 from crowdbench.jobs import enqueue
 from mturk.models import CrowdStudy, Submission
@@ -26,7 +26,7 @@ _UNSCOPED = Q(family__isnull=True, tournament__isnull=True, study__isnull=True)
 def _reach(scope):
     """The endpoints an event about `scope` goes to: those of the scope, of what it belongs to
     (a study's family; a snapshot's tournaments and the families of its instances), and those
-    that asked for everything."""
+    that asked for everything (the only ones told about a worker, who belongs to no family)."""
     if isinstance(scope, InstructionFamily):
         return _UNSCOPED | Q(family=scope)
     if isinstance(scope, Tournament):
@@ -44,7 +44,7 @@ def describe(scope):
     if scope is None:
         return None
     kind = {InstructionFamily: "family", Tournament: "tournament", CrowdStudy: "study",
-            Snapshot: "snapshot"}[type(scope)]
+            Snapshot: "snapshot", Worker: "worker"}[type(scope)]
     return {"kind": kind, "id": scope.pk, "name": str(scope)}
 
 

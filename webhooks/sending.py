@@ -31,7 +31,7 @@ DELIVER_JOB = "webhooks.deliver"
 
 
 def email_recipients():
-    return list(settings.NOTIFY_EMAILS)
+    return list(settings.NOTIFY_EMAILS) or [address for _, address in settings.ADMINS]
 
 
 def signature(*, secret, timestamp, body):
