@@ -3,6 +3,7 @@
 import secrets
 
 from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 
@@ -17,7 +18,8 @@ class Endpoint(models.Model):
     """A researcher's URL, told of the chosen events about one family, tournament or study (or,
     with none chosen, about everything)."""
 
-    url = models.URLField(max_length=500, help_text="Where events are POSTed as JSON.")
+    url = models.URLField(max_length=500, validators=[URLValidator(schemes=["http", "https"])],
+                          help_text="Where events are POSTed as JSON.")
     secret = models.CharField(
         max_length=128, default=new_secret,
         help_text="Signs every delivery (HMAC-SHA256); give it to the receiver to check signatures.")

@@ -8,9 +8,10 @@ from decimal import Decimal
 
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.admin.sites import site
+from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.test import RequestFactory
+from django.test import Client
+from django.urls import reverse
 
 from annotation import queue
 from annotation.collection import captions, references, stages
@@ -158,11 +159,11 @@ def test_attempts_spent_fail_the_delivery_and_send_again_starts_over(settings, r
     assert (delivery.status, delivery.attempts) == (Delivery.Status.FAILED, 2)
     assert deliver_due() == []
 
-    admin = site._registry[Delivery]
-    request = RequestFactory().post("/")
-    request.user = None
-    admin.message_user = lambda *args, **kwargs: None
-    admin.send_again(request, Delivery.objects.all())
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    response = client.post(reverse("admin:webhooks_delivery_changelist"),
+                           {"action": "send_again", "_selected_action": [delivery.pk]}, follow=True)
+    assert "1 delivery(ies) queued to be sent again" in response.content.decode()
     (delivery,) = deliver_due()
     assert (delivery.status, delivery.attempts) == (Delivery.Status.DELIVERED, 1)
     assert delivery.last_error.startswith("Attempt 2: HTTP 500")
