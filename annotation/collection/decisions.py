@@ -20,7 +20,6 @@ def settle_unit(unit):
         unit.save(update_fields=["status"])
         if unit.stage == Stage.PAIRWISE and unit.battle_id is not None:
             ask_for_next_round(unit.battle.tournament)
-        announce_if_stage_complete(unit=unit)
     decided = None
     if unit.stage == Stage.CAPTION and unit.instance_id is not None:
         instance = Instance.objects.select_for_update().select_related("family").get(pk=unit.instance_id)
@@ -28,6 +27,8 @@ def settle_unit(unit):
     elif unit.stage == Stage.VERIFICATION and unit.reference_id is not None:
         reference = Reference.objects.select_for_update().get(pk=unit.reference_id)
         decided = settle_reference(reference=reference, unit=unit)
+    if closed:
+        announce_if_stage_complete(unit=unit)
     return closed, decided is not None
 
 

@@ -31,8 +31,9 @@ def log(*, action, study=None, worker=None, submission=None, amount=None, actor=
         amount_usd=amount, actor=actor, ok=ok, sent_to_platform=sent, request=jsonable(request or {}),
         response=jsonable(response or {}), error=error,
     )
-    # Every payment (a reward on approval, a bonus) is written here, in the transaction that made it.
-    if ok and amount and action in (AuditLog.Action.APPROVE, AuditLog.Action.BONUS):
+    # Every payment (a reward on approval, a bonus) the platform took is written here, in the
+    # transaction that recorded it.
+    if ok and sent and amount and action in (AuditLog.Action.APPROVE, AuditLog.Action.BONUS):
         emit(event="payment.made", scope=study, key=row.pk, payload={
             "kind": "bonus" if action == AuditLog.Action.BONUS else "reward", "amount_usd": str(amount),
             "platform": platform, "worker": worker.pseudonym if worker else None,

@@ -9,7 +9,6 @@ from decimal import Decimal
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
@@ -20,9 +19,17 @@ from annotation.judging import runner
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import JudgeRun, Stage
 from crowdbench.events import emit
-from mturk.models import AuditLog, CrowdStudy
-from mturk.services import audit
-from tests.factories import FamilyFactory, InstanceFactory, WorkerFactory, awaiting_reference, launch
+from mturk.models import CrowdStudy, Submission
+from mturk.services import reviewing, syncing
+from tests.factories import (
+    FamilyFactory,
+    InstanceFactory,
+    WorkerFactory,
+    awaiting_reference,
+    launch,
+    submitted_in_study,
+)
+from tests.mturk_wire import make_researcher
 from tests.openai_fake import completion
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 from tests.webhook_support import Receiver, deliver_due
@@ -286,20 +293,32 @@ def test_a_built_snapshot_is_announced_to_its_tournaments_and_families(receiver,
     assert {"name", "rows", "sha256"} == set(data["files"][0])
 
 
-def test_a_payment_is_announced_to_its_study_and_names_the_worker_by_pseudonym(receiver):
+def test_a_reward_and_a_bonus_paid_on_prolific_are_announced_once_each(receiver, prolific, settings):
+    settings.PUBLIC_BASE_URL = "https://crowdbench.example.org"
     family = FamilyFactory()
-    study = CrowdStudy.objects.create(platform="mturk", stage=Stage.CAPTION, family=family, name="Paid")
+    launch(family, Stage.CAPTION)
+    study = CrowdStudy.objects.create(platform="prolific", stage=Stage.CAPTION, family=family, name="Paid",
+                                      external_id="60f6acb180a7b59ac0621f9e", reward_usd=Decimal("0.75"))
     endpoint_for(receiver, "payment.made", family=family)
-    worker = WorkerFactory()
-    with transaction.atomic():
-        audit.log(action=AuditLog.Action.BONUS, study=study, worker=worker, amount=Decimal("0.50"))
-        # A failed payment, and a Prolific bonus only set up (nothing paid), are no payment.
-        audit.log(action=AuditLog.Action.BONUS, study=study, worker=worker, amount=Decimal("0.50"), ok=False)
-        audit.log(action=AuditLog.Action.BONUS, study=study, worker=worker, amount=Decimal("0.00"))
-    (delivery,) = deliver_due()
-    assert delivery.payload["data"] == {"kind": "bonus", "amount_usd": "0.50", "platform": "mturk",
-                                        "worker": worker.pseudonym, "submission": None}
-    assert worker.external_id not in json.dumps(delivery.payload)
+    worker = WorkerFactory(platform="prolific", external_id="60ffe5c8371090c7041d43f0")
+    prolific.submissions["sub1"] = {"id": "sub1", "participant_id": worker.external_id, "study_id": study.external_id,
+                                    "status": "AWAITING REVIEW", "started_at": "2026-11-20T10:00:00Z",
+                                    "completed_at": "2026-11-20T10:04:00Z"}
+    submitted_in_study(study, worker, key="p-1", platform_assignment_id="sub1")
+    syncing.sync_study(study=study)
+    researcher = make_researcher()
+    reviewing.approve_submissions(submissions=[Submission.objects.get()], actor=researcher)
+    bonus = reviewing.create_bonus(submission=Submission.objects.get(), amount="0.50", reason="Careful",
+                                   actor=researcher)
+    # Two clicks pay once (Prolific's set-up step, which pays nothing, is no payment either).
+    reviewing.pay_bonus(bonus=bonus, actor=researcher)
+    reviewing.pay_bonus(bonus=bonus, actor=researcher)
+
+    delivered = deliver_due()
+    assert sorted((d.payload["data"]["kind"], d.payload["data"]["amount_usd"]) for d in delivered) == [
+        ("bonus", "0.50"), ("reward", "0.75")]
+    assert all(d.payload["data"]["worker"] == worker.pseudonym for d in delivered)
+    assert worker.external_id not in json.dumps([d.payload for d in delivered])
 
 
 def test_e_mail_goes_through_smtp_settings_and_a_refused_connection_is_retried(settings, researchers):
