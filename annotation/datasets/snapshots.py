@@ -36,6 +36,7 @@ from annotation.exceptions import AnnotationError
 from annotation.models import (
     Snapshot,
 )
+from crowdbench.events import emit
 from crowdbench.jobs import enqueue
 
 
@@ -168,11 +169,16 @@ def build_snapshot(*, snapshot):
         progress.close()
         raise
     progress.close()
-    Snapshot.objects.filter(pk=snapshot.pk).update(
-        status=Snapshot.Status.DONE, progress=100, progress_message="Done",
-        finished_at=timezone.now(), **result,
-    )
-    return Snapshot.objects.get(pk=snapshot.pk)
+    with transaction.atomic():
+        Snapshot.objects.filter(pk=snapshot.pk).update(
+            status=Snapshot.Status.DONE, progress=100, progress_message="Done",
+            finished_at=timezone.now(), **result,
+        )
+        built = Snapshot.objects.get(pk=snapshot.pk)
+        emit(event="snapshot.built", scope=built, key=built.pk, payload={
+            "snapshot": built.pk, "version": built.version, "content_sha256": built.content_sha256,
+            "files": [{"name": f["name"], "rows": f.get("rows"), "sha256": f["sha256"]} for f in built.files]})
+    return built
 
 
 def _write_files(snapshot, workdir, progress):
