@@ -36,15 +36,17 @@ def is_member(user):
     return bool(_roles(user))
 
 
+def _paths(via):
+    return (via,) if isinstance(via, str) else tuple(via)
+
+
 def visible(queryset, user, *, via="group"):
     """`queryset` narrowed to the rows `user` may see; `via` is the lookup from its model to the
-    owning group ("family__group" for an instance)."""
+    owning group ("family__group" for an instance), or several for a row that may hang from any
+    one of them (a webhook endpoint about a family, a tournament or a study)."""
     if user is not None and user.is_superuser:
         return queryset
-    roles = _roles(user)
-    if not roles:
-        return queryset.filter(**{f"{via}__isnull": True})
-    return queryset.filter(**{f"{via}__in": list(roles)})
+    return _narrowed(queryset, _paths(via), list(_roles(user)) if _roles(user) else None)
 
 
 def changeable(queryset, user, *, via="group", roles=CHANGERS):
@@ -52,9 +54,17 @@ def changeable(queryset, user, *, via="group", roles=CHANGERS):
     if user is not None and user.is_superuser:
         return queryset
     held = _roles(user)
-    if not held:
-        return queryset.filter(**{f"{via}__isnull": True})
-    return queryset.filter(**{f"{via}__in": [group for group, role in held.items() if role in roles]})
+    return _narrowed(queryset, _paths(via), [group for group, role in held.items() if role in roles] if held else None)
+
+
+def _narrowed(queryset, paths, groups):
+    """Rows owned by one of `groups`; with no groups (None), rows owned by none."""
+    if groups is None:
+        return queryset.filter(**{f"{path}__isnull": True for path in paths})
+    owned = Q()
+    for path in paths:
+        owned |= Q(**{f"{path}__in": groups})
+    return queryset.filter(owned)
 
 
 def may_see(user, group):
@@ -137,7 +147,7 @@ def add_member(*, group, user, role):
 
 # From the weakest role to the strongest: a member's model permissions are their strongest role's.
 _RANKED = [Role.VIEWER, Role.REVIEWER, Role.RESEARCHER, Role.OWNER]
-_APPS = ("annotation", "mturk", "tasks")
+_APPS = ("annotation", "mturk", "tasks", "webhooks")
 
 
 def role_permissions(role):

@@ -1,8 +1,10 @@
 from django import forms
 from django.contrib import admin, messages
 
+from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.teams import GroupScopedAdminMixin
 from crowdbench.events import EVENTS
-from webhooks.models import Delivery, Endpoint
+from webhooks.models import ENDPOINT_GROUPS, Delivery, Endpoint
 from webhooks.sending import send_again
 
 
@@ -17,9 +19,10 @@ class EndpointForm(forms.ModelForm):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(admin.ModelAdmin):
+class EndpointAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     """A researcher's webhook URLs, each for one family, tournament or study."""
 
+    group_path = ENDPOINT_GROUPS
     form = EndpointForm
     list_display = ["url", "scope_label", "event_list", "active", "created_at"]
     list_filter = ["active"]
@@ -36,9 +39,10 @@ class EndpointAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
     """The delivery log: every event owed to a URL or to the researchers' e-mail, and how it went."""
 
+    group_path = tuple(f"endpoint__{path}" for path in ENDPOINT_GROUPS)
     list_display = ["event", "scope", "recipient", "status", "attempts", "last_error", "response_status",
                     "next_attempt_at", "created_at"]
     list_filter = ["status", "channel", "event"]

@@ -10,8 +10,8 @@ from annotation.models import Membership, ResearchGroup
 
 class GroupScopedAdminMixin:
     """For the admin of a model owned through a research group. `group_path` is the lookup from the
-    model to the owning group; `change_roles` the roles that may change its rows (reviewers review
-    answers, nothing else)."""
+    model to the owning group (or a tuple of them, for rows that may hang from any one);
+    `change_roles` the roles that may change its rows (reviewers review answers, nothing else)."""
 
     group_path = "group"
     change_roles = teams.CHANGERS
@@ -30,10 +30,13 @@ class GroupScopedAdminMixin:
         return super().get_actions(request)
 
     def _owner(self, obj):
-        value = obj
-        for part in self.group_path.split("__"):
-            value = getattr(value, part, None) if value is not None else None
-        return value
+        for path in teams._paths(self.group_path):
+            value = obj
+            for part in path.split("__"):
+                value = getattr(value, part, None) if value is not None else None
+            if value is not None:
+                return value
+        return None
 
     def has_change_permission(self, request, obj=None):
         if not super().has_change_permission(request, obj):

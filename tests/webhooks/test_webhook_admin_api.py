@@ -110,3 +110,25 @@ def test_a_staff_member_without_webhook_permissions_sees_nothing():
     api = api_for(staff())
     assert api.get("/api/webhook-endpoints/").status_code == 403
     assert api.get("/api/webhook-deliveries/").status_code == 403
+
+
+def test_a_research_group_s_members_register_and_read_webhooks_of_their_group_only():
+    from annotation import teams
+    from annotation.models import Membership
+
+    vision, speech = teams.create_group(name="Vision lab"), teams.create_group(name="Speech lab")
+    ours, theirs = FamilyFactory(name="Recipes", group=vision), FamilyFactory(name="Signs", group=speech)
+    member = get_user_model().objects.create_user("vera", password="pw")
+    teams.add_member(group=vision, user=member, role=Membership.Role.RESEARCHER)
+    hidden = Endpoint.objects.create(url="https://hooks.example.org/speech", events=["stage.launched"], family=theirs)
+    api = api_for(member)
+
+    assert api.get("/api/webhook-endpoints/").json()["results"] == []
+    assert api.get(f"/api/webhook-endpoints/{hidden.pk}/").status_code == 404
+    body = {"url": "https://hooks.example.org/vision", "events": ["stage.launched"]}
+    assert api.post("/api/webhook-endpoints/", {**body, "family": theirs.pk}, format="json").status_code == 400
+    refused = api.post("/api/webhook-endpoints/", body, format="json")
+    assert refused.status_code == 400 and "your group" in str(refused.json())
+    made = api.post("/api/webhook-endpoints/", {**body, "family": ours.pk}, format="json")
+    assert made.status_code == 201
+    assert [row["url"] for row in api.get("/api/webhook-endpoints/").json()["results"]] == [body["url"]]
