@@ -339,9 +339,8 @@ MTURK_SANDBOX = env.bool("MTURK_SANDBOX", default=True)
 MTURK_ENDPOINT_URL = env("MTURK_ENDPOINT_URL", default="")
 MTURK_ACCESS_KEY_ID = env("MTURK_ACCESS_KEY_ID", default="")
 MTURK_SECRET_ACCESS_KEY = env("MTURK_SECRET_ACCESS_KEY", default="")
+# Attempts in all, the first included; botocore's standard retry mode spaces them (mturk/client.py).
 MTURK_MAX_ATTEMPTS = env.int("MTURK_MAX_ATTEMPTS", default=5)
-MTURK_RETRY_BASE_SECONDS = env.float("MTURK_RETRY_BASE_SECONDS", default=1.0)
-MTURK_RETRY_MAX_SECONDS = env.float("MTURK_RETRY_MAX_SECONDS", default=30.0)
 MTURK_SQS_QUEUE_URL = env("MTURK_SQS_QUEUE_URL", default="")
 MTURK_SQS_REGION = env("MTURK_SQS_REGION", default="us-east-1")
 CLOUDRESEARCH_API_URL = env("CLOUDRESEARCH_API_URL",
@@ -352,6 +351,7 @@ PROLIFIC_API_TOKEN = env("PROLIFIC_API_TOKEN", default="")
 PLATFORM_HTTP_TIMEOUT_SECONDS = env.float("PLATFORM_HTTP_TIMEOUT_SECONDS", default=30.0)
 PLATFORM_HTTP_MAX_ATTEMPTS = env.int("PLATFORM_HTTP_MAX_ATTEMPTS", default=4)
 PLATFORM_HTTP_RETRY_BASE_SECONDS = env.float("PLATFORM_HTTP_RETRY_BASE_SECONDS", default=1.0)
+# Also the longest Retry-After we wait for; told to wait longer, we give up at once (platforms/http.py).
 PLATFORM_HTTP_RETRY_MAX_SECONDS = env.float("PLATFORM_HTTP_RETRY_MAX_SECONDS", default=30.0)
 # Pay planning (paper §2.2 paid $18/h). MTurk's fees are built in; the others' service fees depend
 # on the account, so they are values to set (e.g. {"prolific": 0.428}); unset, a plan assumes the
