@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/crowdbench
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install install-dev run test test-fast lint lock lock-check
+.PHONY: install install-dev run test test-fast lint docs lock lock-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ test-fast: install-dev
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
+
+# The documentation site (mkdocs.yml, docs/) into site/; strict, so a broken link or anchor fails.
+# NO_MKDOCS_2_WARNING quiets Material's banner about its successor, which is not a build warning.
+docs: install-dev
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The production processes docker/compose.yaml names, run here with its commands and settings,
 # and one smoke journey through HTTP (scripts/production_check.py says what is and is not run).

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "health_check",
     "drf_spectacular_sidecar",
     "axes",
+    "auditlog",
     "annotation",
     "tasks",
     "mturk",
@@ -73,6 +74,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Names the signed-in researcher as the actor of every audit entry the request writes.
+    "auditlog.middleware.AuditlogMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "frontend.arrival.remember_participants",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

@@ -16,6 +16,7 @@ from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
+from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.family_workflow import family_workflow
 from annotation.admin.images import thumbnail_html
 from annotation.admin.worker_check import say_if_jobs_will_wait
@@ -212,7 +213,7 @@ def family_sheets():
 
 
 @admin.register(InstructionFamily)
-class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
+class InstructionFamilyAdmin(AuditTrailMixin, WorkflowAdminMixin, admin.ModelAdmin):
     form = InstructionFamilyForm
     change_list_template = "admin/annotation/instructionfamily/change_list.html"
     change_form_template = "admin/annotation/workflow_change_form.html"
@@ -379,7 +380,7 @@ def _save_and_apply_stage_configs(modeladmin, request, formset):
 
 
 @admin.register(StageConfig)
-class StageConfigAdmin(admin.ModelAdmin):
+class StageConfigAdmin(AuditTrailMixin, admin.ModelAdmin):
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
                     "adaptive", "aggregation", "on_incorrect"]
     list_filter = ["stage", "verification_rule", "aggregation"]

@@ -10,6 +10,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation import llm
+from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.images import thumbnail_html
 from annotation.admin.review import DisagreementFilter, adjudicate_action, votes_counts, votes_summary
 from annotation.admin.worker_check import say_if_jobs_will_wait
@@ -173,7 +174,7 @@ class VerificationInline(admin.TabularInline):
 
 
 @admin.register(Reference)
-class ReferenceAdmin(admin.ModelAdmin):
+class ReferenceAdmin(AuditTrailMixin, admin.ModelAdmin):
     list_display = ["id", "instance", "source", "model", "verdict", "decided_by_text", "votes", "adjudicated_by",
                     "problem_in_caption", "problem_in_response", "flagged_harmful", "prompt_tokens",
                     "completion_tokens", "cost_usd"]

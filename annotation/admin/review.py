@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from annotation import review
+from annotation.admin.audit import AuditTrailMixin
 from annotation.collection import verification
 from annotation.exceptions import AnnotationError
 from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification
@@ -61,7 +62,7 @@ def _answer_text(answer):
 
 
 @admin.register(Answer)
-class AnswerAdmin(admin.ModelAdmin):
+class AnswerAdmin(AuditTrailMixin, admin.ModelAdmin):
     """Answers to review: the reviewer's queue."""
 
     list_display = ["id", "task", "answer", "work_state", "reason", "seconds", "worker_link", "submitted_at"]

@@ -11,6 +11,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation.admin.actions import each_selected
+from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.families import family_sheets
 from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
@@ -143,7 +144,7 @@ def _judge_action(mode):
 
 
 @admin.register(Tournament)
-class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
+class TournamentAdmin(AuditTrailMixin, WorkflowAdminMixin, admin.ModelAdmin):
     change_form_template = "admin/annotation/workflow_change_form.html"
     list_display = [
         "name",
@@ -336,7 +337,7 @@ class NewJudgeRunForm(forms.ModelForm):
 
 
 @admin.register(JudgeRun)
-class JudgeRunAdmin(admin.ModelAdmin):
+class JudgeRunAdmin(AuditTrailMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "tournament",

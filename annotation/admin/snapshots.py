@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.datasets import downloads, manifest, snapshots
 from annotation.exceptions import AnnotationError
@@ -17,7 +18,7 @@ from annotation.public_urls import placeholder_warning
 
 
 @admin.register(Snapshot)
-class SnapshotAdmin(admin.ModelAdmin):
+class SnapshotAdmin(AuditTrailMixin, admin.ModelAdmin):
     list_display = ["version", "status", "progress_bar", "created_at", "created_by", "short_hash"]
     list_filter = ["status"]
     filter_horizontal = ["tournaments"]

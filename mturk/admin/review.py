@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 
 from annotation.admin.actions import each_selected
+from annotation.admin.audit import AuditTrailMixin
 from annotation.models import WorkerBlock
 from mturk.admin.common import PayPermissionMixin, form_step, report
 from mturk.exceptions import PlatformError
@@ -156,7 +157,7 @@ class BonusAdmin(PayPermissionMixin, admin.ModelAdmin):
 
 
 @admin.register(WorkerBlock)
-class WorkerBlockAdmin(admin.ModelAdmin):
+class WorkerBlockAdmin(AuditTrailMixin, admin.ModelAdmin):
     list_display = ["worker", "reason", "active", "created_by", "created_at"]
     list_filter = ["active"]
     readonly_fields = ["worker", "reason", "created_by", "created_at"]

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from annotation.admin.actions import each_selected
+from annotation.admin.audit import AuditTrailMixin
 from annotation.models import Worker, WorkerQualification
 from annotation.public_urls import placeholder_warning
 from mturk import client as mturk_client
@@ -28,7 +29,7 @@ class PublishForm(forms.Form):
 
 
 @admin.register(CrowdStudy)
-class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
+class CrowdStudyAdmin(AuditTrailMixin, PayPermissionMixin, admin.ModelAdmin):
     list_display = ["name", "platform", "stage", "family", "reward_usd", "budget_usd", "spend",
                     "hit_count", "ready", "flagged"]
     list_filter = ["platform", "stage"]

@@ -1,7 +1,7 @@
 """The leaderboard as a researcher reads it, in headless Chromium: Elo beside Bradley-Terry, the
 all-images rows, the warning on thin data, the judge's agreement, and figures that load.
 
-The screenshot lands in docs/screenshots/leaderboard.png (the README shows it).
+The screenshot lands in docs/screenshots/leaderboard.png (the README and the docs site show it).
 """
 
 import os
