@@ -17,8 +17,10 @@ def register_researcher_models():
         ImageAsset,
         InstructionFamily,
         JudgeRun,
+        Membership,
         ModelEndpoint,
         Reference,
+        ResearchGroup,
         Rubric,
         SeedImage,
         Snapshot,
@@ -30,7 +32,7 @@ def register_researcher_models():
     )
 
     for model in (InstructionFamily, SeedImage, ImageAsset, StageConfig, Tournament, Rubric, ModelEndpoint,
-                  JudgeRun, Snapshot, StageQualification, WorkerBlock):
+                  JudgeRun, Snapshot, StageQualification, WorkerBlock, ResearchGroup, Membership):
         auditlog.register(model)
     # A reference's text and verdict are what researchers edit or adjudicate; its counters move
     # with every verification and would bury them.

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "tasks",
     "mturk",
     "frontend",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -198,7 +199,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging", "tasks.answers", "tasks.platforms", "tasks.exports",
-                  "tasks.outbox", "tasks.scoring"]
+                  "tasks.outbox", "tasks.scoring", "webhooks.tasks"]
 # Owed work whose job was queued longer ago than this, and is not running, is queued again.
 JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", default=600)
 CELERY_BEAT_SCHEDULE = {
@@ -405,3 +406,32 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
+
+# E-mail (Django's own). Printed to the console unless EMAIL_HOST names an SMTP server; another
+# backend (e.g. django.core.mail.backends.locmem.EmailBackend in tests) through EMAIL_BACKEND.
+EMAIL_HOST = env("EMAIL_HOST", default="")
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
+                    else "django.core.mail.backends.console.EmailBackend")
+EMAIL_PORT = env.int("EMAIL_PORT", default=587)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=True)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT_SECONDS", default=30)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="crowdbench <crowdbench@localhost>")
+SERVER_EMAIL = env("SERVER_EMAIL", default=DEFAULT_FROM_EMAIL)
+# Django's mail_admins (and server errors, with DEBUG off) go to these addresses, comma-separated.
+ADMINS = [(address, address) for address in env.list("DJANGO_ADMINS", default=[])]
+
+# Notifications (webhooks/): the researchers told by e-mail (empty: the ADMINS), and of which events
+# (crowdbench/events.py).
+NOTIFY_EMAILS = env.list("NOTIFY_EMAILS", default=[])
+NOTIFY_EVENTS = env.list("NOTIFY_EVENTS", default=["study.completed", "judge_run.failed", "worker.paused"])
+# Webhook deliveries: the time a receiver has to answer, and the attempts before a delivery is
+# given up (the waits between them double from the base up to the cap: with the defaults, about
+# 75 minutes in all). The cap stays below CELERY_VISIBILITY_TIMEOUT_SECONDS, so a waiting retry is
+# not handed to a second worker.
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=10)
+WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=30.0)
+WEBHOOK_RETRY_MAX_SECONDS = env.float("WEBHOOK_RETRY_MAX_SECONDS", default=900.0)

@@ -79,19 +79,21 @@ def _table2_column(column):
     }
 
 
-def _family_counts():
+def _family_counts(group):
+    owned = InstructionFamily.objects.all() if group is None else InstructionFamily.objects.filter(group=group)
     families = {}
-    for family in InstructionFamily.objects.order_by("name"):
+    for family in owned.order_by("name"):
         families[family.name] = {
             "is_multi_image": family.is_multi_image,
             "source": family.source,
             "instances": {status.value: 0 for status in Instance.Status},
             "stages": {},
         }
-    names = dict(InstructionFamily.objects.values_list("pk", "name"))
-    for row in Instance.objects.values("family_id", "status").annotate(n=Count("pk")).order_by():
+    names = dict(owned.values_list("pk", "name"))
+    for row in (Instance.objects.filter(family__in=owned).values("family_id", "status").annotate(n=Count("pk"))
+                .order_by()):
         families[names[row["family_id"]]]["instances"][row["status"]] = row["n"]
-    for row in (WorkUnit.objects.values("family_id", "stage")
+    for row in (WorkUnit.objects.filter(family__in=owned).values("family_id", "stage")
                 .annotate(units=Count("pk", distinct=True),
                           done=Count("pk", filter=Q(status=WorkUnit.Status.DONE), distinct=True),
                           submitted=Count("assignments", distinct=True,
@@ -104,9 +106,9 @@ def _family_counts():
 
 
 def build_manifest(*, snapshot, tournaments, files, content_sha256):
-    published = streams.published_instances()
+    published = streams.published_instances(group=snapshot.group)
     exported = {entry["table"]: entry["rows"] for entry in files}
-    table = table2()
+    table = table2(group=snapshot.group)
     runs = JudgeRun.objects.filter(tournament__in=tournaments).select_related("tournament").order_by("pk")
     reformatted = (
         InstructionFamily.objects.filter(source=InstructionFamily.Source.REFORMATTED,
@@ -128,7 +130,7 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
         "files": files,
         "rows": exported,
         "counts": {
-            "families": _family_counts(),
+            "families": _family_counts(snapshot.group),
             "images": ImageAsset.objects.filter(instances__in=published).distinct().count(),
         },
         "table2": {name.lower(): _table2_column(column) for name, column in table.columns()},

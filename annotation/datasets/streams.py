@@ -53,8 +53,8 @@ def _decided_references():
     return Reference.objects.exclude(verdict=Reference.Verdict.PENDING).order_by("instance_id", "-id")
 
 
-def published_instances():
-    """Instances that go into the benchmark sheets.
+def published_instances(*, group=None):
+    """Instances that go into the benchmark sheets (of the families `group` owns, when given).
 
     Verified instances, and the instances of published sheets we re-imported: those sheets keep
     rows whose candidate was rated incorrect (the human_ratings_* columns say so), and a snapshot
@@ -62,8 +62,9 @@ def published_instances():
     flagged harmful, never leave.
     """
     decided = _decided_references().filter(instance=OuterRef("pk"))
+    instances = Instance.objects.all() if group is None else Instance.objects.filter(family__group=group)
     return (
-        Instance.objects.filter(
+        instances.filter(
             Q(status=Instance.Status.VERIFIED)
             | Q(status=Instance.Status.DISCARDED, imported_from__gt=""),
             Exists(decided),

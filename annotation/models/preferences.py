@@ -78,6 +78,9 @@ class Tournament(models.Model):
     families = models.ManyToManyField(InstructionFamily, blank=True,
                                       related_name="tournaments",
                                       help_text="None chosen: every family.")
+    group = models.ForeignKey("annotation.ResearchGroup", null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="+",
+                              help_text="The research group that owns it; empty: staff outside groups.")
     image_kind = models.CharField(max_length=10, choices=ImageKind.choices, default=ImageKind.ALL)
     model_names = models.JSONField(default=list, blank=True,
                                    help_text='A JSON list of model names; empty: every model.')

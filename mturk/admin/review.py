@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 
 from annotation.admin.actions import each_selected
 from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import WorkerBlock
 from mturk.admin.common import PayPermissionMixin, form_step, report
 from mturk.exceptions import PlatformError
@@ -41,7 +42,8 @@ class NotifyForm(forms.Form):
 
 
 @admin.register(Submission)
-class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
+class SubmissionAdmin(GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
+    group_path = "study__family__group"
     list_display = ["id", "worker_pseudonym", "study", "hit", "platform_status", "review",
                     "flag_reason", "submitted_at"]
     list_filter = ["review", "study", "study__platform"]
