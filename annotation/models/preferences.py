@@ -38,6 +38,9 @@ class ModelResponse(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An edit of its text in the admin changes the leaderboard (the judge report's length bias counts
+    # its tokens): the fingerprint (scoring/freshness.py) reads this.
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["instance_id", "model_name"]
