@@ -12,7 +12,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0021_active_battle_sampling'),
+        ('annotation', '0022_research_groups'),
     ]
 
     operations = [
