@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from django.db.models import Count
 
+from annotation.collection.instructions import LICENCES
 from annotation.models import ImageAsset
 
 # The Creative Commons identifiers among the Hub's licence identifiers
@@ -73,6 +74,38 @@ def image_metadata(image):
     return {key: value for key, value in values.items() if value}
 
 
+_NAMES_BY_URL = {url: name for name, url in LICENCES.items()}
+_DETAIL_LIMITS = {"licence": 200, "licence_url": 500, "author": 300, "source_url": 1000}
+
+
+def _published_details(metadata):
+    details = {
+        "licence_url": metadata.get("License"),
+        "licence": metadata.get("LicenseName") or _NAMES_BY_URL.get(metadata.get("License")),
+        "author": metadata.get("Author"),
+        "source_url": metadata.get("OriginalLandingURL"),
+    }
+    kept = {key: value.strip() for key, value in details.items()
+            if isinstance(value, str) and value.strip() and len(value.strip()) <= _DETAIL_LIMITS[key]}
+    for key in ("licence_url", "source_url"):
+        if key in kept and not kept[key].startswith(("http://", "https://")):
+            del kept[key]
+    return kept if "licence" in kept or "licence_url" in kept else {}
+
+
+def published_image_details(metadata, image_count):
+    """Per image, the licence, author and source a published row's metadata gives (ImageAsset
+    fields), {} for an image it says nothing of: the single-image sheet's Open Images rows carry
+    License, Author and OriginalLandingURL, and a sheet this platform exported carries the same
+    keys (with {"images": [...]} for several images), so its licences come back on import."""
+    if not isinstance(metadata, dict):
+        return [{}] * image_count
+    per_image = metadata.get("images") if image_count > 1 else [metadata]
+    if not isinstance(per_image, list) or len(per_image) != image_count:
+        return [{}] * image_count
+    return [_published_details(entry) if isinstance(entry, dict) else {} for entry in per_image]
+
+
 def instance_metadata(images):
     """The public_images_metadata of an instance made here, from its images in order.
 
@@ -109,12 +142,14 @@ def card_licence(licences):
 
 
 def image_attributions(*, instances, image_url):
-    """[{image, author, source, licence, licence_url}] for each image of `instances` whose licence
-    asks that its author be named; `image_url(image)` is the address the sheets give it."""
+    """[{image, author, source, licence, licence_url}] for each image of `instances` whose recorded
+    licence asks that its author be named; `image_url(image)` is the address the sheets give it."""
     images = ImageAsset.objects.filter(instances__in=instances).distinct().order_by("pk")
     return [
         {"image": image_url(image), "author": image.author, "source": image.source_url,
          "licence": image.licence, "licence_url": image.licence_url}
         for image in images.iterator(chunk_size=2000)
-        if needs_attribution(licence=image.licence, licence_url=image.licence_url)
+        # An image without a recorded licence is counted as unknown, with nobody to name.
+        if (image.licence or image.licence_url)
+        and needs_attribution(licence=image.licence, licence_url=image.licence_url)
     ]

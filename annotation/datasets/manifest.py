@@ -263,15 +263,25 @@ def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _declared_because(manifest):
+    identifier = manifest["hub_licence"]
+    if identifier == licences.UNKNOWN:
+        return "`unknown`: no image has its licence recorded."
+    if identifier != licences.OTHER:
+        return f"`{identifier}`: every image is under it."
+    if len(manifest["image_licences"]) > 1:
+        return "`other`, because the images' licences differ (below)."
+    return "`other`, because the Hub has no identifier for the images' licence (below)."
+
+
 def _licence_section(manifest):
     lines = ["## Image licences", "",
              "Each image keeps its own licence; the sheets' `public_images_metadata` carries it per "
              "instance. The card's `license` is the Hub's identifier for them: "
-             + (f"every image is under `{manifest['hub_licence']}`." if manifest["hub_licence"] != licences.OTHER
-                else "`other`, because the images' licences differ or the Hub has no identifier for one."),
+             + _declared_because(manifest),
              "", "| licence | Hub identifier | images |", "| --- | --- | --- |"]
     for entry in manifest["image_licences"]:
-        name = _cell(entry["licence"] or "not recorded")
+        name = _cell(entry["licence"] or entry["licence_url"] or "not recorded")
         if entry["licence_url"]:
             name = f"[{name}](<{_cell(entry['licence_url'])}>)"
         lines.append(f"| {name} | `{entry['hub_licence']}` | {entry['images']} |")

@@ -14,10 +14,12 @@ from django.core.management import call_command
 
 from annotation.datasets import licences, manifest, snapshots, streams
 from annotation.datasets.exports import export_sheet
+from annotation.datasets.imports import import_visit_bench
 from annotation.datasets.layouts import MULTI_IMAGE, SINGLE_IMAGE
 from annotation.models import ImageAsset, Instance
 from tests.export_fixtures import judged_tournament_with_criteria_fixture  # noqa: F401
 from tests.factories import FamilyFactory, ImageAssetFactory
+from tests.published_data import DATA
 from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db
@@ -239,3 +241,41 @@ def test_licences_map_to_the_hubs_identifiers(licence, licence_url, identifier):
 ])
 def test_only_cc0_and_the_public_domain_waive_attribution(licence, licence_url, attribution):
     assert licences.needs_attribution(licence=licence, licence_url=licence_url) is attribution
+
+
+@pytest.mark.integration
+def test_the_published_sheets_open_images_licences_are_recorded_on_import_and_stated_in_the_card(snapshot_folder):
+    import_visit_bench(path_or_file=DATA / "visit_bench_single_image.csv")
+    with open(DATA / "visit_bench_single_image.csv", newline="", encoding="utf-8") as handle:
+        licensed = {row["image"]: json.loads(row["public_images_metadata"]) for row in csv.DictReader(handle)
+                    if "License" in json.loads(row["public_images_metadata"])}
+
+    snapshot = _snapshot()
+
+    image = ImageAsset.objects.get(url=next(iter(licensed)))
+    published = licensed[image.url]
+    assert (image.licence, image.licence_url, image.author, image.source_url) == (
+        "CC BY 2.0", published["License"], published["Author"], published["OriginalLandingURL"])
+    by_identifier = Counter()
+    for entry in snapshot.manifest["image_licences"]:
+        by_identifier[entry["hub_licence"]] += entry["images"]
+    assert by_identifier == {"cc-by-2.0": len(licensed), "unknown": ImageAsset.objects.count() - len(licensed)}
+    front, card = _front_matter(snapshot_folder / f"v{snapshot.version}")
+    assert front["license"] == "other" and front["license_name"] == "mixed-image-licences"
+    assert len(snapshot.manifest["image_attributions"]) == len(licensed)
+    assert f"| {image.url} | {published['Author']} | {published['OriginalLandingURL']} | CC BY 2.0 |" in card
+    # The sheet still comes back as published.
+    assert (snapshot_folder / f"v{snapshot.version}" / "visit_bench_single_image.csv").read_bytes() == (
+        DATA / "visit_bench_single_image.csv").read_bytes()
+
+
+def test_an_exported_multi_image_rows_metadata_gives_each_image_its_licence_back():
+    metadata = {"images": [
+        {"License": CC0["licence_url"], "LicenseName": "CC0 1.0", "Author": "First"},
+        {"Author": "Only an author"},
+    ]}
+
+    assert licences.published_image_details(metadata, 2) == [
+        {"licence": "CC0 1.0", "licence_url": CC0["licence_url"], "author": "First"}, {}]
+    assert licences.published_image_details(metadata, 3) == [{}, {}, {}]
+    assert licences.published_image_details({"License": "not a link"}, 1) == [{}]
