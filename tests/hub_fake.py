@@ -1,6 +1,8 @@
 """A loopback HTTP server speaking enough of the Hugging Face Hub's API for `HfApi.create_repo` and
-`HfApi.upload_folder`: repository creation, the card's YAML check, preupload (regular or LFS),
-the LFS batch API with its basic transfer (PUT, then verify), and the NDJSON commit.
+`HfApi.upload_folder`: repository creation, the card's YAML check, preupload (regular or LFS, with
+the oid of a file the repository holds already, so the client leaves out what has not changed),
+the LFS batch API with its basic transfer (PUT to a presigned URL, then verify), the NDJSON commit,
+and the repository's info (which the client reads when nothing changed).
 
 The real `huggingface_hub` client talks to it over TCP, so its requests are the ones a push to the
 Hub makes. Xet storage (hf_xet's own protocol to a content-addressed store) is not spoken: a test
@@ -28,7 +30,12 @@ class Repo:
     repo_type: str
     private: bool
     files: dict = field(default_factory=dict)  # path -> bytes, as of the last commit
-    commits: list = field(default_factory=list)  # the header of each commit
+    lfs_paths: set = field(default_factory=set)
+    commits: list = field(default_factory=list)  # per commit: its header, and the paths it wrote
+
+    @property
+    def head(self):
+        return hashlib.sha1(f"commit {len(self.commits)}".encode()).hexdigest() if self.commits else "0" * 40
 
 
 @dataclass
@@ -74,6 +81,7 @@ def _handler(hub):
         ("PUT", re.compile(r"^/lfs-upload/(?P<oid>[0-9a-f]{64})$"), "_lfs_put"),
         ("POST", re.compile(r"^/lfs-verify/(?P<oid>[0-9a-f]{64})$"), "_lfs_verify"),
         ("POST", re.compile(r"^/api/(?P<kind>\w+)s/(?P<repo>[^/]+/[^/]+)/commit/(?P<rev>[^/]+)$"), "_commit"),
+        ("GET", re.compile(r"^/api/(?P<kind>\w+)s/(?P<repo>[^/]+/[^/]+)/revision/(?P<rev>[^/]+)$"), "_info"),
     )
 
     class Handler(BaseHTTPRequestHandler):
@@ -104,6 +112,9 @@ def _handler(hub):
 
         def do_PUT(self):
             self._route("PUT")
+
+        def do_GET(self):
+            self._route("GET")
 
         def _send(self, status, payload):
             data = json.dumps(payload).encode()
@@ -137,14 +148,20 @@ def _handler(hub):
             return self._send(200, {"errors": [], "warnings": []})
 
         def _preupload(self, body, kind, repo, rev):
-            if self._repo(kind, repo) is None:
+            target = self._repo(kind, repo)
+            if target is None:
                 return self._send(404, {"error": "Repository not found"})
             files = []
             for entry in json.loads(body)["files"]:
                 sample = base64.b64decode(entry["sample"])
                 lfs = entry["path"].endswith(_LFS_SUFFIXES) or b"\x00" in sample or entry["size"] > 10 << 20
-                files.append({"path": entry["path"], "uploadMode": "lfs" if lfs else "regular",
-                              "shouldIgnore": False})
+                answer = {"path": entry["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False}
+                held = target.files.get(entry["path"])
+                if held is not None:
+                    # An LFS file's oid is its sha256, a regular file's its git blob sha1.
+                    answer["oid"] = (hashlib.sha256(held).hexdigest() if entry["path"] in target.lfs_paths
+                                     else hashlib.sha1(b"blob %d\x00" % len(held) + held).hexdigest())
+                files.append(answer)
             return self._send(200, {"files": files, "commitOid": "0" * 40})
 
         def _lfs_batch(self, body, kind, repo):
@@ -179,21 +196,30 @@ def _handler(hub):
                 return self._send(404, {"error": "Repository not found"})
             lines = [json.loads(line) for line in body.splitlines() if line.strip()]
             header = next(line["value"] for line in lines if line["key"] == "header")
-            files = dict(target.files)
+            files, lfs_paths, written = dict(target.files), set(target.lfs_paths), []
             for line in lines:
                 value = line["value"]
                 if line["key"] == "file":
                     files[value["path"]] = base64.b64decode(value["content"])
+                    lfs_paths.discard(value["path"])
                 elif line["key"] == "lfsFile":
                     if value["oid"] not in hub.lfs_objects:
                         return self._send(400, {"error": f"LFS object {value['oid']} was never uploaded"})
                     files[value["path"]] = hub.lfs_objects[value["oid"]]
+                    lfs_paths.add(value["path"])
                 elif line["key"] in ("deletedFile", "deletedFolder"):
                     files.pop(value["path"], None)
-            target.files = files
-            target.commits.append(header)
-            oid = hashlib.sha1(f"{repo}{len(target.commits)}".encode()).hexdigest()
-            return self._send(200, {"commitUrl": f"{hub.url}/{kind}s/{repo}/commit/{oid}", "commitOid": oid,
-                                    "success": True})
+                if line["key"] != "header":
+                    written.append(value["path"])
+            target.files, target.lfs_paths = files, lfs_paths
+            target.commits.append({**header, "paths": sorted(written)})
+            return self._send(200, {"commitUrl": f"{hub.url}/{kind}s/{repo}/commit/{target.head}",
+                                    "commitOid": target.head, "success": True})
+
+        def _info(self, body, kind, repo, rev):
+            target = self._repo(kind, repo)
+            if target is None:
+                return self._send(404, {"error": "Repository not found"})
+            return self._send(200, {"id": repo, "sha": target.head, "private": target.private})
 
     return Handler

@@ -4,7 +4,8 @@ The snapshot's folder is already a Hub dataset: its README.md declares the licen
 and their features (manifest.py). Pushing copies every file the snapshot lists out of its storage
 (local disk or S3), checks each against the sha256 the build recorded, and commits them in one
 commit through `huggingface_hub`. Pushing again is harmless: the repository is created only when
-missing, and the same files make a commit with the same content.
+missing, and the client leaves out every file the Hub already holds as it is, so the same
+snapshot pushed twice makes one commit.
 """
 
 import hashlib

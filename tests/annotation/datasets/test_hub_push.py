@@ -58,7 +58,8 @@ def test_the_command_pushes_every_file_of_the_latest_snapshot_as_built(hub, buil
             "spreadsheet/human_preferences.csv"} <= set(repo.files)
     assert repo.private and repo.repo_type == "dataset"
     assert repo.commits == [{"summary": f"crowdbench snapshot v{built.version}",
-                             "description": f"Content hash (sha256 of SHA256SUMS): {built.content_sha256}"}]
+                             "description": f"Content hash (sha256 of SHA256SUMS): {built.content_sha256}",
+                             "paths": sorted(built_files)}]
     # The Parquet files went through LFS, to presigned URLs that carry no token; the rest went inline.
     uploads = [request for request in hub.requests if request.method == "PUT"]
     assert len(uploads) == sum(name.endswith(".parquet") for name in repo.files)
@@ -78,13 +79,23 @@ def test_what_arrives_on_the_hub_loads_with_datasets(hub, built, tmp_path):
     assert battles.num_rows == built.manifest["rows"]["battles"] > 0
 
 
-def test_pushing_again_keeps_the_repository_and_adds_a_commit(hub, built):
-    push_snapshot(snapshot=built, repo_id=REPO, token=TOKEN, private=False)
-    pushed = push_snapshot(snapshot=built, repo_id=REPO, token=TOKEN)
+def test_pushing_again_changes_nothing_and_a_later_snapshot_sends_only_what_changed(hub, built):
+    first = push_snapshot(snapshot=built, repo_id=REPO, token=TOKEN, private=False)
+    again = push_snapshot(snapshot=built, repo_id=REPO, token=TOKEN)
 
     repo = hub.dataset(REPO)
-    assert len(repo.commits) == 2 and not repo.private
-    assert pushed.commit_url.startswith(f"{hub.url}/datasets/{REPO}/commit/")
+    assert len(repo.commits) == 1 and not repo.private
+    assert again.commit_url == first.commit_url
+
+    later = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(
+        background=False, tournaments=built.tournaments.all()))
+    pushed = push_snapshot(snapshot=later, repo_id=REPO, token=TOKEN)
+
+    # The same data: only the manifest and the card (which name the version) differ.
+    assert repo.commits[1]["paths"] == [manifest.CARD_NAME, manifest.MANIFEST_NAME]
+    assert pushed.commit_url != first.commit_url
+    with snapshots.open_snapshot_file(snapshot=later, name=manifest.MANIFEST_NAME) as stored:
+        assert repo.files[manifest.MANIFEST_NAME] == stored.read()
 
 
 def test_a_token_the_hub_refuses_is_a_clear_error(hub, built):
