@@ -231,8 +231,10 @@ def _yaml_text(value):
 
 
 def _front_matter(*, manifest, tables, rows):
-    """The card's YAML: its licence (licences.py) and, per table, a config and its features, so
-    `datasets.load_dataset(<folder>, <config>)` reads the Parquet file with the declared types."""
+    """The card's YAML: its licence (licences.py) and, per table with rows, a config and its
+    features, so `datasets.load_dataset(<folder>, <config>)` reads the Parquet file with the
+    declared types. `datasets` cannot load a split without rows, so an empty table (no tournament
+    yet, no multi-image instance) has no config: asking for it names the configs there are."""
     lines = ["---", f"license: {manifest['hub_licence']}"]
     if manifest["hub_licence"] == licences.OTHER:
         named = {entry["licence"] or entry["licence_url"] for entry in manifest["image_licences"]}
@@ -241,21 +243,24 @@ def _front_matter(*, manifest, tables, rows):
         links = {entry["licence_url"] for entry in manifest["image_licences"]}
         if len(links) == 1 and links != {""}:
             lines.append(f"license_link: {_yaml_text(links.pop())}")
-    lines += [f"pretty_name: {_yaml_text('crowdbench snapshot v' + str(manifest['version']))}", "configs:"]
-    for output in OUTPUTS:
+    lines.append(f"pretty_name: {_yaml_text('crowdbench snapshot v' + str(manifest['version']))}")
+    declared = [output for output in OUTPUTS if rows.get(output.table.name)]
+    if not declared:
+        return lines + ["---"]
+    lines.append("configs:")
+    for output in declared:
         name = output.table.name
         lines += [f"- config_name: {name}", "  data_files:", f"  - split: {SPLIT}",
                   f"    path: {_yaml_text(output.names()['parquet'])}"]
         if name == DEFAULT_CONFIG:
             lines.append("  default: true")
     lines.append("dataset_info:")
-    for output in OUTPUTS:
+    for output in declared:
         table = tables.get(output.table.name, output.table)
         lines += [f"- config_name: {table.name}", "  features:"]
         for column in table.columns:
             key, value = _FEATURES[column.type]
             lines += [f"  - name: {_yaml_text(column.name)}", f"    {key}: {value}"]
-        lines += ["  splits:", f"  - name: {SPLIT}", f"    num_examples: {rows.get(table.name, 0)}"]
     return lines + ["---"]
 
 

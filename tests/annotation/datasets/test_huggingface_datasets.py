@@ -119,6 +119,25 @@ def _demo_family_names():
 
 
 @pytest.mark.integration
+def test_a_demo_snapshot_without_tournaments_declares_only_the_tables_with_rows_and_each_loads(
+        snapshot_folder, tmp_path):
+    call_command("load_demo")
+
+    snapshot = _snapshot()
+
+    folder = snapshot_folder / f"v{snapshot.version}"
+    front, _ = _front_matter(folder)
+    rows = snapshot.manifest["rows"]
+    declared = [config["config_name"] for config in front["configs"]]
+    assert declared == [output.table.name for output in manifest.OUTPUTS if rows[output.table.name]]
+    assert "visit_bench_single_image" in declared and "battles" not in declared
+    for name in declared:
+        assert _load(folder, name, tmp_path).num_rows == rows[name]
+    with pytest.raises(ValueError, match="battles"):
+        _load(folder, "battles", tmp_path)
+
+
+@pytest.mark.integration
 def test_a_demo_snapshot_card_states_the_licences_its_images_carry(snapshot_folder):
     call_command("load_demo")
 
