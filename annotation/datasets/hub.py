@@ -85,6 +85,10 @@ def push_snapshot(*, snapshot, repo_id, token, endpoint=None, private=None):
         except HfHubHTTPError as error:
             raise AnnotationError(f"The Hub refused the push of {snapshot} to {repo_id} "
                                   f"({error.response.status_code}): {error.server_message or error}") from None
+        except ConnectionError as error:
+            # hf_xet's uploads to the Hub's Xet storage fail this way.
+            raise AnnotationError(f"The Hub's storage did not take the files of {snapshot} ({error}); the "
+                                  "commit was not made.") from None
         except httpx2.HTTPError as error:
             # huggingface_hub's own transport; it has retried already.
             raise AnnotationError(f"The Hub at {api.endpoint} could not be reached ({error}); nothing was "

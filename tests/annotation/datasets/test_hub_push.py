@@ -132,3 +132,14 @@ def test_only_a_done_snapshot_is_pushed(hub):
         push_snapshot(snapshot=pending, repo_id=REPO, token=TOKEN)
     with pytest.raises(CommandError, match="No done snapshot v7"):
         call_command("push_snapshot", "7")
+
+
+def test_a_hub_whose_xet_storage_fails_is_a_clear_error(hub, built, monkeypatch):
+    # With hf_xet installed the client uploads the Parquet files through Xet, which the loopback
+    # Hub does not speak: the failure must reach the researcher as a message, and no commit is made.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", False)
+
+    with pytest.raises(CommandError, match="The Hub's storage did not take the files of Snapshot v1"):
+        call_command("push_snapshot")
+    assert hub.dataset(REPO).commits == []
+    assert any(request.path == f"/api/datasets/{REPO}/xet-write-token/main" for request in hub.requests)
