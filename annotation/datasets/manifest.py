@@ -200,7 +200,8 @@ _LOADING = """\
 ```python
 from datasets import load_dataset
 
-# One config per table (the card's front matter lists them), each read from its Parquet file.
+# One config per table with rows (the front matter above lists them), read from its Parquet file;
+# once pushed to the Hub, give the repository ("owner/name") instead of the folder.
 benchmark = load_dataset("path/to/this/folder", "visit_bench_single_image", split="test")
 battles = load_dataset("path/to/this/folder", "battles", split="test")
 
