@@ -370,6 +370,13 @@ STORAGES["snapshots"] = {
 }
 # Rows fetched per round trip (a server-side cursor on PostgreSQL) and per Parquet row group.
 EXPORT_CHUNK_ROWS = env.int("EXPORT_CHUNK_ROWS", default=5000)
+# Pushing a snapshot to the Hugging Face Hub (`manage.py push_snapshot`, docs/huggingface.md): a
+# token with write access, the dataset repository (owner/name), the Hub's address, and whether a
+# repository the push creates is private.
+HUGGINGFACE_TOKEN = env("HUGGINGFACE_TOKEN", default="")
+HUGGINGFACE_DATASET_REPO = env("HUGGINGFACE_DATASET_REPO", default="")
+HUGGINGFACE_ENDPOINT = env("HUGGINGFACE_ENDPOINT", default="https://huggingface.co")
+HUGGINGFACE_PRIVATE = env.bool("HUGGINGFACE_PRIVATE", default=True)
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes a request without credentials a 401.
     "DEFAULT_AUTHENTICATION_CLASSES": [

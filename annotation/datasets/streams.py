@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q
 
-from annotation.datasets import cells, layouts
+from annotation.datasets import cells, layouts, licences
 from annotation.datasets.formats import SHEETS, sheet_table
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -103,7 +103,9 @@ def _content(instance):
         prediction=text if reference and reference.model else "",
         reference_output=instance.reference_output,
         human_output=instance.reference_output or text,
-        metadata=instance.public_images_metadata,
+        # Metadata a published sheet gave is kept as published; an instance made here carries its
+        # images' licences, authors and sources.
+        metadata=instance.public_images_metadata or licences.instance_metadata(link.image for link in links),
         correct=bool(reference) and reference.verdict == Reference.Verdict.CORRECT,
         problem_in_caption=bool(reference) and reference.problem_in_caption,
         problem_in_response=bool(reference) and reference.problem_in_response,
