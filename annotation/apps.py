@@ -7,6 +7,9 @@ class AnnotationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from annotation.audit import register_researcher_models
         from annotation.sql import register_sqlite_median
+
+        register_researcher_models()
 
         connection_created.connect(register_sqlite_median, dispatch_uid="annotation_sqlite_median")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.audit import record_review
 from annotation.collection import stages
 from annotation.collection import verification as verification_stage
 from annotation.collection.decisions import settle_unit
@@ -103,6 +104,7 @@ def _review_each(assignments, state, reviewer, reason, consequences):
                 continue
             before = assignment.work_state
             _set_state(assignment, state, reviewer, reason)
+            record_review(assignment=assignment, before=before, reviewer=reviewer, reason=reason)
             if assignment.unit.stage == Stage.PAIRWISE:
                 judged.append(assignment)
             outcome.changed += 1

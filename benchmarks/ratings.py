@@ -1,225 +1,208 @@
-"""Time the leaderboard's scoring against FastChat's algorithms on simulated judge battles.
+"""Time the leaderboard's scoring against FastChat's own code on simulated judge battles.
 
-Run from the project root:  .venv/bin/python benchmarks/ratings.py  [--quick | --full] [--repeat 3]
+Run from the project root:  .venv/bin/python benchmarks/ratings.py  [--full] [--rounds R] [--battles N ...]
+
+Needs the ``benchmarks`` extra (``pip install -e '.[benchmarks]'``: fschat 0.2.36, the release
+VisIT-Bench cites, with the plotting and time-zone packages its elo_analysis module imports).
 
 Battles among 15 models are drawn from known Bradley-Terry strengths with a fixed seed: 31,735 of
-them (the size of the VisIT-Bench leaderboard in Table 4) and 1,000,000. The script times
+them (the size of the VisIT-Bench leaderboard in Table 4) and, with --full, 1,000,000. For each
+size, ours (annotation.scoring) and FastChat's (fastchat.serve.monitor.elo_analysis) are printed
+side by side: wall-clock time, peak memory (the most resident memory the call added), and the
+largest rating difference on the same battles and the same bootstrap draws:
 
-- annotation.scoring.ratings: online Elo, its 1,000-round bootstrap, the Bradley-Terry fit (with
-  its prior, annotation.scoring.BT_PRIOR_SD) and its 1,000-round bootstrap;
-- FastChat's current bootstrap algorithm (one Python loop over the battles, each step vectorised
-  across rounds with numpy), re-implemented below from its description, on the same resampled
-  battles, printing the largest rating difference; the two bootstraps run --repeat times each,
-  interleaved, and the speed-up is printed on the medians and on the best runs;
-- FastChat 0.2.36's paper-era ``compute_elo`` (the code VisIT-Bench cites), if fschat is
-  installed (``pip install -e '.[benchmarks]'``), on a few rounds of the same resampled battles.
+- online Elo: ``ratings.online_elo`` against FastChat's ``compute_elo``;
+- its bootstrap: ``ratings.bootstrap_elo_samples`` against ``get_bootstrap_result(battles,
+  compute_elo, rounds)``;
+- Bradley-Terry: ``bradley_terry.bradley_terry`` against ``compute_elo_mle_with_tie`` (0.2.36's
+  name for what later FastChat calls ``compute_mle_elo``);
+- its bootstrap: ``bradley_terry.bootstrap_bradley_terry_samples`` against ``get_bootstrap_result(
+  battles, compute_elo_mle_with_tie, rounds)``.
+
+The same draws: FastChat resamples with ``battles.sample(frac=1.0, replace=True)`` from numpy's
+global random state, which is seeded here, so its draws are drawn again the same way and our
+single-fit functions are run on each of them. (Our bootstraps draw their own rounds, faster: their
+timings are of the bootstraps as the leaderboard runs them.)
+
+FastChat 0.2.36 fits Bradley-Terry with scikit-learn's LogisticRegression at its defaults: an L2
+penalty of C=1 on every battle counted twice, which is a Gaussian prior with a standard deviation
+of sqrt(2) * 400 Elo points. Ours states its prior (BT_PRIOR_SD, 400 points), so it is compared
+with the prior FastChat's fit has; how far our leaderboard's own prior moves the ratings is
+printed too.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib.metadata
-import importlib.util
 import math
-import statistics
+import os
 import sys
 import time
-from collections import defaultdict
+import types
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
-from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# FastChat's bootstrap draws a tqdm progress bar; tqdm reads this when it is first imported.
+os.environ.setdefault("TQDM_DISABLE", "1")
 
-from annotation.scoring import bradley_terry, ratings  # noqa: E402
+from annotation.scoring import BT_PRIOR_SD, bradley_terry, ratings  # noqa: E402
 
 N_MODELS = 15
 SMALL = 31_735
 LARGE = 1_000_000
-ROUNDS = 1_000
+FULL_ROUNDS = 1_000
+QUICK_ROUNDS = 50
 TIE_RATE = 0.1
+# scikit-learn's C=1 on each battle counted twice: a prior of variance 2 in natural units.
+FASTCHAT_PRIOR_SD = math.sqrt(2.0) * ratings.SCALE
 
 
-def simulate_battles(n: int, *, seed: int) -> tuple[pd.DataFrame, pd.Series]:
+def simulate_battles(n: int, *, seed: int) -> pd.DataFrame:
     """Uniformly drawn pairs, a Bradley-Terry winner on the Elo scale, 10% ties (the judge's
     undecided verdicts)."""
     rng = np.random.default_rng(seed)
-    strengths = pd.Series(
-        np.sort(rng.normal(1000.0, 120.0, N_MODELS))[::-1],
-        index=[f"model-{i:02d}" for i in range(N_MODELS)],
-    )
-    names = strengths.index.to_numpy()
-    elo = strengths.to_numpy()
+    names = np.array([f"model-{i:02d}" for i in range(N_MODELS)])
+    elo = np.sort(rng.normal(1000.0, 120.0, N_MODELS))[::-1]
     a = rng.integers(0, N_MODELS, n)
     b = (a + rng.integers(1, N_MODELS, n)) % N_MODELS
     p_a = 1.0 / (1.0 + 10.0 ** ((elo[b] - elo[a]) / 400.0))
     winner = np.where(rng.random(n) < p_a, "model_a", "model_b")
     winner = np.where(rng.random(n) < TIE_RATE, "tie", winner)
-    battles = pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
-    return battles, strengths
+    return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
 
 
-def fastchat_current_bootstrap(
-    battles: pd.DataFrame, sample_indices: np.ndarray, k=4.0, base=10.0, scale=400.0, initial=1000.0
-) -> pd.DataFrame:
-    """FastChat's present algorithm as we understand it: ratings for all rounds kept in one
-    (rounds, models) array, starting at zero; a Python loop over the rows of the (battles,
-    rounds) index matrix, each row one battle per round, updated for all rounds at once; the
-    initial rating added at the end."""
-    enc = ratings.encode_battles(battles)
-    rounds = sample_indices.shape[1]
-    alpha = math.log(base) / scale
-    values = np.zeros((rounds, len(enc.models)))
-    every_round = np.arange(rounds)
-    for row in sample_indices:
-        a = enc.model_a[row]
-        b = enc.model_b[row]
-        expected_a = expit(alpha * (values[every_round, a] - values[every_round, b]))
-        update = k * (enc.score_a[row] - expected_a)
-        values[every_round, a] += update
-        values[every_round, b] -= update
-    return pd.DataFrame(values + initial, columns=enc.models)
+def load_fastchat():
+    """fastchat.serve.monitor.elo_analysis as fschat ships it, and the installed version.
 
-
-def load_paper_era_compute_elo():
-    """FastChat 0.2.36's ``compute_elo``, or None and the reason it is unavailable.
-
-    Importing ``fastchat.serve.monitor.elo_analysis`` pulls in fastchat.model (torch,
-    transformers), plotly and pytz, none of which ``compute_elo`` uses; when that import fails the
-    function is compiled on its own from the installed source file, so the code timed is still
-    fschat's own.
+    ``fastchat/model/__init__.py`` imports the model-serving adapters (torch, transformers), which
+    the ``benchmarks`` extra does not install; elo_analysis needs only ``fastchat.model.
+    model_registry`` from that package. The package is therefore registered without running its
+    ``__init__``, and every module that is imported, elo_analysis included, is fschat's own file.
     """
     try:
         version = importlib.metadata.version("fschat")
     except importlib.metadata.PackageNotFoundError:
-        return None, "fschat is not installed (pip install -e '.[benchmarks]' installs 0.2.36)"
-    try:
-        from fastchat.serve.monitor.elo_analysis import compute_elo
+        sys.exit("fschat is not installed: pip install -e '.[benchmarks]' (fschat 0.2.36).")
+    import fastchat
 
-        return compute_elo, f"fschat {version}, imported"
-    except ImportError as error:
-        reason = f"{error.name} missing"
-    spec = importlib.util.find_spec("fastchat")
-    path = Path(spec.origin).parent / "serve" / "monitor" / "elo_analysis.py"
-    if not path.exists():
-        return None, f"fschat {version} has no {path.name}"
-    tree = ast.parse(path.read_text())
-    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_elo"]
-    if not functions:
-        return None, f"fschat {version}'s {path.name} has no compute_elo"
-    namespace = {"defaultdict": defaultdict}
-    exec(compile(ast.Module(body=functions, type_ignores=[]), str(path), "exec"), namespace)
-    return namespace["compute_elo"], f"fschat {version}, compute_elo compiled from source ({reason})"
+    if "fastchat.model" not in sys.modules:
+        package = types.ModuleType("fastchat.model")
+        package.__path__ = [str(Path(fastchat.__file__).parent / "model")]
+        sys.modules["fastchat.model"] = package
+    # compute_elo_mle_with_tie imports scikit-learn on its first call; imported here, outside the
+    # timings, as our numba kernels are compiled or loaded before them.
+    import sklearn.linear_model  # noqa: F401
+    from fastchat.serve.monitor import elo_analysis
+
+    return elo_analysis, version
 
 
-def timed(func, *args, repeat=1, **kwargs):
-    best = math.inf
-    for _ in range(repeat):
+class PeakMemory:
+    """The most resident memory a block added, read from Linux's high-water mark (VmHWM), which
+    writing 5 to /proc/self/clear_refs resets. Counts numpy's and numba's allocations alike."""
+
+    def __enter__(self):
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+            self.start = self._read("VmRSS")
+        except OSError:
+            self.start = None
+        return self
+
+    def __exit__(self, *exc):
+        self.added = None if self.start is None else self._read("VmHWM") - self.start
+
+    @staticmethod
+    def _read(field):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+        raise OSError(field)
+
+
+def measure(func, *args, **kwargs):
+    """(result, seconds, bytes of peak memory added) of one call."""
+    with PeakMemory() as memory:
         start = time.perf_counter()
         result = func(*args, **kwargs)
-        best = min(best, time.perf_counter() - start)
-    return result, best
+        seconds = time.perf_counter() - start
+    return result, seconds, memory.added
 
 
-class Report:
+def megabytes(value):
+    return "n/a" if value is None else f"{value / 2**20:,.0f} MB"
+
+
+def fastchat_draws(n, rounds, seed):
+    """The battle indices ``get_bootstrap_result`` resamples after ``np.random.seed(seed)``:
+    pandas' ``sample(frac=1.0, replace=True)`` draws ``RandomState.choice(n, n)`` from numpy's
+    global state, one round after another."""
+    state = np.random.RandomState(seed)
+    for _ in range(rounds):
+        yield state.choice(n, size=n, replace=True)
+
+
+def largest_difference(ours: pd.Series | pd.DataFrame, theirs: pd.Series | pd.DataFrame) -> float:
+    return float(np.abs(ours[theirs.columns if isinstance(theirs, pd.DataFrame) else theirs.index]
+                        .to_numpy() - theirs.to_numpy()).max())
+
+
+class Table:
     def __init__(self):
         self.rows = []
 
-    def add(self, what, n, rounds, seconds, note=""):
-        self.rows.append(
-            {
-                "what": what,
-                "battles": f"{n:,}",
-                "rounds": rounds,
-                "seconds": f"{seconds:.3f}",
-                "rounds/s": f"{rounds / seconds:,.1f}",
-                "battles/s": f"{n * max(rounds, 1) / seconds:,.0f}",
-                "note": note,
-            }
-        )
-        print(f"  {what:<44} {n:>9,} battles  {rounds:>5} rounds  {seconds:8.3f} s  {note}")
+    def add(self, what, battles, rounds, ours, theirs, difference, note=""):
+        (_, our_seconds, our_memory), (_, their_seconds, their_memory) = ours, theirs
+        row = {
+            "what": what, "battles": f"{battles:,}", "rounds": rounds,
+            "ours s": f"{our_seconds:.3f}", "FastChat s": f"{their_seconds:.3f}",
+            "faster": f"{their_seconds / our_seconds:,.0f}x",
+            "ours peak": megabytes(our_memory), "FastChat peak": megabytes(their_memory),
+            "max |diff|": f"{difference:.1e}", "note": note,
+        }
+        self.rows.append(row)
+        print("  " + "  ".join(f"{key} {value}" for key, value in row.items() if value != ""), flush=True)
 
-    def print_table(self):
+    def print(self):
         print()
         print(pd.DataFrame(self.rows).to_string(index=False))
 
 
-def max_abs_diff(ours: pd.DataFrame, theirs: pd.DataFrame) -> float:
-    return float(np.abs(ours[theirs.columns].to_numpy() - theirs.to_numpy()).max())
-
-
-def elo_benchmarks(report, battles, *, rounds, reference_rounds, repeat, seed=0):
+def compare(table, fastchat, battles, *, rounds, seed=2023):
     n = len(battles)
-    _, seconds = timed(ratings.online_elo, battles, repeat=3)
-    report.add("online Elo (one pass)", n, 1, seconds)
+    print(f"\n{n:,} battles among {N_MODELS} models, {rounds:,} bootstrap rounds", flush=True)
 
-    indices = ratings.bootstrap_indices(n, reference_rounds, seed=seed)
-    ours, theirs = [], []
-    for _ in range(repeat):  # interleaved, so both see the same machine
-        samples, seconds = timed(ratings.bootstrap_elo_samples, battles, rounds=rounds, seed=seed)
-        ours.append(seconds)
-        reference, seconds = timed(fastchat_current_bootstrap, battles, indices)
-        theirs.append(seconds)
-    diff = max_abs_diff(samples.iloc[:reference_rounds], reference)
-    report.add("online Elo bootstrap, annotation.scoring.ratings", n, rounds, min(ours),
-               f"numba, parallel; median {statistics.median(ours):.3f} s")
-    report.add(
-        "online Elo bootstrap, FastChat current algorithm",
-        n,
-        reference_rounds,
-        min(theirs),
-        f"median {statistics.median(theirs):.3f} s; max |diff| {diff:.1e} on the same draws",
-    )
+    ours = measure(ratings.online_elo, battles)
+    theirs = measure(fastchat.compute_elo, battles)
+    table.add("online Elo", n, 1, ours, theirs, largest_difference(ours[0], pd.Series(theirs[0])))
 
-    def speedup(ours_seconds, theirs_seconds):
-        return (theirs_seconds / reference_rounds) / (ours_seconds / rounds)
+    ours = measure(ratings.bootstrap_elo_samples, battles, rounds=rounds, seed=seed)
+    np.random.seed(seed)
+    theirs = measure(fastchat.get_bootstrap_result, battles, fastchat.compute_elo, rounds)
+    same_draws = pd.DataFrame([ratings.online_elo(battles.iloc[draw])
+                               for draw in fastchat_draws(n, rounds, seed)])
+    table.add("online Elo bootstrap", n, rounds, ours, theirs, largest_difference(same_draws, theirs[0]),
+              "ours: numba, every core; FastChat: one Python loop")
 
-    print(f"    speed-up per round over FastChat's current algorithm ({repeat} repetitions, interleaved): "
-          f"{speedup(statistics.median(ours), statistics.median(theirs)):.1f}x on medians, "
-          f"{speedup(min(ours), min(theirs)):.1f}x on the best runs; ratings identical on the same draws: "
-          f"{'yes' if diff < 1e-6 else 'NO'} (max |diff| {diff:.1e})")
-    return samples, indices
+    ours = measure(bradley_terry.bradley_terry, battles, prior_sd=FASTCHAT_PRIOR_SD)
+    theirs = measure(fastchat.compute_elo_mle_with_tie, battles)
+    own_prior = bradley_terry.bradley_terry(battles)
+    table.add("Bradley-Terry", n, 1, ours, theirs, largest_difference(ours[0], theirs[0]),
+              f"same prior; our leaderboard's (sd {BT_PRIOR_SD:.0f}) moves it by at most "
+              f"{largest_difference(own_prior, ours[0]):.1e}")
 
-
-def paper_era_benchmark(report, battles, samples, indices, compute_elo, *, rounds):
-    n = len(battles)
-    worst = 0.0
-    start = time.perf_counter()
-    for r in range(rounds):
-        resampled = battles.iloc[indices[:, r]]
-        result = pd.Series(compute_elo(resampled))
-        worst = max(worst, float(np.abs(samples.iloc[r][result.index] - result).max()))
-    seconds = time.perf_counter() - start
-    report.add(
-        "online Elo bootstrap, fschat 0.2.36 compute_elo",
-        n,
-        rounds,
-        seconds,
-        f"max |diff| {worst:.1e}; 1,000 rounds ~ {seconds / rounds * 1000:,.0f} s",
-    )
-
-
-def bt_benchmarks(report, battles, strengths, *, rounds, seed=0):
-    n = len(battles)
-    # The simulated ties carry no information about strength, so counting them as half wins
-    # shrinks every gap by the tie rate; the order is what the fit should recover.
-    bt, seconds = timed(bradley_terry.bradley_terry, battles, repeat=3)
-    rho = spearmanr(bt[strengths.index], strengths).statistic
-    report.add("Bradley-Terry with prior (Newton, aggregated)", n, 1, seconds, f"rho vs truth {rho:.3f}")
-    boot, seconds = timed(bradley_terry.bootstrap_bradley_terry, battles, rounds=rounds, seed=seed)
-    boot = boot.set_index("model")
-    inside = int(((boot["lower"] <= bt[boot.index]) & (bt[boot.index] <= boot["upper"])).sum())
-    report.add(
-        "Bradley-Terry bootstrap (multinomial counts)",
-        n,
-        rounds,
-        seconds,
-        f"full-data fit inside 95% interval for {inside}/{len(bt)} models",
-    )
+    ours = measure(bradley_terry.bootstrap_bradley_terry_samples, battles, rounds=rounds, seed=seed,
+                   prior_sd=FASTCHAT_PRIOR_SD)
+    np.random.seed(seed)
+    theirs = measure(fastchat.get_bootstrap_result, battles, fastchat.compute_elo_mle_with_tie, rounds)
+    same_draws = pd.DataFrame([bradley_terry.bradley_terry(battles.iloc[draw], prior_sd=FASTCHAT_PRIOR_SD)
+                               for draw in fastchat_draws(n, rounds, seed)])
+    table.add("Bradley-Terry bootstrap", n, rounds, ours, theirs, largest_difference(same_draws, theirs[0]),
+              "ours: multinomial counts, Newton; FastChat: scikit-learn per round")
 
 
 def positive(text):
@@ -231,51 +214,30 @@ def positive(text):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="skip the 1,000,000-battle FastChat reference")
     parser.add_argument("--full", action="store_true",
-                        help="run FastChat's algorithm for all 1,000 rounds on 1,000,000 battles "
-                             "(its index matrix takes 8 GB; one to three minutes a repetition)")
-    parser.add_argument("--repeat", type=positive, default=3,
-                        help="repetitions of each Elo bootstrap, ours and FastChat's interleaved (default 3)")
+                        help=f"{SMALL:,} and {LARGE:,} battles, {FULL_ROUNDS:,} rounds each (FastChat's "
+                             "side takes hours at a million battles)")
+    parser.add_argument("--rounds", type=positive,
+                        help=f"bootstrap rounds (default {QUICK_ROUNDS}, {FULL_ROUNDS:,} with --full)")
+    parser.add_argument("--battles", type=positive, nargs="+",
+                        help=f"numbers of battles to compare at (default {SMALL:,}; with --full "
+                             f"{SMALL:,} and {LARGE:,})")
     args = parser.parse_args(argv)
+    rounds = args.rounds or (FULL_ROUNDS if args.full else QUICK_ROUNDS)
+    sizes = args.battles or ([SMALL, LARGE] if args.full else [SMALL])
 
-    small, small_strengths = simulate_battles(SMALL, seed=2023)
-    large, large_strengths = simulate_battles(LARGE, seed=2024)
-
+    fastchat, version = load_fastchat()
+    print(f"FastChat: fschat {version}, {fastchat.__file__}")
+    warm = simulate_battles(100, seed=1)
     start = time.perf_counter()
-    ratings.bootstrap_elo_samples(small.head(100), rounds=8)
-    ratings.online_elo(small.head(100))
-    ratings.bootstrap_indices(100, 8)
+    ratings.bootstrap_elo_samples(warm, rounds=8)
+    ratings.online_elo(warm)
     print(f"numba warm-up (compile, or load from cache): {time.perf_counter() - start:.2f} s")
 
-    report = Report()
-    print(f"\n{SMALL:,} battles among {N_MODELS} models")
-    samples, indices = elo_benchmarks(report, small, rounds=ROUNDS, reference_rounds=ROUNDS,
-                                      repeat=args.repeat)
-    compute_elo, how = load_paper_era_compute_elo()
-    if compute_elo is None:
-        print(f"  skipping the paper-era FastChat baseline: {how}")
-    else:
-        print(f"  paper-era baseline: {how}")
-        paper_era_benchmark(report, small, samples, indices, compute_elo, rounds=5)
-    bt_benchmarks(report, small, small_strengths, rounds=ROUNDS)
-
-    print(f"\n{LARGE:,} battles among {N_MODELS} models")
-    if args.quick:
-        _, seconds = timed(ratings.bootstrap_elo_samples, large, rounds=ROUNDS)
-        report.add("online Elo bootstrap, annotation.scoring.ratings", LARGE, ROUNDS, seconds)
-    elif args.full:
-        # The same 1,000 rounds on both sides, each round's ratings compared.
-        elo_benchmarks(report, large, rounds=ROUNDS, reference_rounds=ROUNDS, repeat=args.repeat)
-    else:
-        # FastChat's index matrix is battles x rounds (8 GB at 1,000 rounds), so its algorithm
-        # runs 10 rounds here. Its Python loop runs once per battle whatever the rounds, so ten
-        # rounds cost it nearly as much as a thousand: the per-round speed-up printed is far too
-        # high; --full measures the real one.
-        elo_benchmarks(report, large, rounds=ROUNDS, reference_rounds=10, repeat=args.repeat)
-    bt_benchmarks(report, large, large_strengths, rounds=ROUNDS)
-
-    report.print_table()
+    table = Table()
+    for n in sizes:
+        compare(table, fastchat, simulate_battles(n, seed=2023 if n == SMALL else 2024), rounds=rounds)
+    table.print()
 
 
 if __name__ == "__main__":

@@ -60,10 +60,12 @@ INSTALLED_APPS = [
     "health_check",
     "drf_spectacular_sidecar",
     "axes",
+    "auditlog",
     "annotation",
     "tasks",
     "mturk",
     "frontend",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -73,6 +75,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Names the signed-in researcher as the actor of every audit entry the request writes.
+    "auditlog.middleware.AuditlogMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "frontend.arrival.remember_participants",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -195,7 +199,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_IMPORTS = ["tasks.pipeline", "tasks.judging", "tasks.answers", "tasks.platforms", "tasks.exports",
-                  "tasks.outbox", "tasks.scoring"]
+                  "tasks.outbox", "tasks.scoring", "webhooks.tasks"]
 # Owed work whose job was queued longer ago than this, and is not running, is queued again.
 JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", default=600)
 CELERY_BEAT_SCHEDULE = {
@@ -335,9 +339,8 @@ MTURK_SANDBOX = env.bool("MTURK_SANDBOX", default=True)
 MTURK_ENDPOINT_URL = env("MTURK_ENDPOINT_URL", default="")
 MTURK_ACCESS_KEY_ID = env("MTURK_ACCESS_KEY_ID", default="")
 MTURK_SECRET_ACCESS_KEY = env("MTURK_SECRET_ACCESS_KEY", default="")
+# Attempts in all, the first included; botocore's standard retry mode spaces them (mturk/client.py).
 MTURK_MAX_ATTEMPTS = env.int("MTURK_MAX_ATTEMPTS", default=5)
-MTURK_RETRY_BASE_SECONDS = env.float("MTURK_RETRY_BASE_SECONDS", default=1.0)
-MTURK_RETRY_MAX_SECONDS = env.float("MTURK_RETRY_MAX_SECONDS", default=30.0)
 MTURK_SQS_QUEUE_URL = env("MTURK_SQS_QUEUE_URL", default="")
 MTURK_SQS_REGION = env("MTURK_SQS_REGION", default="us-east-1")
 CLOUDRESEARCH_API_URL = env("CLOUDRESEARCH_API_URL",
@@ -348,6 +351,7 @@ PROLIFIC_API_TOKEN = env("PROLIFIC_API_TOKEN", default="")
 PLATFORM_HTTP_TIMEOUT_SECONDS = env.float("PLATFORM_HTTP_TIMEOUT_SECONDS", default=30.0)
 PLATFORM_HTTP_MAX_ATTEMPTS = env.int("PLATFORM_HTTP_MAX_ATTEMPTS", default=4)
 PLATFORM_HTTP_RETRY_BASE_SECONDS = env.float("PLATFORM_HTTP_RETRY_BASE_SECONDS", default=1.0)
+# Also the longest Retry-After we wait for; told to wait longer, we give up at once (platforms/http.py).
 PLATFORM_HTTP_RETRY_MAX_SECONDS = env.float("PLATFORM_HTTP_RETRY_MAX_SECONDS", default=30.0)
 # Pay planning (paper §2.2 paid $18/h). MTurk's fees are built in; the others' service fees depend
 # on the account, so they are values to set (e.g. {"prolific": 0.428}); unset, a plan assumes the
@@ -366,6 +370,13 @@ STORAGES["snapshots"] = {
 }
 # Rows fetched per round trip (a server-side cursor on PostgreSQL) and per Parquet row group.
 EXPORT_CHUNK_ROWS = env.int("EXPORT_CHUNK_ROWS", default=5000)
+# Pushing a snapshot to the Hugging Face Hub (`manage.py push_snapshot`, docs/huggingface.md): a
+# token with write access, the dataset repository (owner/name), the Hub's address, and whether a
+# repository the push creates is private.
+HUGGINGFACE_TOKEN = env("HUGGINGFACE_TOKEN", default="")
+HUGGINGFACE_DATASET_REPO = env("HUGGINGFACE_DATASET_REPO", default="")
+HUGGINGFACE_ENDPOINT = env("HUGGINGFACE_ENDPOINT", default="https://huggingface.co")
+HUGGINGFACE_PRIVATE = env.bool("HUGGINGFACE_PRIVATE", default=True)
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes a request without credentials a 401.
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -402,3 +413,32 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
+
+# E-mail (Django's own). Printed to the console unless EMAIL_HOST names an SMTP server; another
+# backend (e.g. django.core.mail.backends.locmem.EmailBackend in tests) through EMAIL_BACKEND.
+EMAIL_HOST = env("EMAIL_HOST", default="")
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
+                    else "django.core.mail.backends.console.EmailBackend")
+EMAIL_PORT = env.int("EMAIL_PORT", default=587)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=True)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT_SECONDS", default=30)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="crowdbench <crowdbench@localhost>")
+SERVER_EMAIL = env("SERVER_EMAIL", default=DEFAULT_FROM_EMAIL)
+# Django's mail_admins (and server errors, with DEBUG off) go to these addresses, comma-separated.
+ADMINS = [(address, address) for address in env.list("DJANGO_ADMINS", default=[])]
+
+# Notifications (webhooks/): the researchers told by e-mail (empty: the ADMINS), and of which events
+# (crowdbench/events.py).
+NOTIFY_EMAILS = env.list("NOTIFY_EMAILS", default=[])
+NOTIFY_EVENTS = env.list("NOTIFY_EVENTS", default=["study.completed", "judge_run.failed", "worker.paused"])
+# Webhook deliveries: the time a receiver has to answer, and the attempts before a delivery is
+# given up (the waits between them double from the base up to the cap: with the defaults, about
+# 75 minutes in all). The cap stays below CELERY_VISIBILITY_TIMEOUT_SECONDS, so a waiting retry is
+# not handed to a second worker.
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=10)
+WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=30.0)
+WEBHOOK_RETRY_MAX_SECONDS = env.float("WEBHOOK_RETRY_MAX_SECONDS", default=900.0)

@@ -15,7 +15,7 @@ from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from annotation import scoring
+from annotation import scoring, teams
 from annotation.models import CHIRP_CRITERIA, REFERENCE_MODEL_NAME, JudgeRun, Tournament
 from tasks.models import Job
 
@@ -29,6 +29,15 @@ def researcher_view(view):
                                                      raise_exception=True)(view))
 
 
+def _tournaments(request):
+    """The tournaments this researcher's groups own (annotation/teams.py)."""
+    return teams.visible(Tournament.objects.all(), request.user)
+
+
+def _tournament(request, tournament_id):
+    return get_object_or_404(_tournaments(request), pk=tournament_id)
+
+
 def _criterion(request):
     criterion = request.GET.get("criterion", "overall")
     if criterion not in CHIRP_CRITERIA:
@@ -38,12 +47,15 @@ def _criterion(request):
 
 @researcher_view
 def index(request):
-    tournaments = Tournament.objects.annotate(
+    tournaments = _tournaments(request).annotate(
         battle_total=Count("battles", distinct=True),
         human_total=Count("battles__human_judgements", distinct=True),
     ).order_by("-created_at")
-    runs = JudgeRun.objects.select_related("tournament").order_by("-created_at")[:50]
-    failed_jobs = Job.objects.filter(status=Job.Status.FAILED).order_by("-updated_at")[:50]
+    runs = teams.visible(JudgeRun.objects.all(), request.user, via="tournament__group")
+    runs = runs.select_related("tournament").order_by("-created_at")[:50]
+    # A job names no group; its errors may name any group's rows, so members of groups see none.
+    failed_jobs = Job.objects.none() if teams.is_member(request.user) and not request.user.is_superuser else (
+        Job.objects.filter(status=Job.Status.FAILED).order_by("-updated_at")[:50])
     return render(request, "dashboard/index.html",
                   {"tournaments": tournaments, "runs": runs, "failed_jobs": failed_jobs})
 
@@ -51,7 +63,7 @@ def index(request):
 @researcher_view
 def leaderboard(request, tournament_id):
     from annotation.scoring import freshness
-    tournament = get_object_or_404(Tournament, pk=tournament_id)
+    tournament = _tournament(request, tournament_id)
     criterion = _criterion(request)
     state = freshness.leaderboard_state(tournament=tournament, criterion=criterion)
     return render(
@@ -98,7 +110,7 @@ def _png(data, *, immutable):
 
 
 def _board(request, tournament_id, judge):
-    tournament = get_object_or_404(Tournament, pk=tournament_id)
+    tournament = _tournament(request, tournament_id)
     result, immutable = _result(request, tournament)
     board = result.board(judge)
     if board is None:
@@ -133,7 +145,7 @@ def category_plot(request, tournament_id, judge):
 @researcher_view
 def agreement_plot(request, tournament_id, judge):
     from annotation.scoring import plots
-    tournament = get_object_or_404(Tournament, pk=tournament_id)
+    tournament = _tournament(request, tournament_id)
     result, immutable = _result(request, tournament)
     found = result.agreement(judge)
     if found is None:
@@ -148,7 +160,7 @@ def agreement_plot(request, tournament_id, judge):
 @researcher_view
 def judge_report_length_plot(request, tournament_id):
     from annotation.scoring import plots
-    tournament = get_object_or_404(Tournament, pk=tournament_id)
+    tournament = _tournament(request, tournament_id)
     result, immutable = _result(request, tournament)
     return _png(plots.length_bias_plot(result.judge_report, title=f"{tournament.name}: win rate of the longer answer"),
                 immutable=immutable)

@@ -5,3 +5,11 @@ class MturkConfig(AppConfig):
     name = "mturk"
     verbose_name = "Crowd platforms"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from auditlog.registry import auditlog
+
+        from mturk.models import CrowdStudy
+
+        # Launching, publishing and closing a study; its platform calls are in mturk's own audit log.
+        auditlog.register(CrowdStudy)

@@ -25,15 +25,18 @@ class PlatformCall:
     #: False when the request never left this machine (no credentials, refused by the client's
     #: own checks): the platform cannot have seen it.
     sent: bool = True
+    #: How many times the client library sent it (its own retries included).
+    attempts: int = 1
 
     def as_request(self):
         return {"platform": self.platform, "operation": self.operation, "request": self.request}
 
     def as_answer(self):
+        retried = {"attempts": self.attempts} if self.attempts > 1 else {}
         if self.error:
-            return {"operation": self.operation, "error": self.error, "sent": self.sent,
+            return {"operation": self.operation, "error": self.error, "sent": self.sent, **retried,
                     **({"response": self.response} if self.response else {})}
-        return {"operation": self.operation, "response": self.response}
+        return {"operation": self.operation, "response": self.response, **retried}
 
 
 @contextmanager
@@ -47,11 +50,12 @@ def collect():
         _collected.reset(token)
 
 
-def report(*, platform, operation, request, response=None, error="", sent=True):
+def report(*, platform, operation, request, response=None, error="", sent=True, attempts=1):
     calls = _collected.get()
     if calls is not None:
         calls.append(PlatformCall(platform=platform, operation=operation, request=_jsonable(request),
-                                  response=_jsonable(response), error=error, sent=sent))
+                                  response=_jsonable(response), error=error, sent=sent,
+                                  attempts=attempts))
 
 
 def _jsonable(value):

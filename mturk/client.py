@@ -1,13 +1,12 @@
-"""The MTurk requester API through boto3: sandbox or production by setting, and our retries.
+"""The MTurk requester API through boto3: sandbox or production by setting, retried by botocore.
 
-botocore's own retries are switched off (a Stubber bypasses them anyway): ServiceFault and
-ThrottlingException are retried here with exponential backoff and jitter; RequestError is our
-fault and surfaces at once as PlatformRequestError.
+botocore's standard retry mode retries what MTurk asks to be tried again: ThrottlingException, and
+ServiceFault (a server fault: HTTP 5xx), with its own capped, jittered exponential backoff, up to
+MTURK_MAX_ATTEMPTS attempts in all. A retry resends the same parameters, so a paid call's
+UniqueRequestToken makes it safe. RequestError is our fault and surfaces at once as
+PlatformRequestError. botocore's Stubber answers before the retry loop, so tests of retries talk to
+a loopback endpoint instead (tests/mturk_wire.py).
 """
-
-import logging
-import random
-import time
 
 import boto3
 from botocore.config import Config
@@ -24,11 +23,10 @@ from mturk import calls, model_check
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import Environment
 
-logger = logging.getLogger(__name__)
-
 PRODUCTION_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
-RETRYABLE_CODES = {"ServiceFault", "ThrottlingException", "Throttling", "ServiceUnavailable"}
+# What is still failing once botocore has retried it: MTurk (or the network) did not answer.
+UNANSWERED_CODES = {"ServiceFault", "ThrottlingException", "Throttling", "ServiceUnavailable"}
 CREDENTIAL_SETTINGS = ("MTURK_ACCESS_KEY_ID", "MTURK_SECRET_ACCESS_KEY")
 CREDENTIALS_HINT = ("Set MTURK_ACCESS_KEY_ID and MTURK_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and "
                     "AWS_SECRET_ACCESS_KEY, or an AWS profile) to the requester account's keys.")
@@ -47,7 +45,8 @@ def endpoint_url():
 
 
 def get_client():
-    """One boto3 client per endpoint, credentials from boto3's usual chain (or MTURK_* settings)."""
+    """One boto3 client per endpoint, credentials from boto3's usual chain (or MTURK_* settings).
+    MTURK_MAX_ATTEMPTS counts the first attempt (botocore's total_max_attempts)."""
     url = endpoint_url()
     if url not in _clients:
         credentials = {}
@@ -56,7 +55,8 @@ def get_client():
                            "aws_secret_access_key": settings.MTURK_SECRET_ACCESS_KEY}
         client = boto3.client(
             "mturk", region_name="us-east-1", endpoint_url=url,
-            config=Config(retries={"total_max_attempts": 1, "mode": "standard"},
+            config=Config(retries={"mode": "standard",
+                                   "total_max_attempts": max(1, settings.MTURK_MAX_ATTEMPTS)},
                           connect_timeout=10, read_timeout=30),
             **credentials,
         )
@@ -76,9 +76,10 @@ def credentials_found():
 
 
 def call(operation, **params):
-    """Call one MTurk operation (boto3's snake_case name) with our retries. Returns the response.
+    """Call one MTurk operation (boto3's snake_case name); botocore retries it. Returns the response.
 
-    Every call is reported to mturk.calls, answered or not, so the step that made it can audit it.
+    Every call is reported to mturk.calls, answered or not, with the attempts botocore made, so
+    the step that made it can audit it.
     """
     client = get_client()
     name = client.meta.method_to_api_mapping.get(operation, operation)
@@ -87,52 +88,45 @@ def call(operation, **params):
     except PlatformError as error:
         calls.report(platform="MTurk", operation=name, request=params, error=str(error),
                      response=getattr(error, "response", None) or None,
-                     sent=getattr(error, "sent", True))
+                     sent=getattr(error, "sent", True), attempts=getattr(error, "attempts", 1))
         raise
     calls.report(platform="MTurk", operation=name, request=params,
-                 response={k: v for k, v in response.items() if k != "ResponseMetadata"})
+                 response={k: v for k, v in response.items() if k != "ResponseMetadata"},
+                 attempts=_attempts(response))
     return response
 
 
+def _attempts(response):
+    return 1 + response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+
+
 def _call(client, operation, params):
-    attempts = max(1, settings.MTURK_MAX_ATTEMPTS)
-    for attempt in range(1, attempts + 1):
-        try:
-            return getattr(client, operation)(**params)
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            message = error.response.get("Error", {}).get("Message", "") or str(error)
-            if code in RETRYABLE_CODES and attempt < attempts:
-                _back_off(operation, attempt, code)
-                continue
-            if code in RETRYABLE_CODES:
-                raise PlatformError(
-                    f"MTurk did not answer {operation} after {attempts} attempts ({code}: {message})."
-                ) from error
-            raise PlatformRequestError(f"MTurk refused {operation}: {message}", code=code,
-                                       response=error.response) from error
-        except (ConnectionError, HTTPClientError) as error:
-            if attempt < attempts:
-                _back_off(operation, attempt, type(error).__name__)
-                continue
-            raise PlatformError(f"MTurk could not be reached for {operation}: {error}") from error
-        except NoCredentialsError as error:
-            # botocore looks for credentials only when it signs the first request, so a site
-            # without them finds out here; the request never left.
-            raise PlatformError(
-                f"MTurk was not called ({operation}): no AWS credentials were found ({error}). "
-                f"{CREDENTIALS_HINT}", sent=False) from error
-        except BotoCoreError as error:
-            raise PlatformError(f"MTurk call {operation} failed: {error}", sent=False) from error
-    raise AssertionError("unreachable")
-
-
-def _back_off(operation, attempt, reason):
-    base = settings.MTURK_RETRY_BASE_SECONDS
-    delay = min(settings.MTURK_RETRY_MAX_SECONDS, base * 2 ** (attempt - 1))
-    delay = delay / 2 + random.uniform(0, delay / 2)
-    logger.warning("MTurk %s: %s; retry %d in %.2fs", operation, reason, attempt, delay)
-    time.sleep(delay)
+    try:
+        return getattr(client, operation)(**params)
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        message = error.response.get("Error", {}).get("Message", "") or str(error)
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        attempts = _attempts(error.response)
+        if code in UNANSWERED_CODES or status >= 500:
+            failure = PlatformError(
+                f"MTurk did not answer {operation} after {attempts} attempt{'s' * (attempts != 1)} "
+                f"({code}: {message}).")
+        else:
+            failure = PlatformRequestError(f"MTurk refused {operation}: {message}", code=code,
+                                           response=error.response)
+        failure.attempts = attempts
+        raise failure from error
+    except (ConnectionError, HTTPClientError) as error:
+        raise PlatformError(f"MTurk could not be reached for {operation}: {error}") from error
+    except NoCredentialsError as error:
+        # botocore looks for credentials only when it signs the first request, so a site
+        # without them finds out here; the request never left.
+        raise PlatformError(
+            f"MTurk was not called ({operation}): no AWS credentials were found ({error}). "
+            f"{CREDENTIALS_HINT}", sent=False) from error
+    except BotoCoreError as error:
+        raise PlatformError(f"MTurk call {operation} failed: {error}", sent=False) from error
 
 
 def account_balance():

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.core.mail import mail_admins
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -27,6 +26,7 @@ from annotation.models import (
     WorkerQualification,
 )
 from annotation.workforce import forget_standing
+from crowdbench.events import emit
 from crowdbench.jobs import enqueue
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError, WorkerFacingError
@@ -316,16 +316,13 @@ def _update_live_accuracy(worker, qualification):
         granted.note = (f"Paused: {granted.live_accuracy:.0%} of the last {len(recent)} gold items "
                         f"right, below the {qualification.live_accuracy_bar:.0%} bar.")
         fields += ["status", "paused_at", "note"]
-        transaction.on_commit(lambda: _tell_researchers(granted))
+        logger.warning("Worker %s paused on %s: %s", granted.worker.pseudonym, qualification, granted.note)
+        # The researchers are told by e-mail (NOTIFY_EVENTS) and any webhook asking for it.
+        emit(event="worker.paused", scope=granted.worker, key=f"{granted.pk}:{granted.paused_at.isoformat()}", payload={
+            "worker": granted.worker.pseudonym, "platform": granted.worker.platform,
+            "qualification": str(qualification), "stage": qualification.stage, "note": granted.note})
     granted.save(update_fields=fields)
     return granted
-
-
-def _tell_researchers(granted):
-    subject = f"Worker {granted.worker.pseudonym} paused on {granted.qualification}"
-    logger.warning("%s: %s", subject, granted.note)
-    mail_admins(subject, f"{granted.note}\nSee Worker qualifications in the admin (status: paused).",
-                fail_silently=True)
 
 
 def resume_worker(*, granted, actor):

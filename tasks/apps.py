@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class TasksConfig(AppConfig):
     name = "tasks"
-    # The admin's heading: the README and the pages call Celery's work "background jobs".
+    # The admin's heading: the docs and the pages call Celery's work "background jobs".
     verbose_name = "Background jobs"
     default_auto_field = "django.db.models.BigAutoField"
 

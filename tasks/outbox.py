@@ -24,6 +24,7 @@ from tasks.jobs import job_key, leased_elsewhere
 from tasks.models import Job
 from tasks.pipeline import NEXT_ROUND_JOB
 from tasks.scoring import board_lease
+from webhooks.models import Delivery
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,11 @@ def owed_jobs():
     # on its way (queued by the change), so only one lost or refused is sent again.
     owed += [(freshness.JOB, (pk,), board_lease("overall", DEFAULT_ROUNDS), pk, since)
              for pk, since in freshness.stale_tournaments()]
+    # A delivery due for its next attempt whose message was lost (between attempts, a retry waits
+    # in the broker; one not yet due is not owed yet).
+    due = Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=timezone.now())
+    owed += [("webhooks.deliver", (pk,), "webhook_delivery", pk, since)
+             for pk, since in due.values_list("pk", "next_attempt_at")]
     return owed
 
 

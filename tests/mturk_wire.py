@@ -1,6 +1,7 @@
 """MTurk at its wire: botocore's Stubber on the real client our code uses (which also runs every
-request through mturk.model_check), and loopback HTTP servers answering as the CloudResearch
-Connect and Prolific APIs document."""
+request through mturk.model_check), a loopback MTurk endpoint for what the Stubber skips (botocore's
+retries), and loopback HTTP servers answering as the CloudResearch Connect and Prolific APIs
+document."""
 
 import json
 import threading
@@ -21,8 +22,6 @@ class MTurkWire:
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
         settings.MTURK_SANDBOX = True
         settings.MTURK_ENDPOINT_URL = SANDBOX
-        settings.MTURK_RETRY_BASE_SECONDS = 0.001
-        settings.MTURK_RETRY_MAX_SECONDS = 0.01
         settings.PUBLIC_BASE_URL = "https://crowdbench.example.org"
         mturk_client._clients.clear()
         cache.clear()
@@ -56,6 +55,55 @@ class MTurkWire:
         return [name for name, _ in self.calls]
 
 
+class MTurkEndpoint:
+    """MTurk's requester API on loopback as botocore speaks it (JSON 1.1 over POST, the operation
+    named in X-Amz-Target). Each request takes the next scripted answer, so a test can throttle a
+    call and count how often botocore sent it: unlike the Stubber, this runs botocore's retries."""
+
+    def __init__(self, settings, monkeypatch):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+        self.answers = []
+        self.requests = []
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                operation = self.headers.get("X-Amz-Target", "").rsplit(".", 1)[-1]
+                endpoint.requests.append((operation, json.loads(self.rfile.read(length) or b"{}")))
+                status, body = endpoint.answers.pop(0)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-amz-json-1.1")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        settings.MTURK_SANDBOX = True
+        settings.MTURK_ENDPOINT_URL = f"http://127.0.0.1:{self.server.server_address[1]}"
+        mturk_client._clients.clear()
+
+    def answer(self, body):
+        self.answers.append((200, body))
+
+    def fail(self, code, message="", status=400):
+        self.answers.append((status, {"__type": code, "Message": message}))
+
+    def operations(self):
+        return [operation for operation, _ in self.requests]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        mturk_client._clients.clear()
+
+
 def assignment(*, assignment_id, worker_id, hit_id, status="Submitted"):
     now = datetime.now(UTC)
     return {"AssignmentId": assignment_id, "WorkerId": worker_id, "HITId": hit_id,
@@ -64,7 +112,8 @@ def assignment(*, assignment_id, worker_id, hit_id, status="Submitted"):
 
 
 class FakePlatform:
-    """A loopback server; subclasses route (method, path) to handlers returning (status, body)."""
+    """A loopback server; subclasses route (method, path) to handlers returning (status, body) or
+    (status, body, headers)."""
 
     def __init__(self):
         self.requests = []
@@ -75,9 +124,11 @@ class FakePlatform:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}") if length else {}
                 fake.requests.append((self.command, self.path, dict(self.headers), body))
-                status, answer = fake.route(self.command, self.path, dict(self.headers), body)
+                status, answer, *extra = fake.route(self.command, self.path, dict(self.headers), body)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
+                for name, value in (extra[0] if extra else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

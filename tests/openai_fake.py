@@ -70,6 +70,9 @@ def server_error():
 class FakeOpenAI:
     def __init__(self, *, default=None):
         self.default = default
+        # A server whose answer depends on what it is asked: a function of the request body giving
+        # a ScriptedResponse, or None to fall through to `default`. The script still comes first.
+        self.responder = None
         self.requests = []
         # The client ends of the TCP connections requests came on: a client that keeps its
         # connections open shows few, whatever the number of requests.
@@ -112,6 +115,9 @@ class FakeOpenAI:
                 return self._script.pop(0)
             if self.failure_rate and self._random.random() < self.failure_rate:
                 return rate_limited() if self._random.random() < 0.5 else server_error()
+        answer = self.responder(request.body) if self.responder is not None else None
+        if answer is not None:
+            return answer
         if self.default is not None:
             return self.default
         # A test that runs out of script fails loudly rather than having the client retry.

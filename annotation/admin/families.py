@@ -16,8 +16,10 @@ from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
+from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.family_workflow import family_workflow
 from annotation.admin.images import thumbnail_html
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_family_action
 from annotation.collection import configs, progress, stages
@@ -153,7 +155,7 @@ class InstructionFamilyForm(forms.ModelForm):
 
     class Meta:
         model = InstructionFamily
-        fields = ["name", "description", "skill_tags", "is_multi_image", "target_instances", "source",
+        fields = ["name", "group", "description", "skill_tags", "is_multi_image", "target_instances", "source",
                   "source_dataset", "citation", "seed_instruction", "seed_response"]
 
 
@@ -212,7 +214,7 @@ def family_sheets():
 
 
 @admin.register(InstructionFamily)
-class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
+class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdminMixin, admin.ModelAdmin):
     form = InstructionFamilyForm
     change_list_template = "admin/annotation/instructionfamily/change_list.html"
     change_form_template = "admin/annotation/workflow_change_form.html"
@@ -223,7 +225,7 @@ class InstructionFamilyAdmin(WorkflowAdminMixin, admin.ModelAdmin):
     inlines = [SeedImageInline, StageConfigInline]
     readonly_fields = ["progress"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "skill_tags", "is_multi_image", "target_instances"]}),
+        (None, {"fields": ["name", "group", "description", "skill_tags", "is_multi_image", "target_instances"]}),
         ("Source", {"fields": ["source", "source_dataset", "citation"]}),
         ("Seed example", {"fields": ["seed_instruction", "seed_response"]}),
         ("Progress", {"fields": ["progress"]}),
@@ -379,7 +381,8 @@ def _save_and_apply_stage_configs(modeladmin, request, formset):
 
 
 @admin.register(StageConfig)
-class StageConfigAdmin(admin.ModelAdmin):
+class StageConfigAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+    group_path = "family__group"
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
                     "adaptive", "aggregation", "on_incorrect"]
     list_filter = ["stage", "verification_rule", "aggregation"]

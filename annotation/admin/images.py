@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html
 
+from annotation.admin.audit import AuditTrailMixin
 from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
@@ -58,7 +59,7 @@ def thumbnail_html(image):
 
 
 @admin.register(ImageAsset)
-class ImageAssetAdmin(admin.ModelAdmin):
+class ImageAssetAdmin(AuditTrailMixin, admin.ModelAdmin):
     form = ImageAssetForm
     list_display = ["id", "thumbnail", "name", "licence", "author", "width", "height", "created_at"]
     list_display_links = ["id", "name"]

@@ -10,8 +10,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation import llm
+from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.images import thumbnail_html
 from annotation.admin.review import DisagreementFilter, adjudicate_action, votes_counts, votes_summary
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.collection import captions, references
 from annotation.exceptions import AnnotationError
@@ -71,7 +73,8 @@ class ManualReferenceForm(forms.Form):
 
 
 @admin.register(Instance)
-class InstanceAdmin(admin.ModelAdmin):
+class InstanceAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "family__group"
     change_list_template = "admin/annotation/instance/change_list.html"
     change_form_template = "admin/annotation/instance/change_form.html"
     list_display = ["id", "family", "short_instruction", "status", "image_count", "author"]
@@ -173,7 +176,8 @@ class VerificationInline(admin.TabularInline):
 
 
 @admin.register(Reference)
-class ReferenceAdmin(admin.ModelAdmin):
+class ReferenceAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+    group_path = "instance__family__group"
     list_display = ["id", "instance", "source", "model", "verdict", "decided_by_text", "votes", "adjudicated_by",
                     "problem_in_caption", "problem_in_response", "flagged_harmful", "prompt_tokens",
                     "completion_tokens", "cost_usd"]
@@ -201,7 +205,8 @@ class ReferenceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Verification)
-class VerificationAdmin(admin.ModelAdmin):
+class VerificationAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "reference__instance__family__group"
     list_display = ["id", "reference", "worker", "is_correct", "problem_in_caption",
                     "problem_in_response", "is_harmful", "created_at"]
     list_filter = ["is_correct", "problem_in_caption", "problem_in_response", "is_harmful"]

@@ -9,6 +9,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation.admin import worker_page
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import (
     Assignment,
     Worker,
@@ -18,7 +19,8 @@ from annotation.models import (
 
 
 @admin.register(WorkUnit)
-class WorkUnitAdmin(admin.ModelAdmin):
+class WorkUnitAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "family__group"
     list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "surplus", "created_at"]
     list_filter = ["stage", "status", "surplus", "family"]
     search_fields = ["key", "family__name"]
@@ -35,7 +37,8 @@ class WorkUnitAdmin(admin.ModelAdmin):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
+class AssignmentAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "unit__family__group"
     list_display = ["id", "unit", "worker", "status", "leased_at", "lease_expires_at", "submitted_at",
                     "active_seconds"]
     list_filter = ["status", "unit__stage"]

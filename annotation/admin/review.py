@@ -8,7 +8,9 @@ from django.db.models import Avg, Case, Count, Exists, FloatField, OuterRef, Q, 
 from django.urls import reverse
 from django.utils.html import format_html
 
-from annotation import review
+from annotation import review, teams
+from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
 from annotation.exceptions import AnnotationError
 from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification
@@ -61,8 +63,11 @@ def _answer_text(answer):
 
 
 @admin.register(Answer)
-class AnswerAdmin(admin.ModelAdmin):
+class AnswerAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     """Answers to review: the reviewer's queue."""
+
+    group_path = "unit__family__group"
+    change_roles = teams.REVIEWERS
 
     list_display = ["id", "task", "answer", "work_state", "reason", "seconds", "worker_link", "submitted_at"]
     list_filter = ["work_state", "unit__stage", "worker__platform", "unit__family"]

@@ -11,7 +11,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation.admin.actions import each_selected
+from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.families import family_sheets
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_tournament_action
@@ -45,7 +47,8 @@ class PredictionsImportForm(forms.Form):
 
 
 @admin.register(ModelResponse)
-class ModelResponseAdmin(admin.ModelAdmin):
+class ModelResponseAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "instance__family__group"
     list_display = ["id", "model_name", "instance", "imported_from", "created_at"]
     list_filter = ["model_name"]
     search_fields = ["model_name", "text", "instance__instruction"]
@@ -144,7 +147,7 @@ def _judge_action(mode):
 
 
 @admin.register(Tournament)
-class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
+class TournamentAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdminMixin, admin.ModelAdmin):
     change_form_template = "admin/annotation/workflow_change_form.html"
     list_display = [
         "name",
@@ -255,8 +258,10 @@ class TournamentAdmin(WorkflowAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(EndpointCall)
-class EndpointCallAdmin(admin.ModelAdmin):
+class EndpointCallAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
     """Every paid call for an endpoint model's answer, with its outcome: what failed and why."""
+
+    group_path = "endpoint__tournament__group"
 
     list_display = ["id", "endpoint", "instance", "status", "attempts", "prompt_tokens", "completion_tokens",
                     "cost_usd", "error", "answered_at"]
@@ -271,7 +276,8 @@ class EndpointCallAdmin(admin.ModelAdmin):
 
 
 @admin.register(Battle)
-class BattleAdmin(admin.ModelAdmin):
+class BattleAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "tournament__group"
     list_display = ["id", "tournament", "instance", "model_a", "model_b", "human_judgement_count"]
     list_filter = ["tournament"]
     list_select_related = ["tournament", "instance__family", "response_a", "response_b"]
@@ -299,7 +305,8 @@ class BattleAdmin(admin.ModelAdmin):
 
 
 @admin.register(HumanJudgement)
-class HumanJudgementAdmin(admin.ModelAdmin):
+class HumanJudgementAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "battle__tournament__group"
     list_display = [
         "id",
         "battle",
@@ -337,7 +344,8 @@ class NewJudgeRunForm(forms.ModelForm):
 
 
 @admin.register(JudgeRun)
-class JudgeRunAdmin(admin.ModelAdmin):
+class JudgeRunAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+    group_path = "tournament__group"
     list_display = [
         "id",
         "tournament",
@@ -406,7 +414,8 @@ class JudgeRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Judgement)
-class JudgementAdmin(admin.ModelAdmin):
+class JudgementAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "run__tournament__group"
     list_display = [
         "id",
         "run",
@@ -424,7 +433,8 @@ class JudgementAdmin(admin.ModelAdmin):
 
 
 @admin.register(JudgeCall)
-class JudgeCallAdmin(admin.ModelAdmin):
+class JudgeCallAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    group_path = "run__tournament__group"
     list_display = [
         "request_sha256",
         "prompt_tokens",

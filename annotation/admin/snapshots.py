@@ -3,12 +3,15 @@
 A snapshot is immutable, so every field of an existing one is read-only and none is deleted.
 """
 
+from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.datasets import downloads, manifest, snapshots
 from annotation.exceptions import AnnotationError
@@ -16,12 +19,27 @@ from annotation.models import Snapshot
 from annotation.public_urls import placeholder_warning
 
 
+class SnapshotForm(forms.ModelForm):
+    class Meta:
+        model = Snapshot
+        fields = ["note", "group", "tournaments"]
+
+    def clean(self):
+        data = super().clean()
+        try:
+            snapshots.check_scope(group=data.get("group"), tournaments=data.get("tournaments") or [])
+        except AnnotationError as error:
+            raise ValidationError(str(error)) from None
+        return data
+
+
 @admin.register(Snapshot)
-class SnapshotAdmin(admin.ModelAdmin):
+class SnapshotAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+    form = SnapshotForm
     list_display = ["version", "status", "progress_bar", "created_at", "created_by", "short_hash"]
     list_filter = ["status"]
     filter_horizontal = ["tournaments"]
-    add_fields = ["note", "tournaments"]
+    add_fields = ["note", "group", "tournaments"]
     readonly_fields = ["version", "status", "progress_bar", "progress_message", "error",
                        "created_at", "created_by", "finished_at", "content_sha256", "file_links",
                        "diff_with_previous", "manifest"]
@@ -32,10 +50,10 @@ class SnapshotAdmin(admin.ModelAdmin):
         return super().add_view(request, form_url, extra_context)
 
     def get_fields(self, request, obj=None):
-        return self.add_fields if obj is None else ["note", "tournaments", *self.readonly_fields]
+        return self.add_fields if obj is None else ["note", "group", "tournaments", *self.readonly_fields]
 
     def get_readonly_fields(self, request, obj=None):
-        return [] if obj is None else [*self.readonly_fields, "note", "tournaments"]
+        return [] if obj is None else [*self.readonly_fields, "note", "group", "tournaments"]
 
     def has_delete_permission(self, request, obj=None):
         return False
@@ -72,7 +90,8 @@ class SnapshotAdmin(admin.ModelAdmin):
         sent anybody else to the login page)."""
         if not downloads.may_download(request.user):
             raise PermissionDenied
-        return downloads.file_response(snapshot=get_object_or_404(Snapshot, pk=object_id), name=name)
+        return downloads.file_response(snapshot=get_object_or_404(self.get_queryset(request), pk=object_id),
+                                       name=name)
 
     @admin.display(description="files")
     def file_links(self, obj):

@@ -4,6 +4,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from annotation import teams
 from annotation.datasets import snapshots
 from annotation.models import (
     HumanJudgement,
@@ -11,6 +12,7 @@ from annotation.models import (
     Instance,
     InstructionFamily,
     Judgement,
+    ResearchGroup,
     Snapshot,
     Tournament,
 )
@@ -150,6 +152,23 @@ class SnapshotRequestSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
     tournaments = serializers.PrimaryKeyRelatedField(many=True, required=False, default=list,
                                                      queryset=Tournament.objects.all())
+    group = serializers.PrimaryKeyRelatedField(
+        required=False, allow_null=True, default=None, queryset=ResearchGroup.objects.all(),
+        help_text="The research group whose families and tournaments the snapshot holds; a member of "
+                  "one group may leave it out.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is None:  # the schema's generator, which reads fields only
+            return
+        # Another group's tournament or group is, to this caller, one that does not exist.
+        self.fields["tournaments"].child_relation.queryset = teams.visible(Tournament.objects.all(), request.user)
+        self.fields["group"].queryset = teams.groups_to_own(request.user)
+
+    def validate(self, data):
+        data["group"] = teams.owning_group(user=self.context["request"].user, group=data["group"])
+        return data
 
 
 class SnapshotDiffSerializer(serializers.Serializer):

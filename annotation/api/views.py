@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from annotation import scoring
+from annotation import scoring, teams
 from annotation.api import serializers
 from annotation.api.filters import FilterSet
 from annotation.api.numbers import ID_PATH_PATTERN, IdFilter, query_number
@@ -42,7 +42,19 @@ MAX_SNAPSHOT_VERSION = 999_999_999
 _SNAPSHOT_VERSION_PATTERN = r"[0-9]{1,9}"
 
 
-class ReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):
+class GroupScopedMixin:
+    """Rows of the caller's research groups only (annotation/teams.py); `group_path` is the lookup
+    from the model to its owning group."""
+
+    group_path = "group"
+
+    def filter_queryset(self, queryset):
+        # Here rather than in get_queryset, which viewsets override: every list, detail and action
+        # filters through this.
+        return super().filter_queryset(teams.visible(queryset, self.request.user, via=self.group_path))
+
+
+class ReadOnlyViewSet(GroupScopedMixin, viewsets.ReadOnlyModelViewSet):
     # A detail id is ASCII digits: the database would read "/api/families/%201/" as row 1.
     lookup_value_regex = ID_PATH_PATTERN
 
@@ -88,6 +100,7 @@ class InstanceFilter(FilterSet):
 
 
 class InstanceViewSet(ReadOnlyViewSet):
+    group_path = "family__group"
     serializer_class = serializers.InstanceSerializer
     filterset_class = InstanceFilter
     ordering_fields = ["id", "created_at", "updated_at"]
@@ -183,6 +196,7 @@ class HumanJudgementFilter(FilterSet):
 
 
 class HumanJudgementViewSet(ReadOnlyViewSet):
+    group_path = "battle__tournament__group"
     serializer_class = serializers.HumanJudgementSerializer
     filterset_class = HumanJudgementFilter
     ordering_fields = ["id", "created_at", "active_seconds"]
@@ -201,6 +215,7 @@ class JudgeJudgementFilter(FilterSet):
 
 
 class JudgeJudgementViewSet(ReadOnlyViewSet):
+    group_path = "run__tournament__group"
     serializer_class = serializers.JudgeJudgementSerializer
     filterset_class = JudgeJudgementFilter
     ordering_fields = ["id", "created_at"]
@@ -208,7 +223,7 @@ class JudgeJudgementViewSet(ReadOnlyViewSet):
     queryset = Judgement.objects.select_related("run")
 
 
-class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class SnapshotViewSet(GroupScopedMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Snapshots by version; POST requests a new one, built in the background (202)."""
 
     serializer_class = serializers.SnapshotSerializer
@@ -222,11 +237,12 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=serializers.SnapshotRequestSerializer,
                    responses={202: serializers.SnapshotSerializer})
     def create(self, request, *args, **kwargs):
-        form = serializers.SnapshotRequestSerializer(data=request.data)
+        form = serializers.SnapshotRequestSerializer(data=request.data, context={"request": request})
         form.is_valid(raise_exception=True)
         snapshot = snapshots.request_snapshot(created_by=request.user,
                                               tournaments=form.validated_data["tournaments"],
-                                              note=form.validated_data["note"])
+                                              note=form.validated_data["note"],
+                                              group=form.validated_data["group"])
         return Response(self.get_serializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
@@ -251,7 +267,7 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         old = None
         against = query_number(request, "against", default=None, maximum=MAX_SNAPSHOT_VERSION)
         if against is not None:
-            old = Snapshot.objects.filter(version=against).first()
+            old = teams.visible(Snapshot.objects.all(), request.user).filter(version=against).first()
             if old is None:
                 raise NotFound(f"No snapshot v{against}.")
         diff = manifest.diff_snapshots(new=new, old=old)

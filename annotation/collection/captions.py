@@ -5,6 +5,7 @@ import logging
 from django.db import transaction
 
 from annotation import llm
+from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.stages import close_units_no_longer_owed, stage_config
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -62,6 +63,7 @@ def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
         )
         mark_submitted(assignment, active_seconds=active_seconds)
         settle_caption_round(instance=instance, unit=assignment.unit)
+        announce_if_stage_complete(unit=assignment.unit)
     return caption
 
 

@@ -2,6 +2,7 @@
 the stage's settings."""
 
 from annotation.collection.captions import settle_caption_round
+from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.verification import settle_reference
 from annotation.models import Instance, Reference, Stage, Tournament, WorkUnit
 from annotation.stopping import ask_what_is_needed, locked_unit
@@ -26,6 +27,8 @@ def settle_unit(unit):
     elif unit.stage == Stage.VERIFICATION and unit.reference_id is not None:
         reference = Reference.objects.select_for_update().get(pk=unit.reference_id)
         decided = settle_reference(reference=reference, unit=unit)
+    if closed:
+        announce_if_stage_complete(unit=unit)
     return closed, decided is not None
 
 

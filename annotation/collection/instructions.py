@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.stages import create_work_units
 from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
@@ -74,6 +75,7 @@ def submit_instruction(*, assignment_id, worker, instruction, images, active_sec
         InstructionSubmission.objects.create(assignment=assignment, instance=instance)
         mark_submitted(assignment, active_seconds=active_seconds)
         create_work_units(family=family, stage=Stage.CAPTION, instance=instance)
+        announce_if_stage_complete(unit=assignment.unit)
     return instance
 
 

@@ -94,7 +94,7 @@ def _is_multi_image(instance_path):
                 output_field=BooleanField())
 
 
-def table2(*, family=None):
+def table2(*, family=None, group=None):
     """The paper's Table 2 from decided references, and the yield of verification.
 
     Percentages are over the references verification decided (correct or incorrect), as in the
@@ -102,7 +102,8 @@ def table2(*, family=None):
     (the paper's "yield from the original candidate set") is the share of instances with a decided
     model candidate that ended with one accepted; an instance sent back for a new caption and then
     accepted counts as kept. Human-written references imported with the fully annotated example
-    are left out: nobody rated them, and Table 2 is about model-written candidates.
+    are left out: nobody rated them, and Table 2 is about model-written candidates. `group`: only
+    the families a research group owns.
     """
     references = Reference.objects.filter(
         verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT]
@@ -115,6 +116,9 @@ def table2(*, family=None):
     if family is not None:
         references = references.filter(instance__family=family)
         instances = instances.filter(family=family)
+    if group is not None:
+        references = references.filter(instance__family__group=group)
+        instances = instances.filter(family__group=group)
 
     reference_rows = (
         references.annotate(multi=_is_multi_image("instance"))

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation import llm
+from annotation.collection.completion import announce_if_references_ready
 from annotation.collection.stages import create_work_units
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -136,6 +137,7 @@ def store_reference(*, instance, text, source, caption=None, created_by=None, **
         )
         instance.status = Instance.Status.AWAITING_VERIFICATION
         create_work_units(family=instance.family, stage=Stage.VERIFICATION, reference=reference)
+        announce_if_references_ready(family_id=instance.family_id)
     return reference
 
 

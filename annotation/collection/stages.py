@@ -28,6 +28,7 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.stopping import Agreement, asks_now, battle_rule, first_ask, locked_unit
+from crowdbench.events import emit
 from crowdbench.jobs import enqueue
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ def launch_stage(*, family, stage, overlap=None, lease_minutes=None):
         config.launched_at = config.launched_at or timezone.now()
         config.save()
         enqueue("tasks.create_work_units", family.pk, stage)
+        emit(event="stage.launched", scope=family, key=f"{family.pk}:{stage}",
+             payload={"family": family.pk, "stage": stage, "overlap": config.overlap})
     return config
 
 

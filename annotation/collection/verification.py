@@ -23,6 +23,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.stages import (
     close_units_no_longer_owed,
     create_work_units,
@@ -81,6 +82,7 @@ def submit_verification(*, assignment_id, worker, is_correct, problem_in_caption
         )
         mark_submitted(assignment, active_seconds=active_seconds)
         settle_reference(reference=reference, unit=assignment.unit)
+        announce_if_stage_complete(unit=assignment.unit)
     return verification
 
 

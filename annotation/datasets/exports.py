@@ -13,13 +13,9 @@ import re
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db.models import Count
 
 from annotation.datasets.formats import Table
 from annotation.datasets.streams import sheet_export
-from annotation.models import (
-    ImageAsset,
-)
 
 # A cell starting with one of these, after any leading whitespace or line breaks, is run as a
 # formula by Excel, LibreOffice or Google Sheets (OWASP "CSV injection"), the full-width and small
@@ -233,13 +229,3 @@ def export_sheet(*, kind, csv_file, instances=None):
     table, rows = sheet_export(kind, instances)
     return write_table(table, (row for _, row in rows), csv_file=csv_file)
 
-
-def image_licences(*, instances):
-    """[{licence, licence_url, images}] over the images of `instances`, most used first."""
-    rows = (
-        ImageAsset.objects.filter(instances__in=instances)
-        .values("licence", "licence_url")
-        .annotate(images=Count("pk", distinct=True))
-        .order_by("-images", "licence", "licence_url")
-    )
-    return [dict(row) for row in rows]

@@ -81,7 +81,10 @@ _MEANINGS = {
                               "published sheet written back in its own layout leaves it empty where "
                               "its authors did: beside a candidate rated correct, which is then the "
                               "reference.",
-    layouts.METADATA: "JSON object of public image metadata, as published.",
+    layouts.METADATA: "JSON object of public image metadata: as published for imported rows; for "
+                      "instances made here, each image's License (URL), LicenseName, Author and "
+                      "OriginalLandingURL (its source page), one object for a "
+                      "single image, {\"images\": [one per image]} for several.",
     layouts.HUMAN_OUTPUT: "The human-written (or human-verified) reference.",
     **{column.name: column.description for column in _RATINGS},
 }

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from annotation.collection.verification import record_imported_verdict
-from annotation.datasets import cells, layouts
+from annotation.datasets import cells, layouts, licences
 from annotation.datasets.sheets import CellError, Problems, cell_label, parse_boolean, read_sheet
 from annotation.datasets.streams import instance_contents
 from annotation.exceptions import AnnotationError
@@ -265,8 +265,16 @@ def _images_by_url(rows):
     images = {}
     for image in ImageAsset.objects.filter(url__in=urls).order_by("-pk"):
         images[image.url] = image
+    # A new image takes the licence, author and source its first row's metadata gives.
+    details = {}
+    for row in rows:
+        urls_of_row = row.content.image_urls
+        published = licences.published_image_details(row.content.metadata, len(urls_of_row))
+        for url, found in zip(urls_of_row, published, strict=True):
+            if found and url not in details:
+                details[url] = found
     missing = sorted(urls - images.keys())
-    for image in ImageAsset.objects.bulk_create(ImageAsset(url=url) for url in missing):
+    for image in ImageAsset.objects.bulk_create(ImageAsset(url=url, **details.get(url, {})) for url in missing):
         images[image.url] = image
     return images
 

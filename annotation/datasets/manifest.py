@@ -1,6 +1,8 @@
 """What a snapshot says about itself: its manifest (versions, counts, Table 2, file digests), the
 dataset card a `datasets` or pandas user reads first, and what changed since the previous one."""
 
+import json
+import re
 from dataclasses import dataclass
 from importlib.metadata import version
 
@@ -8,7 +10,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from annotation.collection.progress import table2
-from annotation.datasets import exports, formats, layouts, streams
+from annotation.datasets import formats, layouts, licences, streams
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
@@ -79,19 +81,21 @@ def _table2_column(column):
     }
 
 
-def _family_counts():
+def _family_counts(group):
+    owned = InstructionFamily.objects.all() if group is None else InstructionFamily.objects.filter(group=group)
     families = {}
-    for family in InstructionFamily.objects.order_by("name"):
+    for family in owned.order_by("name"):
         families[family.name] = {
             "is_multi_image": family.is_multi_image,
             "source": family.source,
             "instances": {status.value: 0 for status in Instance.Status},
             "stages": {},
         }
-    names = dict(InstructionFamily.objects.values_list("pk", "name"))
-    for row in Instance.objects.values("family_id", "status").annotate(n=Count("pk")).order_by():
+    names = dict(owned.values_list("pk", "name"))
+    for row in (Instance.objects.filter(family__in=owned).values("family_id", "status").annotate(n=Count("pk"))
+                .order_by()):
         families[names[row["family_id"]]]["instances"][row["status"]] = row["n"]
-    for row in (WorkUnit.objects.values("family_id", "stage")
+    for row in (WorkUnit.objects.filter(family__in=owned).values("family_id", "stage")
                 .annotate(units=Count("pk", distinct=True),
                           done=Count("pk", filter=Q(status=WorkUnit.Status.DONE), distinct=True),
                           submitted=Count("assignments", distinct=True,
@@ -104,9 +108,10 @@ def _family_counts():
 
 
 def build_manifest(*, snapshot, tournaments, files, content_sha256):
-    published = streams.published_instances()
+    published = streams.published_instances(group=snapshot.group)
     exported = {entry["table"]: entry["rows"] for entry in files}
-    table = table2()
+    table = table2(group=snapshot.group)
+    image_licences = licences.image_licences(instances=published)
     runs = JudgeRun.objects.filter(tournament__in=tournaments).select_related("tournament").order_by("pk")
     reformatted = (
         InstructionFamily.objects.filter(source=InstructionFamily.Source.REFORMATTED,
@@ -128,7 +133,7 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
         "files": files,
         "rows": exported,
         "counts": {
-            "families": _family_counts(),
+            "families": _family_counts(snapshot.group),
             "images": ImageAsset.objects.filter(instances__in=published).distinct().count(),
         },
         "table2": {name.lower(): _table2_column(column) for name, column in table.columns()},
@@ -178,7 +183,11 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
             "max_output_tokens": settings.JUDGE_MAX_OUTPUT_TOKENS,
             "fallback_model": settings.JUDGE_FALLBACK_MODEL or None,
         },
-        "image_licences": exports.image_licences(instances=published),
+        "image_licences": image_licences,
+        # What the dataset card declares: the Hub's identifier for the images' licences.
+        "hub_licence": licences.card_licence(image_licences),
+        "image_attributions": licences.image_attributions(instances=published,
+                                                          image_url=streams._image_url),
         "citations": [
             {"source_dataset": source, "citation": citation, "families": names}
             for (source, citation), names in citations.items()
@@ -189,18 +198,107 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
 
 _LOADING = """\
 ```python
+from datasets import load_dataset
+
+# One config per table with rows (the front matter above lists them), read from its Parquet file;
+# once pushed to the Hub, give the repository ("owner/name") instead of the folder.
+benchmark = load_dataset("path/to/this/folder", "visit_bench_single_image", split="test")
+battles = load_dataset("path/to/this/folder", "battles", split="test")
+
 import pandas as pd
 
 # keep_default_na=False keeps empty cells as "" (not NaN); JSON cells are text, as published.
 multi = pd.read_csv("visit_bench_multi_images.csv", keep_default_na=False)
 preferences = pd.read_parquet("human_preferences.parquet")
-battles = pd.read_json("battles.jsonl", lines=True)
-
-from datasets import load_dataset
-
-benchmark = load_dataset("csv", data_files={{"test": "visit_bench_single_image.csv"}})
 ```
 """
+
+# The split every config has: the benchmark is a test set (paper §1), and its judgements with it.
+SPLIT = "test"
+DEFAULT_CONFIG = formats.SINGLE_IMAGE_SHEET.name
+# Our Arrow type names (formats.py) as the `datasets` features the card declares for them.
+_FEATURES = {
+    "bool": ("dtype", "bool"),
+    "string": ("dtype", "string"),
+    "int64": ("dtype", "int64"),
+    "double": ("dtype", "float64"),
+    "list<item: string>": ("list", "string"),
+}
+
+
+def _yaml_text(value):
+    # A JSON string is a YAML double-quoted scalar: any column name or licence name is safe in it.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _front_matter(*, manifest, tables, rows):
+    """The card's YAML: its licence (licences.py) and, per table with rows, a config and its
+    features, so `datasets.load_dataset(<folder>, <config>)` reads the Parquet file with the
+    declared types. `datasets` cannot load a split without rows, so an empty table (no tournament
+    yet, no multi-image instance) has no config: asking for it names the configs there are."""
+    lines = ["---", f"license: {manifest['hub_licence']}"]
+    if manifest["hub_licence"] == licences.OTHER:
+        named = {entry["licence"] or entry["licence_url"] for entry in manifest["image_licences"]}
+        name = named.pop() if len(named) == 1 else "mixed image licences"
+        lines.append(f"license_name: {_yaml_text(re.sub(r'[^a-z0-9.]+', '-', name.lower()).strip('-'))}")
+        links = {entry["licence_url"] for entry in manifest["image_licences"]}
+        if len(links) == 1 and links != {""}:
+            lines.append(f"license_link: {_yaml_text(links.pop())}")
+    lines.append(f"pretty_name: {_yaml_text('crowdbench snapshot v' + str(manifest['version']))}")
+    declared = [output for output in OUTPUTS if rows.get(output.table.name)]
+    if not declared:
+        return lines + ["---"]
+    lines.append("configs:")
+    for output in declared:
+        name = output.table.name
+        lines += [f"- config_name: {name}", "  data_files:", f"  - split: {SPLIT}",
+                  f"    path: {_yaml_text(output.names()['parquet'])}"]
+        if name == DEFAULT_CONFIG:
+            lines.append("  default: true")
+    lines.append("dataset_info:")
+    for output in declared:
+        table = tables.get(output.table.name, output.table)
+        lines += [f"- config_name: {table.name}", "  features:"]
+        for column in table.columns:
+            key, value = _FEATURES[column.type]
+            lines += [f"  - name: {_yaml_text(column.name)}", f"    {key}: {value}"]
+    return lines + ["---"]
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _declared_because(manifest):
+    identifier = manifest["hub_licence"]
+    if identifier == licences.UNKNOWN:
+        return "`unknown`: no image has its licence recorded."
+    if identifier != licences.OTHER:
+        return f"`{identifier}`: every image is under it."
+    if len(manifest["image_licences"]) > 1:
+        return "`other`, because the images' licences differ (below)."
+    return "`other`, because the Hub has no identifier for the images' licence (below)."
+
+
+def _licence_section(manifest):
+    lines = ["## Image licences", "",
+             "Each image keeps its own licence; the sheets' `public_images_metadata` carries it per "
+             "instance. The card's `license` is the Hub's identifier for them: "
+             + _declared_because(manifest),
+             "", "| licence | Hub identifier | images |", "| --- | --- | --- |"]
+    for entry in manifest["image_licences"]:
+        name = _cell(entry["licence"] or entry["licence_url"] or "not recorded")
+        if entry["licence_url"]:
+            name = f"[{name}](<{_cell(entry['licence_url'])}>)"
+        lines.append(f"| {name} | `{entry['hub_licence']}` | {entry['images']} |")
+    if manifest["image_attributions"]:
+        lines += ["", "### Attribution", "",
+                  "Images whose licence asks that the author be named:", "",
+                  "| image | author | source | licence |", "| --- | --- | --- | --- |"]
+        for entry in manifest["image_attributions"]:
+            lines.append(f"| {_cell(entry['image'])} | {_cell(entry['author'] or 'not recorded')} | "
+                         f"{_cell(entry['source'] or '-')} | {_cell(entry['licence'] or entry['licence_url'])} |")
+    return lines
 
 
 def _verification_work_states():
@@ -221,17 +319,8 @@ def dataset_card(*, manifest, tables=None):
     files_by_table = {}
     for entry in manifest["files"]:
         files_by_table.setdefault(entry["table"], []).append(entry)
-    configs = []
-    for output in OUTPUTS:
-        name = output.table.name
-        data_file = next(n for kind, n in output.names().items() if kind in ("csv", "jsonl"))
-        configs.append(f"- config_name: {name}\n  data_files: {data_file}")
     lines = [
-        "---",
-        "license: cc-by-4.0",
-        "configs:",
-        *configs,
-        "---",
+        *_front_matter(manifest=manifest, tables=tables, rows=manifest["rows"]),
         "",
         f"# crowdbench snapshot v{manifest['version']}",
         "",
@@ -283,10 +372,7 @@ def dataset_card(*, manifest, tables=None):
                        ("References rated", "references")):
         cells = [_number(t2[column][key]) for column in ("overall", "single", "multi")]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "## Image licences", ""]
-    for entry in manifest["image_licences"]:
-        lines.append(f"- {entry['licence'] or 'not recorded'}: {entry['images']} image(s)"
-                     + (f" ({entry['licence_url']})" if entry["licence_url"] else ""))
+    lines += ["", *_licence_section(manifest)]
     if manifest["citations"]:
         lines += ["", "## Reformatted datasets: please cite", ""]
         for entry in manifest["citations"]:

@@ -36,6 +36,7 @@ from annotation.exceptions import AnnotationError
 from annotation.models import (
     Snapshot,
 )
+from crowdbench.events import emit
 from crowdbench.jobs import enqueue
 
 
@@ -46,13 +47,24 @@ def snapshot_storage():
 # --- requesting --------------------------------------------------------------------------------
 
 
-def request_snapshot(*, created_by=None, tournaments=(), note="", background=True):
-    """A new pending snapshot with the next version number; its build job starts on commit."""
+def check_scope(*, group, tournaments):
+    """A research group's snapshot holds its own families and tournaments only."""
+    if group is None:
+        return
+    for tournament in tournaments:
+        if tournament.group_id != group.pk:
+            raise AnnotationError(f"“{tournament}” is not a tournament of {group}, whose snapshot this is.")
+
+
+def request_snapshot(*, created_by=None, tournaments=(), note="", group=None, background=True):
+    """A new pending snapshot with the next version number; its build job starts on commit. A
+    snapshot of a research group holds the verified instances of its families only."""
     tournaments = list(tournaments)
+    check_scope(group=group, tournaments=tournaments)
     for _ in range(5):
         try:
             with transaction.atomic():
-                snapshot = Snapshot(created_by=created_by, note=note)
+                snapshot = Snapshot(created_by=created_by, note=note, group=group)
                 assign_version(snapshot=snapshot)
                 snapshot.tournaments.set(tournaments)
         except IntegrityError:
@@ -157,11 +169,16 @@ def build_snapshot(*, snapshot):
         progress.close()
         raise
     progress.close()
-    Snapshot.objects.filter(pk=snapshot.pk).update(
-        status=Snapshot.Status.DONE, progress=100, progress_message="Done",
-        finished_at=timezone.now(), **result,
-    )
-    return Snapshot.objects.get(pk=snapshot.pk)
+    with transaction.atomic():
+        Snapshot.objects.filter(pk=snapshot.pk).update(
+            status=Snapshot.Status.DONE, progress=100, progress_message="Done",
+            finished_at=timezone.now(), **result,
+        )
+        built = Snapshot.objects.get(pk=snapshot.pk)
+        emit(event="snapshot.built", scope=built, key=built.pk, payload={
+            "snapshot": built.pk, "version": built.version, "content_sha256": built.content_sha256,
+            "files": [{"name": f["name"], "rows": f.get("rows"), "sha256": f["sha256"]} for f in built.files]})
+    return built
 
 
 def _write_files(snapshot, workdir, progress):
@@ -173,7 +190,7 @@ def _write_files(snapshot, workdir, progress):
     tables = {}
     for output in OUTPUTS:
         progress.step(f"Writing {output.table.name}")
-        table, rows = _rows_for(output, tournaments, digests)
+        table, rows = _rows_for(output, snapshot, tournaments, digests)
         tables[table.name] = table
         paths = {kind: workdir / name for kind, name in output.names().items()}
         for path in paths.values():
@@ -263,10 +280,12 @@ def storage_prefix(snapshot):
     return f"v{snapshot.version}"
 
 
-def _rows_for(output, tournaments, digests):
+def _rows_for(output, snapshot, tournaments, digests):
     """(table, rows) of one output; a sheet's rows also record each instance's digest."""
     if output.sheet_kind is not None:
-        table, sheet_rows = streams.sheet_export(output.sheet_kind)
+        # The whole benchmark, or a group's part of it, keeps an imported layout where it can.
+        table, sheet_rows = streams.sheet_export(output.sheet_kind, streams.published_instances(group=snapshot.group),
+                                                 keep_imported_layout=True)
 
         def rows():
             for instance_id, row in sheet_rows:

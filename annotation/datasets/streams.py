@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q
 
-from annotation.datasets import cells, layouts
+from annotation.datasets import cells, layouts, licences
 from annotation.datasets.formats import SHEETS, sheet_table
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -53,8 +53,8 @@ def _decided_references():
     return Reference.objects.exclude(verdict=Reference.Verdict.PENDING).order_by("instance_id", "-id")
 
 
-def published_instances():
-    """Instances that go into the benchmark sheets.
+def published_instances(*, group=None):
+    """Instances that go into the benchmark sheets (of the families `group` owns, when given).
 
     Verified instances, and the instances of published sheets we re-imported: those sheets keep
     rows whose candidate was rated incorrect (the human_ratings_* columns say so), and a snapshot
@@ -62,8 +62,9 @@ def published_instances():
     flagged harmful, never leave.
     """
     decided = _decided_references().filter(instance=OuterRef("pk"))
+    instances = Instance.objects.all() if group is None else Instance.objects.filter(family__group=group)
     return (
-        Instance.objects.filter(
+        instances.filter(
             Q(status=Instance.Status.VERIFIED)
             | Q(status=Instance.Status.DISCARDED, imported_from__gt=""),
             Exists(decided),
@@ -102,7 +103,9 @@ def _content(instance):
         prediction=text if reference and reference.model else "",
         reference_output=instance.reference_output,
         human_output=instance.reference_output or text,
-        metadata=instance.public_images_metadata,
+        # Metadata a published sheet gave is kept as published; an instance made here carries its
+        # images' licences, authors and sources.
+        metadata=instance.public_images_metadata or licences.instance_metadata(link.image for link in links),
         correct=bool(reference) and reference.verdict == Reference.Verdict.CORRECT,
         problem_in_caption=bool(reference) and reference.problem_in_caption,
         problem_in_response=bool(reference) and reference.problem_in_response,

@@ -34,6 +34,7 @@ from annotation.judging.prompts import (
     request_sha256,
 )
 from annotation.models import Judgement, JudgeRun
+from crowdbench.events import emit
 from crowdbench.jobs import enqueue
 
 ACTIVE_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING, JudgeRun.Status.RETRYING)
@@ -165,12 +166,22 @@ def finish_judge_run(*, run):
     run = JudgeRun.objects.select_related("tournament").get(pk=run.pk)
     if run.status in ACTIVE_STATUSES and run_is_judged(run):
         refresh_counters(run)
-        JudgeRun.objects.filter(pk=run.pk).update(
-            status=JudgeRun.Status.DONE, error="", finished_at=timezone.now()
-        )
+        with transaction.atomic():
+            JudgeRun.objects.filter(pk=run.pk).update(
+                status=JudgeRun.Status.DONE, error="", finished_at=timezone.now()
+            )
+            _emit_run_event("judge_run.finished", run.pk)
         # Its verdicts join the leaderboard, computed in the background.
         enqueue("tasks.refresh_leaderboard", run.tournament_id)
     return JudgeRun.objects.get(pk=run.pk)
+
+
+def _emit_run_event(event, run_id):
+    run = JudgeRun.objects.select_related("tournament").get(pk=run_id)
+    emit(event=event, scope=run.tournament, key=f"{run.pk}:{run.finished_at.isoformat()}",
+         payload={"run": run.pk, "tournament": run.tournament_id, "engine": run.engine, "mode": run.mode,
+                  "status": run.status, "calls": run.total_calls, "cost_usd": str(run.cost_usd),
+                  "error": run.error})
 
 
 def record_job_status(run_id, status, error=""):
@@ -180,7 +191,9 @@ def record_job_status(run_id, status, error=""):
     if status == JudgeRun.Status.RETRYING:
         active.update(status=JudgeRun.Status.RETRYING, error=error)
     elif status == JudgeRun.Status.FAILED:
-        active.update(status=JudgeRun.Status.FAILED, error=error, finished_at=timezone.now())
+        with transaction.atomic():
+            if active.update(status=JudgeRun.Status.FAILED, error=error, finished_at=timezone.now()):
+                _emit_run_event("judge_run.failed", run_id)
     elif status == JudgeRun.Status.RUNNING:
         active.exclude(status=JudgeRun.Status.PENDING).update(status=JudgeRun.Status.RUNNING)
 

@@ -8,7 +8,8 @@ instruction-conditioned captions, candidate references from a model and their ve
 datasets (datasets).
 
 Modules import only those earlier in the flow: workers, families, instances, work, collection,
-preferences, endpoints, judging, scoring, datasets, then the rules of who may work (workforce). A field
+preferences, endpoints, judging, scoring, datasets, then the rules of who may work
+(workforce) and the research groups that own families, tournaments and snapshots (teams). A field
 pointing later in the flow names its model by a string, so no two modules import each other.
 """
 
@@ -29,6 +30,7 @@ from annotation.models.preferences import (
     Tournament,
 )
 from annotation.models.scoring import LeaderboardResult
+from annotation.models.teams import Membership, ResearchGroup
 from annotation.models.work import (
     Aggregation,
     Answer,
@@ -52,6 +54,8 @@ from annotation.models.workforce import (
 )
 
 __all__ = [
+    "Membership",
+    "ResearchGroup",
     "Aggregation",
     "Answer",
     "WorkerModel",

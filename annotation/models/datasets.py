@@ -27,6 +27,9 @@ class Snapshot(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     note = models.TextField(blank=True)
+    group = models.ForeignKey("annotation.ResearchGroup", null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="+",
+                              help_text="The research group that owns it; empty: staff outside groups.")
     tournaments = models.ManyToManyField(Tournament, blank=True, related_name="snapshots",
                                          help_text="Tournaments whose judgements go in; none: no judgements.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)

@@ -67,6 +67,9 @@ class InstructionFamily(models.Model):
     seed_images = models.ManyToManyField(ImageAsset, through="SeedImage", blank=True,
                                          related_name="seed_of")
     target_instances = models.PositiveIntegerField(default=10)
+    group = models.ForeignKey("annotation.ResearchGroup", null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="+",
+                              help_text="The research group that owns it; empty: staff outside groups.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

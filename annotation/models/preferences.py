@@ -38,6 +38,9 @@ class ModelResponse(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An edit of its text in the admin changes the leaderboard (the judge report's length bias counts
+    # its tokens): the fingerprint (scoring/freshness.py) reads this.
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["instance_id", "model_name"]
@@ -78,6 +81,9 @@ class Tournament(models.Model):
     families = models.ManyToManyField(InstructionFamily, blank=True,
                                       related_name="tournaments",
                                       help_text="None chosen: every family.")
+    group = models.ForeignKey("annotation.ResearchGroup", null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="+",
+                              help_text="The research group that owns it; empty: staff outside groups.")
     image_kind = models.CharField(max_length=10, choices=ImageKind.choices, default=ImageKind.ALL)
     model_names = models.JSONField(default=list, blank=True,
                                    help_text='A JSON list of model names; empty: every model.')

@@ -143,7 +143,11 @@ class Assignment(models.Model):
             # A worker never gets the same unit twice, whatever the race.
             models.UniqueConstraint(fields=["unit", "worker"], name="assignment_unit_worker_unique"),
         ]
-        indexes = [models.Index(fields=["unit", "status"], name="assignment_unit_status_idx")]
+        indexes = [
+            models.Index(fields=["unit", "status"], name="assignment_unit_status_idx"),
+            # The leaderboard's fingerprint finds the few judgements their state leaves out through it.
+            models.Index(fields=["work_state"], name="assignment_work_state_idx"),
+        ]
 
     def __str__(self):
         return f"{self.unit} → {self.worker}"

@@ -6,6 +6,7 @@ import random
 
 from django.db import transaction
 
+from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.decisions import ask_for_next_round
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -141,6 +142,7 @@ def submit_pairwise_judgement(
         )
         if mark_submitted(assignment, active_seconds=active_seconds):
             ask_for_next_round(tournament)
+            announce_if_stage_complete(unit=assignment.unit)
         # The leaderboard is computed in the background (annotation/scoring/freshness.py).
         enqueue("tasks.refresh_leaderboard", tournament.pk)
     return judgement

@@ -25,6 +25,7 @@ from annotation.models import (
 from annotation.preferences.answers import owed_answers_message
 from annotation.preferences.eligible import eligible_instances
 from annotation.stopping import ask_what_is_needed
+from crowdbench.events import emit
 
 
 def reference_responses(*, instances):
@@ -237,6 +238,8 @@ def launch_tournament(*, tournament):
         if tournament.launched_at is None:
             tournament.launched_at = now
             tournament.save(update_fields=["launched_at"])
+            emit(event="stage.launched", scope=tournament, key=f"tournament-{tournament.pk}",
+                 payload={"tournament": tournament.pk, "stage": Stage.PAIRWISE, "families": [f.pk for f in families]})
         for family in families:
             create_work_units(family=family, stage=Stage.PAIRWISE)
     return tournament

@@ -19,15 +19,15 @@ Frames follow ``annotation.scoring.ratings``: one row per judgement with ``model
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import krippendorff
-import networkx as nx
 import numpy as np
 import pandas as pd
 from scipy import stats
+from scipy.sparse.csgraph import connected_components
 from sklearn.metrics import cohen_kappa_score
-from statsmodels.stats.proportion import proportion_confint
 
 from annotation.scoring.ratings import WINNER_SCORES
 
@@ -137,11 +137,25 @@ def majority_agreement(
     return pd.DataFrame(rows)
 
 
+def wilson_interval(successes: float, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a share, clipped to [0, 1] against rounding (the formula of
+    statsmodels' ``proportion_confint(method="wilson")``, which was a dependency for this alone).
+
+    ``successes`` may be fractional: a tie counts half a success.
+    """
+    z = float(stats.norm.isf((1.0 - confidence) / 2.0))
+    share = successes / n
+    denominator = 1.0 + z * z / n
+    centre = (share + z * z / (2.0 * n)) / denominator
+    half_width = z * math.sqrt(share * (1.0 - share) / n + z * z / (4.0 * n * n)) / denominator
+    return max(0.0, centre - half_width), min(1.0, centre + half_width)
+
+
 def _agreement_row(label: str, part: pd.DataFrame) -> dict:
     n = len(part)
     credit = float(part["judge_credit"].sum())
     if n:
-        lower, upper = proportion_confint(credit, n, alpha=0.05, method="wilson")
+        lower, upper = wilson_interval(credit, n)
     else:
         lower = upper = np.nan
     length = part["length_credit"].dropna()
@@ -265,7 +279,7 @@ def contradictions(battles: pd.DataFrame, *, key: str = "question_id") -> pd.Dat
     explain. Returns per group n_models, n_edges, has_contradiction (the graph has a cycle) and
     n_three_cycles (directed 3-cycles).
 
-    CHIRP reports whether a question's graph has a cycle, which a topological sort answers in
+    CHIRP reports whether a question's graph has a cycle, which its strongly connected components answer in
     linear time. Counting every simple cycle instead grows exponentially: 15 models judged at
     random on one question have 24.8 million of them (82 s). Where a count is wanted, 3-cycles
     are the one a polynomial algorithm gives: trace(A^3) / 3, each cycle once per rotation, and
@@ -295,19 +309,23 @@ def contradictions(battles: pd.DataFrame, *, key: str = "question_id") -> pd.Dat
         winners = np.r_[local_low[m > 0], local_high[m < 0]]
         adjacency = np.zeros((len(nodes), len(nodes)))
         adjacency[losers, winners] = 1.0
-        graph = nx.DiGraph()
-        graph.add_nodes_from(range(len(nodes)))
-        graph.add_edges_from(zip(losers.tolist(), winners.tolist(), strict=True))
         row = {column: values[first] for column, values in zip(groups, group_values, strict=True)}
         row.update(
             n_models=len(nodes),
             n_edges=len(losers),
-            has_contradiction=not nx.is_directed_acyclic_graph(graph),
+            has_contradiction=_has_cycle(adjacency),
             n_three_cycles=int(round(np.trace(adjacency @ adjacency @ adjacency) / 3)),
         )
         rows.append(row)
     columns = groups + ["n_models", "n_edges", "has_contradiction", "n_three_cycles"]
     return pd.DataFrame(rows, columns=columns).rename(columns={"key": key})
+
+
+def _has_cycle(adjacency: np.ndarray) -> bool:
+    """Whether a directed graph has a cycle: a strongly connected component of two or more
+    nodes holds one, and a self-loop (a model compared with itself) is one."""
+    n_components, _ = connected_components(adjacency, directed=True, connection="strong")
+    return n_components < len(adjacency) or bool(adjacency.diagonal().any())
 
 
 def contradiction_share(table: pd.DataFrame) -> dict:

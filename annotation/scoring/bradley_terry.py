@@ -162,11 +162,13 @@ def bradley_terry(
     Unlike online Elo it ignores battle order. The maximum-likelihood ratings are what the
     prior's mode tends to with many battles (at 10,000 battles among five models they differ by
     a fraction of a point), but on few battles they can be anything: a model that won (or lost)
-    every battle has none, and FastChat's ``compute_elo_mle_with_tie`` walks towards infinity
-    until its optimiser stops. A Gaussian prior is the L2 penalty of a logistic regression:
-    FastChat's style-controlled ``fit_mle_elo`` has one without saying so (scikit-learn's default
-    C=1 on every battle counted twice, a prior with sd sqrt(2) * 400 points). Newton's method
-    finds the maximum to about 1e-10 Elo points.
+    every battle has none, and later FastChat's ``compute_mle_elo`` (scikit-learn's penalty off)
+    walks towards infinity until its optimiser stops. A Gaussian prior is the L2 penalty of a
+    logistic regression: fschat 0.2.36's ``compute_elo_mle_with_tie`` (the release VisIT-Bench
+    cites) and FastChat's style-controlled ``fit_mle_elo`` have one without saying so
+    (scikit-learn's default C=1 on every battle counted twice, a prior with sd sqrt(2) * 400
+    points); with that prior this fit and 0.2.36's agree to scikit-learn's tolerance
+    (benchmarks/ratings.py). Newton's method finds the maximum to about 1e-10 Elo points.
     """
     counts = pair_counts(battles)
     n_models = len(counts.models)

@@ -8,9 +8,10 @@ stored result with its age, and say "computing" while it is older than the judge
 "Older than the judgements" is decided by a fingerprint taken in SQL, without loading a row: counts,
 id checksums and latest changes of everything a result is computed from (see `fingerprint`). Every
 change that can alter a result changes it: a judgement submitted, edited or deleted, a review that
-accepts or rejects one (the tournament may count only accepted work), an instance verified or
-un-verified (battles count only while their instance is verified, `counted_battles`), a judge run
-finishing or run again, and the tournament's, its rubrics' and the families' settings.
+accepts or rejects one or any other change of its work state (the tournament may count only
+accepted work), an instance verified or un-verified (battles count only while their instance is
+verified, `counted_battles`), a model response's text edited (the judge report counts its tokens),
+a judge run finishing or run again, and the tournament's, its rubrics' and the families' settings.
 
 Jobs are queued when judgements change, by the services that change them (a judgement submitted,
 a review, an instance verified or un-verified, a judge run finished or run again: they name the job
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, Max, Sum
+from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
 from annotation.models import (
@@ -34,11 +35,14 @@ from annotation.models import (
     REFERENCE_MODEL_NAME,
     Battle,
     HumanJudgement,
+    Instance,
     InstructionFamily,
     Judgement,
     JudgeRun,
     LeaderboardResult,
+    ModelResponse,
     Tournament,
+    WorkState,
 )
 from annotation.scoring import DEFAULT_ROUNDS
 from crowdbench.jobs import enqueue
@@ -63,40 +67,64 @@ def kept_boards(tournament):
     return sorted(boards)
 
 
+def _id_checksum(where=None, prefix=""):
+    """Aggregates of the ids of a set of rows (those `where` selects, or all) that change when a row
+    comes or goes."""
+    return {
+        f"{prefix}n": Count("id", filter=where),
+        f"{prefix}sum": Sum("id", filter=where),
+        f"{prefix}squares": Sum(F("id") * F("id") % _CHECKSUM_PRIME, filter=where),
+    }
+
+
 def _set_checksum():
     """Aggregates of a set of rows that change when a row comes or goes, and when any row is
     edited (or, for a human judgement, reviewed)."""
-    return {
-        "n": Count("id"),
-        "sum": Sum("id"),
-        "squares": Sum(F("id") * F("id") % _CHECKSUM_PRIME),
-        "last": Max("id"),
-        "edited": Max("updated_at"),
-    }
+    return {**_id_checksum(), "last": Max("id"), "edited": Max("updated_at")}
+
+
+def _left_out_by_work_state(tournament, counts_provisional):
+    """Checksums of the tournament's human judgements that their work state leaves out: the rejected
+    ones, or where only accepted work counts, every one not accepted. A review stamps the judgement
+    whose state it changes (annotation/review.py), but a state changed any other way (an update in
+    the shell, a data migration) stamps nothing, so the states are read; these judgements are few,
+    found through the index on the work state, where reading every judgement's state tripled the
+    fingerprint's time."""
+    # counted_work's complement, said as the states it leaves out so that the index can find them.
+    left_out = [WorkState.REJECTED] if counts_provisional else [WorkState.PROVISIONAL, WorkState.REJECTED]
+    return (HumanJudgement.objects.filter(battle__tournament=tournament, assignment__work_state__in=left_out)
+            .aggregate(**_id_checksum()))
 
 
 def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     """sha256 of what the board's result depends on, from a few aggregate queries."""
     settings = Tournament.objects.values_list("seed", "counts_provisional", "with_rubric", "rubric",
                                               "aggregation").get(pk=tournament.pk)
-    # Which of them count (counted_work, counted_battles) is read from its traces rather than row by
-    # row, which costs a join per judgement: a review stamps the human judgement it accepts or
-    # rejects (annotation/review.py), and verifying or un-verifying an instance stamps the instance
-    # (collection/verification.py), read over the battles below.
+    # Which of them count (counted_work, counted_battles) is read from the work states of their
+    # assignments and the states of their battles' instances, as well as from the stamps a review
+    # and a verification leave (annotation/review.py, collection/verification.py).
     human = HumanJudgement.objects.filter(battle__tournament=tournament).aggregate(**_set_checksum())
+    left_out = _left_out_by_work_state(tournament, counts_provisional=settings[1])
     judge = Judgement.objects.filter(run__tournament=tournament, run__status=JudgeRun.Status.DONE).aggregate(
         **_set_checksum())
     runs = list(JudgeRun.objects.filter(tournament=tournament, status=JudgeRun.Status.DONE).order_by("id")
                 .values_list("id", "engine", "mode", "finished_at"))
     battles = Battle.objects.filter(tournament=tournament).aggregate(
-        n=Count("id"), last=Max("id"), instances=Max("instance__updated_at"))
+        n=Count("id"), last=Max("id"), instances=Max("instance__updated_at"),
+        **_id_checksum(Q(instance__status=Instance.Status.VERIFIED), prefix="verified_"))
+    # The last edit of a response to the tournament's instances (the judge report counts the tokens
+    # of those in battles): one semi-join, where reading both responses of every battle cost five
+    # times the battles' own aggregate.
+    responses = ModelResponse.objects.filter(
+        instance_id__in=Battle.objects.filter(tournament=tournament).values("instance_id")).aggregate(
+        edited=Max("updated_at"))
     # A family's name is a category of the board, and its flag says whether its instances are multi-image.
     families = list(InstructionFamily.objects.filter(pk__in=Battle.objects.filter(tournament=tournament)
                                                      .values("instance__family_id"))
                     .order_by("id").values_list("id", "name", "is_multi_image"))
     rubrics = list(tournament.rubrics.order_by("id").values_list("family_id", "instance_id", "text"))
-    parts = (COMPUTATION_VERSION, criterion, rounds, REFERENCE_MODEL_NAME, settings, human, judge, runs, battles,
-             families, rubrics)
+    parts = (COMPUTATION_VERSION, criterion, rounds, REFERENCE_MODEL_NAME, settings, human, left_out, judge, runs,
+             battles, responses, families, rubrics)
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 

@@ -11,7 +11,6 @@ and its cost. Every rate carries its n and a 95% Wilson interval.
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.proportion import proportion_confint
 
 from annotation.scoring import agreement, ratings
 
@@ -25,7 +24,7 @@ def rate(successes, n):
     """A share with its n and 95% Wilson interval (None where n is 0)."""
     if not n:
         return {"rate": None, "lower": None, "upper": None, "n": 0}
-    lower, upper = proportion_confint(successes, n, alpha=0.05, method="wilson")
+    lower, upper = agreement.wilson_interval(successes, n)
     return {"rate": successes / n, "lower": float(lower), "upper": float(upper), "n": int(n)}
 
 

@@ -455,10 +455,15 @@ class TournamentLeaderboard:
         return next((row for row in self.judge_report if row["key"] == key), None)
 
     @property
-    def judge_report_rows(self):
-        """The judge report as the page prints it: one row per evaluator, the crowd first, each rate
-        with its 95% interval and n."""
-        return [judge_report_text(row) for row in self.judge_report]
+    def judge_report_table(self):
+        """The judge report as the page prints it: an evaluator per column (the crowd first), so the
+        judges are read side by side, and a measure per row."""
+        crowd = self.board(HUMAN_KEY)
+        columns = [judge_report_column(row, crowd_judgements=crowd.judgements if crowd else None)
+                   for row in self.judge_report]
+        return {"columns": columns,
+                "rows": [{"key": key, "label": label, "cells": [column["cells"][key] for column in columns]}
+                         for key, label in JUDGE_REPORT_MEASURES]}
 
     def rubric_vs_crowd(self, key):
         """A judge's 1-5 scores against the crowd's, response by response (Prometheus-Vision §5)."""
@@ -480,40 +485,56 @@ def _contradiction_text(found):
             f"({cycles} three-cycle{'' if cycles == 1 else 's'})")
 
 
-def _rate_text(found):
-    if found is None:
-        return ""
+# The judge report's measures, a row each in the order the page prints them.
+JUDGE_REPORT_MEASURES = (
+    ("verdicts", "Verdicts"),
+    ("first_position_wins", "First-position wins"),
+    ("flips", "Verdict flips on swap"),
+    ("longer_wins", "Longer answer wins"),
+    ("self_preference", "Self-preference"),
+    ("majority", "Agreement with the crowd majority, by strength"),
+    ("kappa_by_category", "Cohen's κ per category"),
+    ("spearman", "Spearman of Elo with the crowd's"),
+    ("cost", "Cost (USD)"),
+)
+
+
+def _rate_line(found, label=""):
+    """A rate as one line of a judge report cell: the rate, and below it its interval and n."""
     if found["rate"] is None:
-        return "– (n=0)"
-    return f"{found['rate']:.1%} ({found['lower']:.1%} to {found['upper']:.1%}, n={found['n']})"
+        return {"label": label, "text": "–", "detail": "n=0"}
+    return {"label": label, "text": f"{found['rate']:.1%}",
+            "detail": f"{found['lower']:.1%} to {found['upper']:.1%}, n={found['n']}"}
 
 
-def judge_report_text(row):
-    """One row of the judge report (annotation/scoring/judge_report.py) as text cells."""
-    text = {"key": row["key"], "judge": row["judge"], "longer_wins": _rate_text(row["length"]["longer_wins"]),
-            "length_bins": [f"{found['longer_by']} tokens longer: {_rate_text(found)}"
-                            for found in row["length"]["bins"] if found["n"]]}
+def judge_report_column(row, *, crowd_judgements=None):
+    """One evaluator of the judge report (annotation/scoring/judge_report.py) as the page prints it:
+    its heading, and per measure the lines of its cell (none where the measure does not apply)."""
+    cells = {key: [] for key, _ in JUDGE_REPORT_MEASURES}
+    cells["longer_wins"] = [_rate_line(row["length"]["longer_wins"])]
     if row["key"] == HUMAN_KEY:
-        return {**text, "crowd": True}
+        if crowd_judgements is not None:
+            cells["verdicts"] = [{"text": str(crowd_judgements)}]
+        return {"key": row["key"], "crowd": True, "judge": row["judge"], "mode": "the reference", "prompts": "",
+                "cells": cells}
     own = row["self_preference"]
-    return {
-        **text,
-        "crowd": False,
-        "engine": row["engine"],
-        "mode": JudgeRun.Mode(row["mode"]).label,
-        "prompts": row["prompts_sha256"][:12],
-        "judgements": row["judgements"],
-        "first_position_wins": _rate_text(row["position"]["first_position_wins"]),
-        "flips": _rate_text(row["position"]["flips"]),
-        "self_preference": (f"{own['model']}: {_rate_text(own['by_judge'])} by itself, "
-                            f"{_rate_text(own['by_crowd'])} by the crowd") if own else "not a contestant",
-        "majority": [f"{found['strength']}: {_rate_text(found)}" for found in row["majority"]],
-        "kappa_by_category": [f"{found['category']}: {_number(found['kappa'], '{:.2f}')} (n={found['n']})"
-                              for found in row["kappa_by_category"]],
-        "spearman": "" if row["spearman"] is None else
-                    f"{_number(row['spearman']['rho'], '{:.2f}')} over {row['spearman']['models']} models",
-        "cost": _number(row["cost_usd"], "${:.4f}"),
-    }
+    spearman = row["spearman"]
+    cells.update(
+        verdicts=[{"text": str(row["judgements"])}],
+        first_position_wins=[_rate_line(row["position"]["first_position_wins"])],
+        flips=[_rate_line(row["position"]["flips"])],
+        self_preference=([_rate_line(own["by_judge"], f"{own['model']} by itself"),
+                          _rate_line(own["by_crowd"], "by the crowd")] if own
+                         else [{"text": "not a contestant", "quiet": True}]),
+        majority=[_rate_line(found, found["strength"]) for found in row["majority"]],
+        kappa_by_category=[{"label": found["category"], "text": _number(found["kappa"], "{:.2f}") or "–",
+                            "detail": f"n={found['n']}"} for found in row["kappa_by_category"]],
+        spearman=[] if spearman is None else [{"text": _number(spearman["rho"], "{:.2f}") or "–",
+                                               "detail": f"over {spearman['models']} models"}],
+        cost=[{"text": _number(row["cost_usd"], "${:.4f}") or "–"}],
+    )
+    return {"key": row["key"], "crowd": False, "judge": row["engine"], "mode": JudgeRun.Mode(row["mode"]).label,
+            "prompts": row["prompts_sha256"][:12], "cells": cells}
 
 
 def agreement_row(found):

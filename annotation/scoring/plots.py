@@ -99,18 +99,22 @@ def category_heatmap(table: pd.DataFrame, *, title: str = "Win-rate vs. referenc
     return _png(fig)
 
 
+def _error_bars(rates, lower, upper):
+    """matplotlib's yerr for rates and their interval bounds. At a rate of 0 or 1, Wilson's bound
+    comes back a rounding error beyond the rate itself (7 of 7: 1 - 1.1e-16), and matplotlib refuses
+    a negative error bar (the plot answered 500)."""
+    rates = np.asarray(rates, dtype=float)
+    return np.clip(np.vstack([rates - np.asarray(lower, dtype=float), np.asarray(upper, dtype=float) - rates]),
+                   0.0, None)
+
+
 def agreement_bars(df: pd.DataFrame, *, title: str = "Agreement with the crowd majority") -> bytes:
     """``majority_agreement`` output as grouped bars per majority strength: the judge (with its
     Wilson interval), the length baseline and the 50% random line, as in VisIT-Bench Fig. 9."""
     x = np.arange(len(df))
     width = 0.38
     judge = df["judge_accuracy"].to_numpy(dtype=float)
-    errors = np.vstack(
-        [
-            judge - df["judge_ci_lower"].to_numpy(dtype=float),
-            df["judge_ci_upper"].to_numpy(dtype=float) - judge,
-        ]
-    )
+    errors = _error_bars(judge, df["judge_ci_lower"], df["judge_ci_upper"])
     fig = Figure(figsize=(max(5.0, 1.3 * len(df) + 2), 4))
     ax = fig.add_subplot()
     ax.bar(x - width / 2, judge, width, yerr=errors, capsize=3, label="judge")
@@ -142,8 +146,7 @@ def length_bias_plot(report: list[dict], *, title: str = "Win rate of the longer
         if not bins:
             continue
         rates = np.array([found["rate"] for _, found in bins])
-        errors = np.vstack([rates - [found["lower"] for _, found in bins],
-                            np.array([found["upper"] for _, found in bins]) - rates])
+        errors = _error_bars(rates, [found["lower"] for _, found in bins], [found["upper"] for _, found in bins])
         ax.errorbar(x[[n for n, _ in bins]] + offset, rates, yerr=errors, fmt="o-", capsize=3,
                     label=row["judge"])
     ax.axhline(0.5, color="black", linestyle="--", linewidth=1)

@@ -3,6 +3,7 @@ every payment action."""
 
 from django.contrib import admin
 
+from annotation.admin.audit import AuditTrailMixin
 from annotation.models import (
     GoldAnswer,
     GoldItem,
@@ -20,7 +21,7 @@ class GoldItemInline(admin.StackedInline):
 
 
 @admin.register(StageQualification)
-class StageQualificationAdmin(admin.ModelAdmin):
+class StageQualificationAdmin(AuditTrailMixin, admin.ModelAdmin):
     list_display = ["name", "stage", "test_size", "pass_score", "live_accuracy_bar", "gold_items_count",
                     "mturk_qualification_type_id"]
     readonly_fields = ["mturk_qualification_type_id", "mturk_environment"]
@@ -89,7 +90,7 @@ class GoldAnswerAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkerQualification)
-class WorkerQualificationAdmin(admin.ModelAdmin):
+class WorkerQualificationAdmin(AuditTrailMixin, admin.ModelAdmin):
     list_display = ["worker", "qualification", "status", "test_score", "live_accuracy",
                     "live_answers", "paused_at", "mturk_granted", "note"]
     list_filter = ["status", "qualification", "mturk_granted"]

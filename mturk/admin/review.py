@@ -4,6 +4,8 @@ from django import forms
 from django.contrib import admin, messages
 
 from annotation.admin.actions import each_selected
+from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import WorkerBlock
 from mturk.admin.common import PayPermissionMixin, form_step, report
 from mturk.exceptions import PlatformError
@@ -40,7 +42,8 @@ class NotifyForm(forms.Form):
 
 
 @admin.register(Submission)
-class SubmissionAdmin(PayPermissionMixin, admin.ModelAdmin):
+class SubmissionAdmin(GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
+    group_path = "study__family__group"
     list_display = ["id", "worker_pseudonym", "study", "hit", "platform_status", "review",
                     "flag_reason", "submitted_at"]
     list_filter = ["review", "study", "study__platform"]
@@ -156,7 +159,7 @@ class BonusAdmin(PayPermissionMixin, admin.ModelAdmin):
 
 
 @admin.register(WorkerBlock)
-class WorkerBlockAdmin(admin.ModelAdmin):
+class WorkerBlockAdmin(AuditTrailMixin, admin.ModelAdmin):
     list_display = ["worker", "reason", "active", "created_by", "created_at"]
     list_filter = ["active"]
     readonly_fields = ["worker", "reason", "created_by", "created_at"]

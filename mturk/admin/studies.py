@@ -10,6 +10,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from annotation.admin.actions import each_selected
+from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import Worker, WorkerQualification
 from annotation.public_urls import placeholder_warning
 from mturk import client as mturk_client
@@ -28,7 +30,8 @@ class PublishForm(forms.Form):
 
 
 @admin.register(CrowdStudy)
-class CrowdStudyAdmin(PayPermissionMixin, admin.ModelAdmin):
+class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin, admin.ModelAdmin):
+    group_path = "family__group"
     list_display = ["name", "platform", "stage", "family", "reward_usd", "budget_usd", "spend",
                     "hit_count", "ready", "flagged"]
     list_filter = ["platform", "stage"]
@@ -233,7 +236,8 @@ class ExtendForm(forms.Form):
 
 
 @admin.register(Hit)
-class HitAdmin(PayPermissionMixin, admin.ModelAdmin):
+class HitAdmin(GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
+    group_path = "study__family__group"
     list_display = ["hit_id", "study", "unit", "environment", "max_assignments", "reward_usd",
                     "status", "expires_at", "last_synced_at"]
     list_filter = ["status", "environment", "study"]

@@ -102,6 +102,11 @@ class Backend:
         """The platform's record of this submission, fetched now; raises if it is not ours."""
         raise NotImplementedError
 
+    def verify_batch(self, submissions):
+        """{submission.pk: its record}, for submissions of one study reviewed together; raises if
+        one is not ours. Platforms that list a study's work in one call ask once per batch."""
+        return {submission.pk: self.verify(submission) for submission in submissions}
+
     def approve(self, submissions, *, feedback):
         """{submission.pk: CallResult}."""
         raise NotImplementedError

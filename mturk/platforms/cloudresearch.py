@@ -76,14 +76,25 @@ class CloudResearchBackend(Backend):
         )
 
     def verify(self, submission):
-        for record in self.records(submission.study):
-            if record.assignment_id == submission.platform_assignment_id:
-                if record.worker_id != submission.worker.external_id:
-                    raise PlatformError(f"Connect assignment {record.assignment_id} belongs to "
-                                        "another participant; nothing was paid.")
-                return record
-        raise PlatformError(f"Connect does not list assignment {submission.platform_assignment_id} "
-                            "in this project; nothing was paid.")
+        return self.verify_batch([submission])[submission.pk]
+
+    def verify_batch(self, submissions):
+        # Connect lists a project's assignments in one answer and has no call for one of them, so a
+        # batch is checked against one download of the list.
+        if not submissions:
+            return {}
+        listed = {record.assignment_id: record for record in self.records(submissions[0].study)}
+        return {submission.pk: self._confirm(submission, listed) for submission in submissions}
+
+    def _confirm(self, submission, listed):
+        record = listed.get(submission.platform_assignment_id)
+        if record is None:
+            raise PlatformError(f"Connect does not list assignment {submission.platform_assignment_id} "
+                                "in this project; nothing was paid.")
+        if record.worker_id != submission.worker.external_id:
+            raise PlatformError(f"Connect assignment {record.assignment_id} belongs to "
+                                "another participant; nothing was paid.")
+        return record
 
     def _review(self, submissions, action, message):
         if not submissions:

@@ -88,6 +88,20 @@ class ProlificBackend(Backend):
                                 "participant's in this study; nothing was paid.")
         return record
 
+    def verify_batch(self, submissions):
+        # One listing of the study's submissions (a page per hundreds) instead of one request each.
+        if len(submissions) < 2:
+            return super().verify_batch(submissions)
+        listed = {record.assignment_id: record for record in self.records(submissions[0].study)}
+        found = {}
+        for submission in submissions:
+            record = listed.get(submission.platform_assignment_id)
+            if record is None or record.worker_id != submission.worker.external_id:
+                raise PlatformError(f"Prolific submission {submission.platform_assignment_id} is not "
+                                    "this participant's in this study; nothing was paid.")
+            found[submission.pk] = record
+        return found
+
     def approve(self, submissions, *, feedback):
         if not submissions:
             return {}

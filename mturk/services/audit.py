@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from annotation.models import Worker
+from crowdbench.events import emit
 from mturk import calls
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog
@@ -25,11 +26,19 @@ def require_researcher(actor):
 def log(*, action, study=None, worker=None, submission=None, amount=None, actor=None, ok=True,
         request=None, response=None, error="", sent=True):
     platform = study.platform if study else (worker.platform if worker else Worker.Platform.LOCAL)
-    return AuditLog.objects.create(
+    row = AuditLog.objects.create(
         action=action, platform=platform, study=study, worker=worker, submission=submission,
         amount_usd=amount, actor=actor, ok=ok, sent_to_platform=sent, request=jsonable(request or {}),
         response=jsonable(response or {}), error=error,
     )
+    # Every payment (a reward on approval, a bonus) the platform took is written here, in the
+    # transaction that recorded it.
+    if ok and sent and amount and action in (AuditLog.Action.APPROVE, AuditLog.Action.BONUS):
+        emit(event="payment.made", scope=study, key=row.pk, payload={
+            "kind": "bonus" if action == AuditLog.Action.BONUS else "reward", "amount_usd": str(amount),
+            "platform": platform, "worker": worker.pseudonym if worker else None,
+            "submission": submission.pk if submission else None})
+    return row
 
 
 @dataclass

@@ -57,14 +57,19 @@ def _review(*, submissions, actor, action, call, message):
 def _review_group(study, backend, ids, actor, action, call, message, problems, made):
     locked = list(Submission.objects.select_for_update(of=("self",)).filter(pk__in=ids)
                   .select_related("worker", "hit", "study"))
-    ready = []
+    reviewable = []
     for submission in locked:
         if submission.review != Submission.Review.READY:
             why = submission.flag_reason or submission.get_review_display().lower()
             problems.append(f"{submission.worker}: not ready for review ({why}).")
             continue
-        # A worker id in a URL is a claim: the platform must confirm the work is theirs, now.
-        record = backend.verify(submission)
+        reviewable.append(submission)
+    # A worker id in a URL is a claim: the platform must confirm the work is theirs, now, and it
+    # is asked once for the whole group where it can answer for all of it at once.
+    records = backend.verify_batch(reviewable)
+    ready = []
+    for submission in reviewable:
+        record = records[submission.pk]
         if record is not None and record.state != State.SUBMITTED:
             problems.append(f"{submission.worker}: the platform says {record.platform_status}.")
             log_calls(made, action=action, study=study, worker=submission.worker,
@@ -322,26 +327,32 @@ def extend_hit(*, hit, more, actor):
 def review_on_platforms(*, assignments, actor, reason=""):
     """Carry a review of answers (annotation/review.py) to the platforms they were done on: a
     platform submission whose answers are all rejected is rejected there with the reason, and one
-    whose answers are all accepted is approved, through the calls and audit log above. Returns a
-    line per submission for the reviewer."""
+    whose answers are all accepted is approved, through the calls and audit log above, all of a
+    platform's in one batch (so Connect is asked once, not once per submission). Returns a line per
+    submission for the reviewer."""
     submissions = list(Submission.objects.filter(assignments__in=assignments).distinct()
                        .select_related("worker", "study").prefetch_related("assignments"))
-    lines = []
+    batches = {}
     for submission in submissions:
         states = {assignment.work_state for assignment in submission.assignments.all()}
+        if states == {WorkState.REJECTED} and submission.review != Submission.Review.REJECTED:
+            verb = "rejected"
+        elif states == {WorkState.ACCEPTED} and submission.review == Submission.Review.READY:
+            verb = "approved"
+        else:
+            continue
+        batches.setdefault((verb, submission.study.get_platform_display()), []).append(submission)
+    lines = []
+    for (verb, where), batch in batches.items():
         try:
-            if states == {WorkState.REJECTED} and submission.review != Submission.Review.REJECTED:
-                verb = "rejected"
-                done, problems = reject_submissions(submissions=[submission], actor=actor,
+            if verb == "rejected":
+                done, problems = reject_submissions(submissions=batch, actor=actor,
                                                     message=reason or "Rejected in review.")
-            elif states == {WorkState.ACCEPTED} and submission.review == Submission.Review.READY:
-                verb = "approved"
-                done, problems = approve_submissions(submissions=[submission], actor=actor, feedback=reason)
             else:
-                continue
+                done, problems = approve_submissions(submissions=batch, actor=actor, feedback=reason)
         except PlatformError as error:
             done, problems = [], [str(error)]
-        where = submission.study.get_platform_display()
-        lines += [f"{where}: the work of {submission.worker.pseudonym} was {verb} there." for _ in done]
+        lines += [f"{where}: the work of {submission.worker.pseudonym} was {verb} there."
+                  for submission in done]
         lines += [f"{where}: not {verb} there: {problem}" for problem in problems]
     return lines

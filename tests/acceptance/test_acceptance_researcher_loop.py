@@ -390,7 +390,7 @@ def people(browser, site):
 def test_researcher_and_three_annotators_finish_the_loop(people, site, tmp_path, monkeypatch):
     base_url, worker = site
     started = time.monotonic()
-    # The researcher's account is made as a deployment makes it (README: createsuperuser).
+    # The researcher's account is made as a deployment makes it (docs/operations.md: createsuperuser).
     monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", "research-pw-42")
     call_command("createsuperuser", interactive=False, username="researcher",
                  email="researcher@example.org", verbosity=0)

@@ -1,7 +1,7 @@
 """The leaderboard as a researcher reads it, in headless Chromium: Elo beside Bradley-Terry, the
 all-images rows, the warning on thin data, the judge's agreement, and figures that load.
 
-The screenshot lands in docs/screenshots/leaderboard.png (the README shows it).
+The screenshot lands in docs/screenshots/leaderboard.png (the README and the docs site show it).
 """
 
 import os
@@ -94,7 +94,9 @@ def test_researcher_reads_the_leaderboard_with_bradley_terry_all_images_and_warn
     images = page.locator("img.plot")
     # Elo/BT and categories for two boards, agreement for the judge, the judge report's length plot
     assert images.count() == 6
-    assert page.locator("table.judge-report tbody tr").count() == 2  # the crowd, then the judge
+    # An evaluator per column: the crowd, then the judge.
+    assert page.locator("table.judge-report thead th.evaluator").all_inner_texts()[0].startswith("Human judgements")
+    assert page.locator("table.judge-report thead th.evaluator").count() == 2
     for index in range(images.count()):
         images.nth(index).scroll_into_view_if_needed()
         page.wait_for_function("(img) => img.complete && img.naturalWidth > 0", arg=images.nth(index).element_handle(),

@@ -1,10 +1,19 @@
-"""Our MTurk retry wrapper and the model checker the Stubber does not give us."""
+"""MTurk calls retried by botocore (against a loopback endpoint, since the Stubber skips
+botocore's retries) and the model checker the Stubber does not give us."""
 
 import pytest
 
+from mturk import calls, model_check
 from mturk import client as mturk_client
-from mturk import model_check
 from mturk.exceptions import PlatformError, PlatformRequestError
+from tests.mturk_wire import MTurkEndpoint
+
+
+@pytest.fixture
+def endpoint(settings, monkeypatch):
+    server = MTurkEndpoint(settings, monkeypatch)
+    yield server
+    server.stop()
 
 
 def test_checker_finds_bad_enum_pattern_and_borrowed_pattern(mturk):
@@ -44,22 +53,42 @@ def test_every_request_is_checked_before_it_leaves(mturk):
     mturk.done()  # nothing was sent, so no stubbed answer was needed
 
 
-def test_throttling_and_service_fault_are_retried(mturk):
-    mturk.fail("get_account_balance", "ThrottlingException", "Rate exceeded")
-    mturk.fail("get_account_balance", "ServiceFault", "try again", status=500)
-    mturk.expect("get_account_balance", {"AvailableBalance": "10000.00"})
-    assert mturk_client.account_balance() == "10000.00"
-    assert mturk.operations() == ["GetAccountBalance"] * 3
-    mturk.done()
+def test_throttling_and_service_fault_are_retried_by_botocore(endpoint):
+    endpoint.fail("ThrottlingException", "Rate exceeded")
+    endpoint.fail("ServiceFault", "try again", status=500)
+    endpoint.answer({"AvailableBalance": "10000.00"})
+    with calls.collect() as made:
+        assert mturk_client.account_balance() == "10000.00"
+    assert endpoint.operations() == ["GetAccountBalance"] * 3
+    # One call in the audit, saying it took three attempts.
+    assert [call.as_answer() for call in made] == [
+        {"operation": "GetAccountBalance", "response": {"AvailableBalance": "10000.00"}, "attempts": 3}]
 
 
-def test_retries_give_up_after_max_attempts(mturk, settings):
-    settings.MTURK_MAX_ATTEMPTS = 2
-    mturk.fail("get_account_balance", "ServiceFault", status=500)
-    mturk.fail("get_account_balance", "ServiceFault", status=500)
-    with pytest.raises(PlatformError, match="after 2 attempts"):
+def test_retries_stop_at_the_configured_number_of_attempts(endpoint, settings):
+    settings.MTURK_MAX_ATTEMPTS = 3
+    mturk_client._clients.clear()
+    for _ in range(4):
+        endpoint.fail("ServiceUnavailable", "Service unavailable", status=503)
+    with calls.collect() as made, pytest.raises(PlatformError, match="after 3 attempts"):
         mturk_client.account_balance()
-    mturk.done()
+    assert endpoint.operations() == ["GetAccountBalance"] * 3
+    assert made[0].attempts == 3 and made[0].sent
+
+
+def test_a_retried_bonus_carries_the_same_unique_request_token(endpoint):
+    endpoint.fail("ServiceFault", "try again", status=500)
+    endpoint.answer({})
+    mturk_client.call("send_bonus", WorkerId="A1EXAMPLE", BonusAmount="0.50", AssignmentId="3EXAMPLE",
+                      Reason="thanks", UniqueRequestToken="crowdbench-bonus-7")
+    assert [params["UniqueRequestToken"] for _, params in endpoint.requests] == ["crowdbench-bonus-7"] * 2
+
+
+def test_request_error_is_sent_once_at_the_wire(endpoint):
+    endpoint.fail("RequestError", "Assignment 3XYZ does not exist.")
+    with pytest.raises(PlatformRequestError, match="Assignment 3XYZ does not exist"):
+        mturk_client.call("get_assignment", AssignmentId="3XYZ")
+    assert endpoint.operations() == ["GetAssignment"]
 
 
 def test_request_error_is_not_retried_and_says_what_mturk_said(mturk):

@@ -20,6 +20,7 @@ from mturk import qualifications
 from mturk.exceptions import WorkerFacingError
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import make_researcher
+from tests.webhook_support import deliver_due
 
 pytestmark = pytest.mark.django_db
 
@@ -155,7 +156,9 @@ def test_live_gold_below_the_bar_pauses_the_worker_and_the_queue_stops(
     assert granted.status == WorkerQualification.Status.PAUSED and "0%" in granted.note
     assert list(queue.units_open_to(worker=worker, stage=Stage.VERIFICATION)) == []
     assert qualifications.qualification_status(worker)[0]["status"] == "paused"
-    # The researcher is told, and the message names the worker by pseudonym only.
+    # The researcher is told (by the delivery job, run here), and the message names the worker by
+    # pseudonym only.
+    deliver_due()
     assert worker.pseudonym in mailoutbox[0].subject
     assert worker.external_id not in mailoutbox[0].subject + mailoutbox[0].body
 

@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from annotation.models import Stage
+from annotation import review
+from annotation.models import Assignment, Stage
 from mturk import links
 from mturk.models import CrowdStudy, Submission
 from mturk.platforms.cloudresearch import payments_csv
@@ -106,3 +107,25 @@ def test_the_study_admin_downloads_the_connect_payments_file_for_the_pay_permiss
     client.force_login(make_researcher("viewer", can_pay=False))
     refused = client.post(changelist, action)
     assert not refused.get("Content-Disposition")
+
+
+def test_a_bulk_review_asks_connect_once_for_the_whole_batch(connect):
+    study = make_study()
+    for n in range(1, 5):
+        participant(connect, study, f"P100{n}", f"A200{n}")
+    assert syncing.sync_study(study=study) == {"ready": 4}
+    answers = list(Assignment.objects.filter(platform_submissions__study=study))
+    researcher = make_researcher()
+    review.reject_work(assignments=answers, reviewer=researcher, reason="Answered without reading.")
+    connect.requests.clear()
+
+    lines = reviewing.review_on_platforms(assignments=answers, actor=researcher,
+                                          reason="Answered without reading.")
+
+    assert [(method, path.split("/api/v1/")[1]) for method, path, _, _ in connect.requests] == [
+        ("GET", f"assignments/{PROJECT}"), ("POST", f"assignments/{PROJECT}/reject")]
+    assert sorted(connect.requests[1][3]["participants"], key=lambda p: p["id"]) == [
+        {"id": f"A200{n}", "message": "Answered without reading."} for n in range(1, 5)]
+    assert len(lines) == 4 and all("was rejected there" in line for line in lines)
+    assert {a["status"] for a in connect.assignments.values()} == {"Rejected"}
+    assert set(Submission.objects.values_list("review", flat=True)) == {Submission.Review.REJECTED}

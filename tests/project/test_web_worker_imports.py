@@ -12,7 +12,7 @@ from tests.paths import PROJECT
 pytestmark = pytest.mark.integration
 
 ROOT = PROJECT
-SCIENTIFIC_STACK = ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "numba", "matplotlib",
+SCIENTIFIC_STACK = ("numpy", "pandas", "scipy", "sklearn", "numba", "matplotlib",
                     "pyarrow", "datasets", "crowdkit", "krippendorff")
 
 # What gunicorn's worker does before its first request: the WSGI application, then every URL

@@ -21,8 +21,8 @@ class Command(BaseCommand):
             skimage_data_dir()
         except ImportError as error:
             raise CommandError(
-                f"The demo photos come from scikit-image ({error}); install it with "
-                "`pip install -e '.[demo]'`."
+                f"The demo photos come from scikit-image ({error}); `make install` "
+                "installs it (from requirements/run.txt)."
             ) from error
         password = os.environ.get(ADMIN_PASSWORD_ENV, DEFAULT_ADMIN_PASSWORD)
         created = load_demo(admin_password=password)

@@ -1,7 +1,7 @@
 """The researcher's admin in headless Chromium: a family made on its own form, seed image uploaded
 there, its workflow page, and the next-action button; a tournament's job progress that refreshes itself.
 
-Screenshots of the pages land in docs/screenshots/ (the README shows them).
+Screenshots of the pages land in docs/screenshots/ (the README and the docs site show them).
 """
 
 import os

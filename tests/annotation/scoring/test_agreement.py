@@ -2,6 +2,7 @@
 
 import time
 
+import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
@@ -81,6 +82,25 @@ def test_wilson_interval_brackets_accuracy():
     table = agreement.majority_agreement(human_votes(), judge_battles())
     assert (table["judge_ci_lower"] <= table["judge_accuracy"]).all()
     assert (table["judge_accuracy"] <= table["judge_ci_upper"]).all()
+
+
+# statsmodels 0.15.0's proportion_confint(count, nobs, alpha=0.05, method="wilson"), printed when it
+# was still installed: the interval was its one use, now a few lines of ours.
+STATSMODELS_WILSON = [
+    (0, 10, 0.0, 0.27753279986288926),
+    (10, 10, 0.7224672001371106, 1.0),
+    (3, 10, 0.10779126740630104, 0.6032218525388546),
+    (2.5, 3, 0.30998810644195646, 0.9823472057213463),
+    (1, 1, 0.2065493143772374, 1.0),
+    (50, 100, 0.4038315303659956, 0.5961684696340044),
+    (0.5, 1, 0.05462075552885198, 0.945379244471148),
+    (731, 1000, 0.7026702288645861, 0.7575618087150875),
+]
+
+
+@pytest.mark.parametrize(("successes", "n", "lower", "upper"), STATSMODELS_WILSON)
+def test_wilson_interval_equals_statsmodels(successes, n, lower, upper):
+    assert agreement.wilson_interval(successes, n) == pytest.approx((lower, upper), rel=1e-12, abs=1e-15)
 
 
 def test_cohen_kappa_known_value():
@@ -174,7 +194,7 @@ def test_three_cycles_are_counted_once_each():
 
 
 def test_fifteen_models_judged_at_random_on_one_question_take_well_under_a_second():
-    # Every simple cycle of this graph is tens of millions (82 s to enumerate); a topological sort
+    # Every simple cycle of this graph is tens of millions (82 s to enumerate); strongly connected components
     # and a matrix product are not.
     rng = np.random.default_rng(0)
     models = [f"m{i}" for i in range(15)]
@@ -187,6 +207,27 @@ def test_fifteen_models_judged_at_random_on_one_question_take_well_under_a_secon
     assert row["has_contradiction"]
     assert row["n_three_cycles"] > 0
     assert seconds < 0.5
+
+
+def test_a_cycle_is_found_where_networkx_finds_one():
+    # networkx's is_directed_acyclic_graph decided this before the check moved to scipy's strongly
+    # connected components; one verdict per pair makes each verdict an edge (a tie none).
+    rng = np.random.default_rng(7)
+    rows, expected = [], {}
+    for question in range(300):
+        models = [f"m{i}" for i in range(rng.integers(2, 7))]
+        graph = nx.DiGraph()
+        graph.add_nodes_from(models)
+        for i, a in enumerate(models):
+            for b in models[i + 1 :]:
+                winner = rng.choice(["model_a", "model_b", "tie"], p=[0.45, 0.45, 0.1])
+                rows.append((question, a, b, winner))
+                if winner != "tie":
+                    graph.add_edge(*((b, a) if winner == "model_a" else (a, b)))
+        expected[question] = not nx.is_directed_acyclic_graph(graph)
+    found = agreement.contradictions(votes(rows)).set_index("question_id")["has_contradiction"]
+    assert found.to_dict() == expected
+    assert 0 < sum(expected.values()) < len(expected)
 
 
 def test_contradiction_share_counts_questions_where_a_cycle_is_possible():
@@ -230,6 +271,17 @@ def test_contradictions_are_counted_per_criterion():
 
 def test_agreement_bars_returns_png():
     table = agreement.majority_agreement(human_votes(), judge_battles())
+    assert agreement_bars(table).startswith(b"\x89PNG")
+
+
+def test_agreement_bars_draw_a_judge_that_reconstructs_every_majority():
+    # Wilson's upper bound for 7 of 7 comes back a rounding error below the rate of 1 itself, which
+    # made a negative error bar that matplotlib refused: the leaderboard's agreement plot answered 500.
+    questions = [f"q{n}" for n in range(7)]
+    crowd = votes([(question, "A", "B", "model_a") for question in questions for _ in range(3)])
+    table = agreement.majority_agreement(crowd, votes([(question, "A", "B", "model_a") for question in questions]))
+    assert table.loc[0, "judge_accuracy"] == 1.0 and table.loc[0, "judge_ci_upper"] < 1.0
+
     assert agreement_bars(table).startswith(b"\x89PNG")
 
 

@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 from django.urls import reverse
 
@@ -9,7 +10,9 @@ from annotation.preferences.judgements import pairwise_task, submit_pairwise_jud
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
 from annotation.scoring.freshness import refresh_leaderboard
+from annotation.scoring.judge_report import length_bias
 from annotation.scoring.leaderboard import TournamentLeaderboard
+from annotation.scoring.plots import length_bias_plot
 from tests.annotation.scoring.test_leaderboard import staff_client  # noqa: F401
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.scoring_factories import ModelResponseFactory, create_tournament, verified_instance
@@ -155,3 +158,12 @@ def test_the_page_and_the_api_show_two_judge_runs_side_by_side(two_simulated_jud
     assert plot["Content-Type"] == "image/png" and plot.content.startswith(b"\x89PNG")
     judge_report = next(board for board in api if board["key"] == f"run-{lengthy.pk}")["judge_report"]
     assert judge_report["engine"] == "gpt-4o" and judge_report["length"]["longer_wins"]["n"] > 0
+
+
+def test_the_length_plot_draws_a_judge_whose_longer_answer_always_won():
+    # 7 of 7: Wilson's upper bound comes back a rounding error below 1, once a 500 on the page's plot.
+    verdicts = pd.DataFrame({"winner": ["model_a"] * 7, "response_a_len": [12] * 7, "response_b_len": [6] * 7})
+    length = length_bias(verdicts)
+    assert length["longer_wins"]["rate"] == 1.0 and length["longer_wins"]["upper"] < 1.0
+
+    assert length_bias_plot([{"judge": "gpt-4o, Vision", "length": length}]).startswith(b"\x89PNG")

@@ -7,11 +7,22 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation import review
 from annotation.judging.runner import create_judge_run, run_judge
-from annotation.models import HumanJudgement, Instance, JudgeRun, LeaderboardResult, Stage, Tournament
+from annotation.models import (
+    Assignment,
+    HumanJudgement,
+    Instance,
+    JudgeRun,
+    LeaderboardResult,
+    Stage,
+    Tournament,
+    WorkState,
+)
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
@@ -235,6 +246,48 @@ def test_a_judgement_edited_in_the_admin_changes_the_fingerprint(tournament):
     judgement.choice = "right"
     judgement.save()
     assert key(tournament) != before
+
+
+def test_a_model_response_edited_in_the_admin_changes_the_fingerprint(tournament):
+    # The judge report's length bias counts the response's tokens.
+    before = key(tournament)
+    response = HumanJudgement.objects.first().battle.response_a
+    response.text += " And a second sentence, added by hand."
+    response.save()
+    assert key(tournament) != before
+
+
+@pytest.mark.parametrize(("counts_provisional", "state"), [(True, WorkState.REJECTED), (False, WorkState.ACCEPTED)])
+def test_a_work_state_changed_without_a_review_changes_the_fingerprint(tournament, counts_provisional, state):
+    Tournament.objects.filter(pk=tournament.pk).update(counts_provisional=counts_provisional)
+    before = key(tournament)
+    Assignment.objects.filter(pk=HumanJudgement.objects.first().assignment_id).update(work_state=state)
+    assert key(tournament) != before
+
+
+def test_an_instance_no_longer_verified_without_its_stamp_changes_the_fingerprint(tournament):
+    before = key(tournament)
+    Instance.objects.filter(pk=HumanJudgement.objects.first().battle.instance_id).update(
+        status=Instance.Status.AWAITING_VERIFICATION)
+    assert key(tournament) != before
+
+
+def test_the_fingerprint_costs_the_same_few_queries_however_many_judgements(tournament):
+    # Pages read it on every view: a fixed number of aggregate queries, never a row per judgement.
+    with CaptureQueriesContext(connection) as small:
+        key(tournament)
+    judge(tournament)
+    with_responses(verified_instance(), "llava", "otter", "idefics")
+    with CaptureQueriesContext(connection) as larger:
+        key(tournament)
+    assert len(larger) == len(small) <= 9
+
+
+def test_a_work_state_change_that_cannot_alter_the_result_leaves_the_fingerprint_alone(tournament):
+    # Provisional judgements count here: accepting one changes nothing a board shows.
+    before = key(tournament)
+    Assignment.objects.filter(pk=HumanJudgement.objects.first().assignment_id).update(work_state=WorkState.ACCEPTED)
+    assert key(tournament) == before
 
 
 def test_what_cannot_alter_the_result_leaves_the_fingerprint_alone(tournament, judge_server):

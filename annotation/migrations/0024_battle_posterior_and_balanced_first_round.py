@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0021_active_battle_sampling'),
+        ('annotation', '0023_model_response_edits_reach_the_leaderboard'),
     ]
 
     operations = [

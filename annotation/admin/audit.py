@@ -1,0 +1,11 @@
+"""Every researcher-facing admin page's "History" shows the object's audit trail (annotation/audit.py):
+what the admin's forms changed and what the services, jobs and reviews did to it, with who and when."""
+
+from auditlog.mixins import AuditlogHistoryAdminMixin
+
+
+class AuditTrailMixin(AuditlogHistoryAdminMixin):
+    # Django's own history holds only what was saved through an admin form; the audit trail holds
+    # that and every other change, so the one History button leads there.
+    def history_view(self, request, object_id, extra_context=None):
+        return self.auditlog_history_view(request, object_id, extra_context)

@@ -1,0 +1,109 @@
+"""Research groups in the admin, and the one rule every page of a group-owned model follows
+(annotation/teams.py): a member sees their groups' rows and changes them as their role allows."""
+
+from django.contrib import admin
+
+from annotation import teams
+from annotation.admin.audit import AuditTrailMixin
+from annotation.models import Membership, ResearchGroup
+
+
+class GroupScopedAdminMixin:
+    """For the admin of a model owned through a research group. `group_path` is the lookup from the
+    model to the owning group (or a tuple of them, for rows that may hang from any one);
+    `change_roles` the roles that may change its rows (reviewers review answers, nothing else)."""
+
+    group_path = "group"
+    change_roles = teams.CHANGERS
+
+    def get_queryset(self, request):
+        rows = teams.visible(super().get_queryset(request), request.user, via=self.group_path)
+        if request.method == "POST" and "action" in request.POST:
+            # An action runs on the selected rows of this queryset: only rows the user may change.
+            rows = teams.changeable(rows, request.user, via=self.group_path, roles=self.change_roles)
+        return rows
+
+    def get_actions(self, request):
+        # Every action here changes rows: none for a member whose roles change nothing.
+        if not teams.may_change_any(request.user, roles=self.change_roles):
+            return {}
+        return super().get_actions(request)
+
+    def _owner(self, obj):
+        for path in teams._paths(self.group_path):
+            value = obj
+            for part in path.split("__"):
+                value = getattr(value, part, None) if value is not None else None
+            if value is not None:
+                return value
+        return None
+
+    def has_change_permission(self, request, obj=None):
+        if not super().has_change_permission(request, obj):
+            return False
+        if obj is None:
+            return teams.may_change_any(request.user, roles=self.change_roles)
+        return teams.may_change(request.user, self._owner(obj), roles=self.change_roles)
+
+    def has_delete_permission(self, request, obj=None):
+        if not super().has_delete_permission(request, obj):
+            return False
+        if obj is None:
+            return teams.may_change_any(request.user)
+        return teams.may_change(request.user, self._owner(obj))
+
+    def has_add_permission(self, request, *args):
+        return super().has_add_permission(request, *args) and teams.may_change_any(request.user)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "group" and db_field.related_model is ResearchGroup:
+            kwargs["queryset"] = teams.groups_to_own(request.user)
+            # A member's new rows belong to one of their groups; outside groups, to none.
+            kwargs["required"] = teams.is_member(request.user) and not request.user.is_superuser
+        elif _owned_by_groups(db_field.related_model):
+            kwargs["queryset"] = teams.visible(db_field.related_model.objects.all(), request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        # A tournament's families, a snapshot's tournaments: only the ones this member may see.
+        if _owned_by_groups(db_field.related_model):
+            kwargs["queryset"] = teams.visible(db_field.related_model.objects.all(), request.user)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+
+def _owned_by_groups(model):
+    return any(field.name == "group" and field.related_model is ResearchGroup for field in model._meta.fields)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+@admin.register(ResearchGroup)
+class ResearchGroupAdmin(AuditTrailMixin, admin.ModelAdmin):
+    """Superusers make groups; a group's owners add and remove its members and set their roles."""
+
+    list_display = ["name", "created_at"]
+    search_fields = ["name"]
+    inlines = [MembershipInline]
+
+    def get_queryset(self, request):
+        groups = super().get_queryset(request)
+        if request.user.is_superuser:
+            return groups
+        return teams.changeable(groups, request.user, via="pk", roles={teams.Role.OWNER})
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        # A member's model permissions follow their roles, whichever way the roles changed.
+        for formset in formsets:
+            for membership in [*formset.new_objects, *formset.changed_objects]:
+                member = membership[0] if isinstance(membership, tuple) else membership
+                teams.grant_role_permissions(member.user)
+            for membership in formset.deleted_objects:
+                teams.grant_role_permissions(membership.user)

@@ -1,0 +1,49 @@
+"""The audit trail of what researchers do (django-auditlog): who launched, changed, reviewed,
+rejected, published or deleted what, and when, shown per object in the admin.
+
+Payments and every other platform call keep their own log (mturk/services/audit.py), which also
+holds what the platform answered. Models that annotators create at every step (assignments,
+workers, captions, judgements) are not registered: a log row per arrival or per answer would add a
+write to the hot path and drown the researchers' actions. What researchers decide about those rows
+(a review) is written here by the service that decides it, with the reviewer as the actor."""
+
+from auditlog.models import LogEntry
+from auditlog.registry import auditlog
+
+
+def register_researcher_models():
+    """Called once by the app's ready(): the rows researchers make and change in the admin."""
+    from annotation.models import (
+        ImageAsset,
+        InstructionFamily,
+        JudgeRun,
+        Membership,
+        ModelEndpoint,
+        Reference,
+        ResearchGroup,
+        Rubric,
+        SeedImage,
+        Snapshot,
+        StageConfig,
+        StageQualification,
+        Tournament,
+        WorkerBlock,
+        WorkerQualification,
+    )
+
+    for model in (InstructionFamily, SeedImage, ImageAsset, StageConfig, Tournament, Rubric, ModelEndpoint,
+                  JudgeRun, Snapshot, StageQualification, WorkerBlock, ResearchGroup, Membership):
+        auditlog.register(model)
+    # A reference's text and verdict are what researchers edit or adjudicate; its counters move
+    # with every verification and would bury them.
+    auditlog.register(Reference, include_fields=["text", "verdict"])
+    # A pause and a resumption, whether a researcher or the gold checks made them.
+    auditlog.register(WorkerQualification, include_fields=["status", "paused_at"])
+
+
+def record_review(*, assignment, before, reviewer, reason):
+    """One entry per answer whose work state a review changed, on the answer's assignment."""
+    changes = {"work_state": [before, assignment.work_state]}
+    if reason:
+        changes["review_reason"] = ["", reason]
+    LogEntry.objects.log_create(assignment, action=LogEntry.Action.UPDATE, changes=changes, actor=reviewer)

@@ -1,0 +1,181 @@
+"""Who may see and change what: research groups own families, tournaments and snapshots, and every
+row hanging from them (a family's instances, answers and studies; a tournament's battles and judge
+runs). The admin, the dashboard, the API and snapshot downloads all ask here.
+
+- A superuser sees and changes everything.
+- A member of one or more groups sees what those groups own; owners and researchers change it,
+  reviewers review its answers, viewers only look.
+- A staff account in no group works as before groups existed: it sees what no group owns, as its
+  Django model permissions allow. Rows made before groups stay there until an owner claims them.
+"""
+
+from django.contrib.auth.models import Group, Permission
+from django.db import transaction
+from django.db.models import Q
+
+from annotation.exceptions import AnnotationError
+from annotation.models import Membership, ResearchGroup
+
+Role = Membership.Role
+CHANGERS = frozenset({Role.OWNER, Role.RESEARCHER})
+REVIEWERS = CHANGERS | {Role.REVIEWER}
+
+
+def _roles(user):
+    """{group id: role} of `user`, read once per request."""
+    if user is None or not user.is_authenticated:
+        return {}
+    cached = getattr(user, "_research_roles", None)
+    if cached is None:
+        cached = dict(Membership.objects.filter(user=user).values_list("group_id", "role"))
+        user._research_roles = cached
+    return cached
+
+
+def is_member(user):
+    return bool(_roles(user))
+
+
+def _paths(via):
+    return (via,) if isinstance(via, str) else tuple(via)
+
+
+def visible(queryset, user, *, via="group"):
+    """`queryset` narrowed to the rows `user` may see; `via` is the lookup from its model to the
+    owning group ("family__group" for an instance), or several for a row that may hang from any
+    one of them (a webhook endpoint about a family, a tournament or a study)."""
+    if user is not None and user.is_superuser:
+        return queryset
+    return _narrowed(queryset, _paths(via), list(_roles(user)) if _roles(user) else None)
+
+
+def changeable(queryset, user, *, via="group", roles=CHANGERS):
+    """`queryset` narrowed to the rows `user` may change with one of `roles`."""
+    if user is not None and user.is_superuser:
+        return queryset
+    held = _roles(user)
+    return _narrowed(queryset, _paths(via), [group for group, role in held.items() if role in roles] if held else None)
+
+
+def _narrowed(queryset, paths, groups):
+    """Rows owned by one of `groups`; with no groups (None), rows owned by none."""
+    if groups is None:
+        return queryset.filter(**{f"{path}__isnull": True for path in paths})
+    owned = Q()
+    for path in paths:
+        owned |= Q(**{f"{path}__in": groups})
+    return queryset.filter(owned)
+
+
+def may_see(user, group):
+    if user is not None and user.is_superuser:
+        return True
+    held = _roles(user)
+    return group is None and not held or group is not None and _id(group) in held
+
+
+def may_change(user, group, *, roles=CHANGERS):
+    """Whether `user` may change a row owned by `group` (None: owned by no group)."""
+    if user is not None and user.is_superuser:
+        return True
+    held = _roles(user)
+    if group is None:
+        return not held
+    return held.get(_id(group)) in roles
+
+
+def may_change_any(user, *, roles=CHANGERS):
+    """Whether `user` changes anything at all: the admin shows them actions and forms."""
+    if user is not None and user.is_superuser:
+        return True
+    held = _roles(user)
+    return not held or any(role in roles for role in held.values())
+
+
+def groups_to_own(user):
+    """The groups `user` may put a new family, tournament or snapshot in."""
+    if user is not None and user.is_superuser:
+        return ResearchGroup.objects.all()
+    return ResearchGroup.objects.filter(pk__in=[group for group, role in _roles(user).items() if role in CHANGERS])
+
+
+def owning_group(*, user, group):
+    """The group a new row of `user`'s belongs to: `group` when they may put rows there; a member of
+    one group may leave it out. Staff outside groups make rows of no group."""
+    if user is not None and user.is_superuser:
+        return group
+    held = _roles(user)
+    if not held:
+        if group is not None:
+            raise AnnotationError("You belong to no research group; leave the group out.")
+        return None
+    own = [pk for pk, role in held.items() if role in CHANGERS]
+    if group is None:
+        if len(own) != 1:
+            raise AnnotationError("Name the research group this belongs to: you may make rows in "
+                                  f"{len(own)} groups." if own else "Your role in your groups changes nothing.")
+        return ResearchGroup.objects.get(pk=own[0])
+    if _id(group) not in own:
+        raise AnnotationError(f"Your role in “{group}” does not let you make rows there.")
+    return group
+
+
+def _id(group):
+    return group if isinstance(group, int) else group.pk
+
+
+def create_group(*, name):
+    name = (name or "").strip()
+    if not name:
+        raise AnnotationError("A research group needs a name.")
+    if ResearchGroup.objects.filter(name=name).exists():
+        raise AnnotationError(f"A research group called “{name}” exists already.")
+    return ResearchGroup.objects.create(name=name)
+
+
+def add_member(*, group, user, role):
+    """Add `user` to `group` with `role`, or change their role. Members reach the admin and the
+    dashboard as staff, with the model permissions of their strongest role (`role_permissions`);
+    which rows those permissions reach is decided here, per group."""
+    if role not in Role.values:
+        raise AnnotationError(f"“{role}” is not a role; choose one of {', '.join(Role.values)}.")
+    with transaction.atomic():
+        membership, _ = Membership.objects.update_or_create(group=group, user=user, defaults={"role": role})
+        grant_role_permissions(user)
+    return membership
+
+
+# From the weakest role to the strongest: a member's model permissions are their strongest role's.
+_RANKED = [Role.VIEWER, Role.REVIEWER, Role.RESEARCHER, Role.OWNER]
+_APPS = ("annotation", "mturk", "tasks", "webhooks")
+
+
+def role_permissions(role):
+    """The Django model permissions a role needs; the rows they reach are narrowed per group."""
+    every = Permission.objects.filter(content_type__app_label__in=_APPS)
+    if role == Role.OWNER:
+        return every
+    # Groups and their members are the owners' to manage.
+    work = every.exclude(content_type__app_label="annotation", content_type__model__in=["researchgroup", "membership"])
+    if role == Role.VIEWER:
+        return work.filter(codename__startswith="view_")
+    if role == Role.REVIEWER:
+        return work.filter(Q(codename__startswith="view_") | Q(codename="change_answer"))
+    return work
+
+
+def grant_role_permissions(user):
+    """Put `user` in the Django group of their strongest role (one per role, made on first use)."""
+    held = set(Membership.objects.filter(user=user).values_list("role", flat=True))
+    role_groups = {role: f"crowdbench {role}s" for role in _RANKED}
+    user.groups.remove(*Group.objects.filter(name__in=role_groups.values()))
+    if held:
+        strongest = max(held, key=_RANKED.index)
+        group, _ = Group.objects.get_or_create(name=role_groups[strongest])
+        # Set each time, so a model added since the group was made is covered too.
+        group.permissions.set(role_permissions(strongest))
+        user.groups.add(group)
+        if not user.is_staff:
+            user.is_staff = True
+            user.save(update_fields=["is_staff"])
+    user.__dict__.pop("_research_roles", None)

@@ -1,0 +1,215 @@
+"""Research groups own families, tournaments and snapshots: a member sees only their groups' rows and
+changes them as their role allows, in the admin, the dashboard, the API and snapshot downloads alike;
+staff outside groups work as before groups existed."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation import teams
+from annotation.datasets import snapshots
+from annotation.exceptions import AnnotationError
+from annotation.models import Membership, Reference, ResearchGroup, Snapshot, Stage, StageConfig, Tournament
+from tests.factories import FamilyFactory, ReferenceFactory
+from tests.scoring_factories import verified_instance
+
+pytestmark = pytest.mark.django_db
+Role = Membership.Role
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(settings, tmp_path):
+    # The admin caches whether a worker is answering; snapshots go to a folder of this test's.
+    settings.STORAGES = {**settings.STORAGES, "snapshots": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(tmp_path / "snapshots")}}}
+    cache.clear()
+    yield
+    cache.clear()
+
+
+class Lab:
+    """Two groups, a member of each role in the first and a researcher in the second."""
+
+    def __init__(self):
+        self.vision = teams.create_group(name="Vision lab")
+        self.speech = teams.create_group(name="Speech lab")
+        self.people = {}
+        for role in Role.values:
+            self.people[role] = self._member(f"vision-{role}", self.vision, role)
+        self.outsider = self._member("speech-researcher", self.speech, Role.RESEARCHER)
+        self.family = FamilyFactory(name="Recipes", group=self.vision)
+        self.other_family = FamilyFactory(name="Street signs", group=self.speech)
+        self.tournament = Tournament.objects.create(name="Vision models", group=self.vision)
+        self.other_tournament = Tournament.objects.create(name="Speech models", group=self.speech)
+
+    @staticmethod
+    def _member(username, group, role):
+        user = get_user_model().objects.create_user(username, password="pw")
+        teams.add_member(group=group, user=user, role=role)
+        return get_user_model().objects.get(pk=user.pk)
+
+    def client_of(self, user, client):
+        client.force_login(user)
+        return client
+
+
+@pytest.fixture
+def lab():
+    return Lab()
+
+
+def _families_listed(client):
+    page = client.get(reverse("admin:annotation_instructionfamily_changelist")).content.decode()
+    return {name for name in ("Recipes", "Street signs", "Unowned family") if name in page}
+
+
+# --- admin ---------------------------------------------------------------------------------------
+
+def test_a_member_of_another_group_neither_lists_nor_opens_a_family(lab, client):
+    lab.client_of(lab.outsider, client)
+    assert _families_listed(client) == {"Street signs"}
+    page = client.get(reverse("admin:annotation_instructionfamily_change", args=[lab.family.pk]), follow=True)
+    assert "Recipes" not in page.content.decode().split("<main", 1)[-1].replace("Recipes”", "")  # no form
+    assert "doesn’t exist" in page.content.decode()
+    workflow = client.get(reverse("admin:annotation_instructionfamily_workflow", args=[lab.family.pk]))
+    assert workflow.status_code == 404
+
+
+@pytest.mark.parametrize("role", [Role.VIEWER, Role.REVIEWER])
+def test_viewers_and_reviewers_see_the_family_but_cannot_change_or_launch_it(lab, client, role):
+    lab.client_of(lab.people[role], client)
+    assert _families_listed(client) == {"Recipes"}
+    change = client.get(reverse("admin:annotation_instructionfamily_change", args=[lab.family.pk]))
+    assert change.status_code == 200 and 'name="_save"' not in change.content.decode()
+    posted = client.post(reverse("admin:annotation_instructionfamily_change", args=[lab.family.pk]),
+                         {"name": "Renamed"})
+    assert posted.status_code == 403
+    client.post(reverse("admin:annotation_instructionfamily_workflow_next", args=[lab.family.pk]),
+                {"action": "launch_instruction_generation"})
+    assert not StageConfig.objects.filter(family=lab.family, launched_at__isnull=False).exists()
+
+
+@pytest.mark.parametrize("role", [Role.OWNER, Role.RESEARCHER])
+def test_owners_and_researchers_launch_their_group_s_family(lab, client, role):
+    lab.client_of(lab.people[role], client)
+    page = client.post(reverse("admin:annotation_instructionfamily_workflow_next", args=[lab.family.pk]),
+                       {"action": "launch_instruction_generation"}, follow=True)
+    assert "Instruction generation launched" in page.content.decode()
+    assert StageConfig.objects.get(family=lab.family, stage=Stage.INSTRUCTION_GENERATION).launched_at
+
+
+def test_an_action_on_the_list_reaches_only_rows_the_member_may_change(lab, client):
+    # A researcher of the speech lab who is only a viewer in the vision lab.
+    teams.add_member(group=lab.vision, user=lab.outsider, role=Role.VIEWER)
+    lab.client_of(lab.outsider, client)
+    assert _families_listed(client) == {"Recipes", "Street signs"}
+    client.post(reverse("admin:annotation_instructionfamily_changelist"),
+                {"action": "launch_instruction_generation",
+                 "_selected_action": [lab.family.pk, lab.other_family.pk]})
+    launched = set(StageConfig.objects.filter(launched_at__isnull=False).values_list("family__name", flat=True))
+    assert launched == {"Street signs"}
+
+
+def test_a_new_family_of_a_member_belongs_to_one_of_their_groups(lab, client):
+    lab.client_of(lab.people[Role.RESEARCHER], client)
+    form = client.get(reverse("admin:annotation_instructionfamily_add")).content.decode()
+    assert "Vision lab" in form and "Speech lab" not in form
+
+
+def test_only_owners_manage_their_group_s_members(lab, client):
+    lab.client_of(lab.people[Role.OWNER], client)
+    assert client.get(reverse("admin:annotation_researchgroup_change", args=[lab.vision.pk])).status_code == 200
+    assert client.get(reverse("admin:annotation_researchgroup_change", args=[lab.speech.pk]),
+                      follow=True).redirect_chain
+    lab.client_of(lab.people[Role.RESEARCHER], client)
+    listed = client.get(reverse("admin:annotation_researchgroup_changelist")).content.decode()
+    assert "Vision lab" not in listed.split('id="result_list"', 1)[-1]
+
+
+def test_staff_outside_groups_see_only_what_no_group_owns(lab, client):
+    FamilyFactory(name="Unowned family")
+    staff = get_user_model().objects.create_user("legacy", password="pw", is_staff=True)
+    staff.user_permissions.set(lab.people[Role.RESEARCHER].groups.get().permissions.all())
+    client.force_login(staff)
+    assert _families_listed(client) == {"Unowned family"}
+
+
+# --- dashboard -----------------------------------------------------------------------------------
+
+def test_the_dashboard_lists_and_opens_only_the_group_s_tournaments(lab, client):
+    lab.client_of(lab.people[Role.VIEWER], client)
+    index = client.get(reverse("dashboard:index")).content.decode()
+    assert "Vision models" in index and "Speech models" not in index
+    assert client.get(reverse("dashboard:leaderboard", args=[lab.other_tournament.pk])).status_code == 404
+    assert client.get(reverse("dashboard:leaderboard", args=[lab.tournament.pk])).status_code == 200
+
+
+# --- API and downloads ---------------------------------------------------------------------------
+
+def _api(user):
+    api = APIClient()
+    api.force_authenticate(user)
+    return api
+
+
+def test_the_api_lists_and_opens_only_the_group_s_rows(lab):
+    api = _api(lab.outsider)
+    names = [row["name"] for row in api.get("/api/families/").json()["results"]]
+    assert names == ["Street signs"]
+    assert api.get(f"/api/families/{lab.family.pk}/").status_code == 404
+    assert api.get(f"/api/tournaments/{lab.tournament.pk}/").status_code == 404
+    assert [row["name"] for row in api.get("/api/tournaments/").json()["results"]] == ["Speech models"]
+
+
+def test_a_group_s_snapshot_holds_its_families_only_and_is_downloaded_by_its_members_only(lab):
+    mine = verified_instance(family=lab.family, instruction="How many eggs go in?")
+    theirs = verified_instance(family=lab.other_family, instruction="What does the sign forbid?")
+    for instance in (mine, theirs):
+        ReferenceFactory(instance=instance, verdict=Reference.Verdict.CORRECT)
+    api = _api(lab.people[Role.RESEARCHER])
+    requested = api.post("/api/snapshots/", {"note": "vision only"}, format="json")
+    assert requested.status_code == 202
+    snapshot = Snapshot.objects.get(version=requested.json()["version"])
+    assert snapshot.group == lab.vision
+    built = snapshots.build_snapshot(snapshot=snapshot)
+    assert list(built.instance_digests) == [str(mine.pk)]
+    assert list(built.manifest["counts"]["families"]) == ["Recipes"]
+    name = next(entry["name"] for entry in built.files if entry.get("rows"))
+    url = f"/api/snapshots/{built.version}/files/{name}/"
+    got = api.get(url)
+    assert got.status_code == 200, got.content
+    assert _api(lab.people[Role.VIEWER]).get(url).status_code == 200
+    assert _api(lab.outsider).get(url).status_code == 404
+    assert _api(lab.outsider).get("/api/snapshots/").json()["results"] == []
+
+
+def test_a_snapshot_may_not_take_another_group_s_tournament(lab):
+    with pytest.raises(AnnotationError, match="not a tournament of Vision lab"):
+        snapshots.request_snapshot(group=lab.vision, tournaments=[lab.other_tournament], background=False)
+    refused = _api(lab.people[Role.RESEARCHER]).post(
+        "/api/snapshots/", {"tournaments": [lab.other_tournament.pk]}, format="json")
+    assert refused.status_code == 400
+    assert _api(lab.people[Role.VIEWER]).post("/api/snapshots/", {}, format="json").status_code == 403
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def test_the_command_makes_a_group_and_adds_a_member_with_a_role(capsys):
+    user = get_user_model().objects.create_user("ana", password="pw")
+    call_command("research_group", "create", "Robotics")
+    call_command("research_group", "add", "Robotics", "ana", "--role", "reviewer")
+    call_command("research_group", "list")
+    out = capsys.readouterr().out
+    assert "Robotics: ana (reviewer)" in out
+    user = get_user_model().objects.get(pk=user.pk)
+    assert user.is_staff and user.has_perm("annotation.change_answer") and not user.has_perm(
+        "annotation.change_instructionfamily")
+    assert ResearchGroup.objects.get(name="Robotics").memberships.get().role == Role.REVIEWER
+    with pytest.raises(CommandError, match="No user is called “nobody”"):
+        call_command("research_group", "add", "Robotics", "nobody")
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("research_group", "create", "Robotics")

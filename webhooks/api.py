@@ -1,0 +1,96 @@
+"""Webhooks in the researchers' REST API: register, change and remove endpoints; read the delivery
+log and send a delivery again. The same model permissions as the admin (annotation/api)."""
+
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import BasePermission, IsAdminUser
+from rest_framework.response import Response
+
+from annotation import teams
+from annotation.api.numbers import ID_PATH_PATTERN
+from annotation.api.views import GroupScopedMixin
+from crowdbench.events import EVENTS
+from webhooks.models import ENDPOINT_GROUPS, Delivery, Endpoint
+from webhooks.sending import send_again
+
+
+class EndpointSerializer(serializers.ModelSerializer):
+    events = serializers.ListField(child=serializers.ChoiceField(choices=list(EVENTS)), allow_empty=False,
+                                   max_length=len(EVENTS))
+
+    class Meta:
+        model = Endpoint
+        fields = ["id", "url", "events", "family", "tournament", "study", "active", "description", "secret",
+                  "created_at"]
+        read_only_fields = ["secret", "created_at"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is None:  # the schema's generator, which reads fields only
+            return
+        # Another group's family, tournament or study is, to this caller, one that does not exist.
+        for name, via in zip(("family", "tournament", "study"), ("group", "group", "family__group"), strict=True):
+            field = self.fields[name]
+            field.queryset = teams.changeable(field.queryset.model.objects.all(), request.user, via=via)
+
+    def validate_events(self, events):
+        return list(dict.fromkeys(events))
+
+    def validate(self, data):
+        scopes = {name: data.get(name, getattr(self.instance, name, None))
+                  for name in ("family", "tournament", "study")}
+        if sum(scope is not None for scope in scopes.values()) > 1:
+            raise serializers.ValidationError("Choose one family, tournament or study, or none for everything.")
+        request = self.context.get("request")
+        if request is not None and all(scope is None for scope in scopes.values()) and not teams.may_change(
+                request.user, None):
+            raise serializers.ValidationError("Choose one of your group's families, tournaments or studies: "
+                                              "events about everything are for staff outside research groups.")
+        return data
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Delivery
+        fields = ["id", "endpoint", "channel", "event_id", "event", "scope", "status", "attempts", "last_error",
+                  "response_status", "next_attempt_at", "created_at", "updated_at", "delivered_at", "payload"]
+
+
+class EndpointViewSet(GroupScopedMixin, viewsets.ModelViewSet):
+    """Webhook endpoints: where events are POSTed, signed with the endpoint's secret (docs/webhooks.md)."""
+
+    serializer_class = EndpointSerializer
+    group_path = ENDPOINT_GROUPS
+    queryset = Endpoint.objects.all()
+    lookup_value_regex = ID_PATH_PATTERN
+    filterset_fields = ["family", "tournament", "study", "active"]
+    ordering_fields = ["id", "created_at"]
+    ordering = ["id"]
+
+
+class MaySendAgain(BasePermission):
+    """Sending again changes a delivery, as the admin's action does."""
+
+    def has_permission(self, request, view):
+        return request.user.has_perms(["webhooks.view_delivery", "webhooks.change_delivery"])
+
+
+class DeliveryViewSet(GroupScopedMixin, viewsets.ReadOnlyModelViewSet):
+    """The delivery log: every event owed to an endpoint or to the researchers' e-mail, and how it went."""
+
+    serializer_class = DeliverySerializer
+    group_path = tuple(f"endpoint__{path}" for path in ENDPOINT_GROUPS)
+    queryset = Delivery.objects.all()
+    lookup_value_regex = ID_PATH_PATTERN
+    filterset_fields = ["endpoint", "channel", "event", "status"]
+    ordering_fields = ["id", "created_at", "next_attempt_at"]
+    ordering = ["-id"]
+
+    @action(detail=True, methods=["post"], permission_classes=[IsAdminUser, MaySendAgain])
+    def send_again(self, request, pk=None):
+        """Send the delivery again from its first attempt, with the same event id."""
+        delivery = self.get_object()
+        send_again(deliveries=Delivery.objects.filter(pk=delivery.pk))
+        delivery.refresh_from_db()
+        return Response(DeliverySerializer(delivery).data)
