@@ -22,7 +22,7 @@ from annotation.models import (
     EndpointCall,
     HumanJudgement,
     JudgeCall,
-    Judgement,
+    JudgeJudgement,
     JudgeRun,
     ModelEndpoint,
     ModelResponse,
@@ -404,8 +404,8 @@ class JudgeRunAdmin(admin.ModelAdmin):
             say_if_jobs_will_wait(self, request)
 
 
-@admin.register(Judgement)
-class JudgementAdmin(admin.ModelAdmin):
+@admin.register(JudgeJudgement)
+class JudgeJudgementAdmin(admin.ModelAdmin):
     list_display = [
         "id",
         "run",

@@ -35,7 +35,7 @@ from annotation.models import (
     Battle,
     HumanJudgement,
     InstructionFamily,
-    Judgement,
+    JudgeJudgement,
     JudgeRun,
     LeaderboardResult,
     Tournament,
@@ -84,7 +84,7 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     # rejects (annotation/review.py), and verifying or un-verifying an instance stamps the instance
     # (collection/verification.py), read over the battles below.
     human = HumanJudgement.objects.filter(battle__tournament=tournament).aggregate(**_set_checksum())
-    judge = Judgement.objects.filter(run__tournament=tournament, run__status=JudgeRun.Status.DONE).aggregate(
+    judge = JudgeJudgement.objects.filter(run__tournament=tournament, run__status=JudgeRun.Status.DONE).aggregate(
         **_set_checksum())
     runs = list(JudgeRun.objects.filter(tournament=tournament, status=JudgeRun.Status.DONE).order_by("id")
                 .values_list("id", "engine", "mode", "finished_at"))
