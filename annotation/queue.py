@@ -5,6 +5,9 @@ overlap, about an item (an instance to caption, a reference, a battle) they have
 answered before, and (for verification) whose instruction or caption they did not write. Leases
 expire and give their slot back. On PostgreSQL, concurrent requests skip rows another request has
 locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind them.
+
+Which platform assignment a lease is worked under, and refusing claims that disagree with it, is
+annotation/platform_claims.py's; what an annotator is shown next is annotation/next_step.py's.
 """
 
 from datetime import timedelta
@@ -20,8 +23,9 @@ from django.utils import timezone
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Instance, Stage, StageConfig, Worker, WorkUnit
 from annotation.models.instances import page_images
+from annotation.platform_claims import bind_claim, check_claim
 from annotation.stopping import ask_what_is_needed, locked_unit
-from annotation.workforce import may_work
+from annotation.workforce.standing import may_work
 
 DEFAULT_LEASE_MINUTES = 30
 
@@ -298,7 +302,7 @@ def _resumed(*, worker, stage, family, now, platform_assignment_id, platform_lis
         return None
     _keep_page_images(held.unit, held.page_images)
     held.worker = worker  # the caller's instance, and what it was fetched with
-    _bind(held, platform_assignment_id, platform_listing_id)
+    bind_claim(held, platform_assignment_id=platform_assignment_id, platform_listing_id=platform_listing_id)
     return held
 
 
@@ -348,14 +352,6 @@ DECIDED_MESSAGE = ("This task got all the answers it needs while you were workin
                    "please ask for your next task.")
 
 
-class ClaimConflict(AnnotationError):
-    """A platform claim that disagrees with the (assignment id, task id) pair bound at first load.
-
-    The caller may check the claim with the platform and, if it holds, lease again with
-    `rebind=True`; until then nothing is leased and nothing stored changes.
-    """
-
-
 def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="", rebind=False):
     """Lease one given unit (an MTurk HIT points at its unit), under the same rules as the queue.
 
@@ -373,12 +369,13 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="
         Worker.objects.select_for_update().filter(pk=worker.pk).first()
         mine = Assignment.objects.filter(unit=unit, worker=worker).first()
         if platform_assignment_id:
-            _check_binding(worker, unit, platform_assignment_id, platform_listing_id, rebind=rebind)
+            check_claim(worker=worker, unit=unit, platform_assignment_id=platform_assignment_id,
+                        platform_listing_id=platform_listing_id, rebind=rebind)
         if mine is not None:
             if mine.status == Assignment.Status.SUBMITTED:
                 raise AnnotationError("You have already done this task.")
             if mine.status == Assignment.Status.LEASED and mine.lease_expires_at > now:
-                _bind(mine, platform_assignment_id, platform_listing_id)
+                bind_claim(mine, platform_assignment_id=platform_assignment_id, platform_listing_id=platform_listing_id)
                 return mine
         open_to_worker = units_open_to(worker=worker, stage=unit.stage, now=now).filter(pk=unit.pk)
         if mine is None and not open_to_worker.exists():
@@ -397,57 +394,12 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="
             # An expired or returned lease of this worker's own is renewed rather than duplicated.
             mine.status, mine.leased_at, mine.lease_expires_at = Assignment.Status.LEASED, now, expires
             mine.save(update_fields=["status", "leased_at", "lease_expires_at"])
-            _bind(mine, platform_assignment_id, platform_listing_id)
+            bind_claim(mine, platform_assignment_id=platform_assignment_id, platform_listing_id=platform_listing_id)
             return mine
         return Assignment.objects.create(unit=locked, worker=worker, leased_at=now,
                                          lease_expires_at=expires,
                                          platform_assignment_id=platform_assignment_id,
                                          platform_listing_id=platform_listing_id)
-
-
-def binding_conflict(*, platform, worker, unit, platform_assignment_id, platform_listing_id):
-    """Why a claim of (platform_assignment_id, platform_listing_id) for `worker` (None: a worker id
-    we have never seen) on `unit` disagrees with the pairs bound at first load, or "" when not."""
-    mine = Q(unit=unit, worker=worker) if worker is not None else Q(pk__in=[])
-    bound = Assignment.objects.filter(
-        mine | Q(platform_assignment_id=platform_assignment_id, worker__platform=platform)
-    ).values_list("worker_id", "unit_id", "platform_assignment_id", "platform_listing_id")
-    for worker_id, unit_id, bound_assignment_id, bound_task_id in bound:
-        if worker is None or worker_id != worker.pk:
-            return "This assignment is already bound to another worker."
-        if unit_id != unit.pk:
-            return "This assignment belongs to another task."
-        if bound_assignment_id and (bound_assignment_id, bound_task_id) != (
-            platform_assignment_id, platform_listing_id
-        ):
-            return "This task is already open for you under another assignment."
-    return ""
-
-
-def _check_binding(worker, unit, platform_assignment_id, platform_listing_id, *, rebind):
-    if not rebind:
-        conflict = binding_conflict(platform=worker.platform, worker=worker, unit=unit,
-                                    platform_assignment_id=platform_assignment_id,
-                                    platform_listing_id=platform_listing_id)
-        if conflict:
-            raise ClaimConflict(conflict)
-        return
-    # The platform has confirmed the assignment is this worker's now, so whoever held it before
-    # returned it there: their unsubmitted lease gives its slot back at once.
-    Assignment.objects.filter(
-        platform_assignment_id=platform_assignment_id, worker__platform=worker.platform,
-        status=Assignment.Status.LEASED,
-    ).exclude(worker=worker).update(status=Assignment.Status.RETURNED)
-
-
-def _bind(assignment, platform_assignment_id, platform_listing_id):
-    if not platform_assignment_id or (assignment.platform_assignment_id, assignment.platform_listing_id) == (
-        platform_assignment_id, platform_listing_id
-    ):
-        return
-    assignment.platform_assignment_id = platform_assignment_id
-    assignment.platform_listing_id = platform_listing_id
-    assignment.save(update_fields=["platform_assignment_id", "platform_listing_id"])
 
 
 def lock_assignment_for_submission(*, assignment_id, worker, stage):

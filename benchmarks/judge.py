@@ -66,9 +66,9 @@ def seed(battles):
 
 def crowdbench_run(tournament, concurrency):
     from annotation.judging.runner import create_judge_run, run_judge
-    from annotation.models import JudgeCall, Judgement, JudgeRun
+    from annotation.models import JudgeCall, JudgeJudgement, JudgeRun
 
-    Judgement.objects.all().delete()
+    JudgeJudgement.objects.all().delete()
     JudgeRun.objects.all().delete()
     JudgeCall.objects.all().delete()
     run = create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE, concurrency=concurrency)
@@ -76,7 +76,7 @@ def crowdbench_run(tournament, concurrency):
     run = run_judge(run=run)
     elapsed = time.perf_counter() - started
     assert run.status == JudgeRun.Status.DONE, run.error
-    stored = Judgement.objects.filter(run=run).count()
+    stored = JudgeJudgement.objects.filter(run=run).count()
     bodies = list(JudgeCall.objects.filter(run=run).values_list("request", flat=True))
     return elapsed, run.done_calls, stored, bodies
 

@@ -53,7 +53,7 @@ def main():
     from django.test import Client
     from django.urls import reverse
 
-    from annotation.models import HumanJudgement, Judgement, LeaderboardResult
+    from annotation.models import HumanJudgement, JudgeJudgement, LeaderboardResult
     from annotation.scoring import freshness, leaderboard
     from tests.scoring_factories import random_tournament
 
@@ -63,7 +63,7 @@ def main():
         questions=args.judgements // per_question, pairs_per_question=PAIRS_PER_QUESTION,
         judgements_per_battle=JUDGEMENTS_PER_BATTLE, judge_runs=1))
     timed("ANALYZE", analyse_as_autovacuum_would)
-    humans, judges = HumanJudgement.objects.count(), Judgement.objects.count()
+    humans, judges = HumanJudgement.objects.count(), JudgeJudgement.objects.count()
     print(f"rows: {humans:,} human and {judges:,} judge judgements", flush=True)
 
     timed("fingerprint (what a page reads to know whether its result is current)",

@@ -151,7 +151,7 @@ def seed_tournaments(*, families, workers, rng, tournaments, battles_per_tournam
         Battle,
         HumanJudgement,
         Instance,
-        Judgement,
+        JudgeJudgement,
         JudgeRun,
         ModelResponse,
         Stage,
@@ -210,7 +210,7 @@ def seed_tournaments(*, families, workers, rng, tournaments, battles_per_tournam
                                           mode=JudgeRun.Mode.REFERENCE_FREE, status=JudgeRun.Status.DONE,
                                           total_calls=2 * len(battles), done_calls=2 * len(battles),
                                           started_at=now - timedelta(hours=1), finished_at=now)
-            _bulk(Judgement, [Judgement(run=run, battle=battle, ordering=ordering, criterion="overall",
+            _bulk(JudgeJudgement, [JudgeJudgement(run=run, battle=battle, ordering=ordering, criterion="overall",
                                         cot="Response A is more complete. Overall, Response A is better.",
                                         winner=rng.choice("ab"))
                               for battle in battles for ordering in ("ab", "ba")])
@@ -261,10 +261,10 @@ def main():
     started = time.perf_counter()
     build_snapshots(max(1, scaled(SNAPSHOTS)))
     timer.part("snapshots (the real job)", started)
-    from annotation.models import Assignment, HumanJudgement, Instance, Judgement, Worker, WorkUnit
+    from annotation.models import Assignment, HumanJudgement, Instance, JudgeJudgement, Worker, WorkUnit
 
     counts = {model.__name__: model.objects.count()
-              for model in (Instance, Worker, WorkUnit, Assignment, HumanJudgement, Judgement)}
+              for model in (Instance, Worker, WorkUnit, Assignment, HumanJudgement, JudgeJudgement)}
     print("rows: " + ", ".join(f"{name} {count:,}" for name, count in counts.items()))
     print(f"seeded in {time.perf_counter() - timer.started:.0f} s on {os.cpu_count()} CPUs")
 

@@ -9,16 +9,18 @@
 Whoever arrives, the page gets a signed token naming our assignment and worker (frontend/tokens.py)
 and the submit endpoint trusts that token only.
 
-Where a stage has a qualification test (paper §2.2) a platform worker without it is sent to
-/work/qualify/<stage>/, and a worker paused for low accuracy on gold items is told so. Now and then
-the next task is a gold item shown on the stage's own page; its answer keeps the worker's accuracy
-current and is never stored as work.
+What a worker is shown next is one decision of the domain (annotation/next_step.py; for a study
+participant with the study's completion code around it, mturk/participants.py), which these views
+render and do not make: a held or new lease; now and then a gold item shown on the stage's own page,
+whose answer keeps the worker's accuracy current and is never stored as work; where a stage has a
+qualification test (paper §2.2) and a platform worker lacks it, /work/qualify/<stage>/; a refusal
+(blocked, or paused for low accuracy on gold items) with its reason; or nothing left.
 """
 
 
 from django.contrib.auth.views import redirect_to_login
 from django.db import transaction
-from django.http import HttpResponse, JsonResponse
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -26,23 +28,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.exceptions import AnnotationError
-from annotation.models import (
-    Assignment,
-    InstructionFamily,
-    Worker,
-    WorkUnit,
-)
-from annotation.queue import (
-    ClaimConflict,
-    holds_a_lease,
-    keep_lease_alive,
-    lease_unit,
-    locked_for_leasing,
-    next_assignment,
-    return_assignment,
-    units_open_to,
-)
-from annotation.workforce import local_worker, local_workers
+from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
+from annotation.next_step import Step, next_step
+from annotation.platform_claims import ClaimConflict
+from annotation.queue import keep_lease_alive, lease_unit, locked_for_leasing, return_assignment
+from annotation.workforce.standing import local_worker, local_workers
 from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.arrival import (
@@ -51,11 +41,17 @@ from frontend.arrival import (
     bound_to_browser,
     study_participant,
 )
-from frontend.qualification_views import may_offer_gold, offer_gold, qualification_gate, submit_gold
+from frontend.qualification_views import qualify_url, render_gold, submit_gold
 from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_stage_page, with_notice
 from mturk import identity, links
 from mturk.models import CrowdStudy
-from mturk.participants import TooManyNewParticipants, earned_code, finish_participating, finished, participants_of
+from mturk.participants import (
+    TooManyNewParticipants,
+    earned_code,
+    finish_participating,
+    next_step_in_study,
+    participants_of,
+)
 
 # --- ways in -----------------------------------------------------------------------------------
 
@@ -98,28 +94,16 @@ def _mturk_unit(request, page, unit, params):
         worker, rebind = identity.admit_mturk_worker(unit=unit, arrival=arrival)
     except identity.IdentityRefused as refused:
         return problem_page(request, str(refused), status=403)
-    held_before = Assignment.objects.filter(unit=unit, worker=worker).exists()
-    gate = qualification_gate(request, worker, unit.stage, next_url=request.get_full_path())
-    if gate is not None:
-        return gate
-    if not held_before:
-        gold = offer_gold(request, page, worker, unit.stage, next_url=request.get_full_path(),
-                           units=units_open_to(worker=worker, stage=unit.stage).filter(pk=unit.pk),
-                           mturk=True)
-        if gold is not None:
-            return gold
     try:
-        assignment = lease_unit(worker=worker, unit=unit, platform_assignment_id=arrival.assignment_id,
-                                platform_listing_id=arrival.hit_id, rebind=rebind)
+        step = next_step(worker=worker, stage=unit.stage, unit=unit, platform_assignment_id=arrival.assignment_id,
+                         platform_listing_id=arrival.hit_id, rebind=rebind, shows_gold=page.gold_context is not None)
     except ClaimConflict:
         # Another load of this HIT bound a different pair a moment ago.
         return problem_page(request, identity.MTURK_NOT_CONFIRMED, status=403)
     except AnnotationError as error:
         return problem_page(request, str(error))
-    grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk,
-                                   turk_submit_to=arrival.submit_origin,
-                                   mturk_assignment_id=arrival.assignment_id)
-    return render_stage_page(request, page, unit, assignment=assignment, grant=grant)
+    return _shown(request, page, step, worker=worker, next_url=request.get_full_path(), mturk=True,
+                  grant={"turk_submit_to": arrival.submit_origin, "mturk_assignment_id": arrival.assignment_id})
 
 
 @annotator_page
@@ -127,6 +111,8 @@ def _mturk_unit(request, page, unit, params):
 def stage_page(request, stage):
     """The next unit of a stage, for a study participant or an in-house annotator."""
     page = page_or_404(stage)
+    shows_gold = page.gold_context is not None
+    given_back_too = request.GET.get("after") != "given-back"
     if "continue" in request.GET:
         try:
             session = tokens.read_session(request.GET["continue"])
@@ -144,8 +130,9 @@ def stage_page(request, stage):
                 return problem_page(request, tokens.FORGED_MESSAGE, status=403)
             if not bound_to_browser(request, worker.pk):
                 return problem_page(request, identity.STUDY_NOT_CONFIRMED, status=403)
-            outcome = _lease_in_study(request, page, study, worker, session)
-        return _study_page(request, page, study, worker, session, outcome)
+            step = next_step_in_study(worker=worker, study=study, platform_session_id=session.platform_session_id,
+                                      given_back_too=given_back_too, shows_gold=shows_gold)
+        return _shown_in_study(request, page, step, study=study, worker=worker, session=session)
     try:
         arrival = links.study_arrival(request.GET)
     except links.IncompleteLink as error:
@@ -166,8 +153,9 @@ def stage_page(request, stage):
             return page
         session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
                                       platform_session_id=arrival.session_id)
-        outcome = _lease_in_study(request, page, study, worker, session)
-        return _study_page(request, page, study, worker, session, outcome)
+        step = next_step_in_study(worker=worker, study=study, platform_session_id=session.platform_session_id,
+                                  given_back_too=given_back_too, shows_gold=shows_gold)
+        return _shown_in_study(request, page, step, study=study, worker=worker, session=session)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     family = _chosen_family(request, stage)
@@ -175,16 +163,9 @@ def stage_page(request, stage):
         worker = locked_for_leasing(local_workers(request.user, stage=stage))
         if worker is None:  # their first task
             worker = local_worker(request.user, stage=stage)
-        gate = qualification_gate(request, worker, stage, next_url=request.get_full_path())
-        if gate is not None:
-            return gate
-        assignment = next_assignment(worker=worker, stage=stage, family=family,
-                                     given_back_too=request.GET.get("after") != "given-back")
-    if assignment is None:
-        return render(request, "annotator/nothing_waiting.html", {
-            "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})
-    grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk)
-    return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant)
+        step = next_step(worker=worker, stage=stage, family=family, given_back_too=given_back_too,
+                         shows_gold=shows_gold)
+    return _shown(request, page, step, worker=worker, next_url=request.get_full_path())
 
 
 def _chosen_family(request, stage):
@@ -200,46 +181,41 @@ def _chosen_family(request, stage):
     return family
 
 
-def _lease_in_study(request, page, study, worker, session):
-    """The participant's next lease in the study (None: nothing for them), or the page that comes
-    first: their completion code again once they have it, the qualification test, why they are
-    paused, or a gold item."""
-    if finished(worker=worker, study=study, platform_session_id=session.platform_session_id):
-        return _completion(request, study, again=True)
-    next_url = reverse("frontend:stage", args=[study.stage]) + "?continue=" + tokens.sign_session(session)
-    gate = qualification_gate(request, worker, study.stage, next_url=next_url, study=study,
-                               session=session)
-    if gate is not None:
-        return gate
-    if may_offer_gold(page, worker) and not holds_a_lease(worker=worker, stage=study.stage,
-                                                          family=study.family):
-        gold = offer_gold(request, page, worker, study.stage, next_url=next_url,
-                           units=units_open_to(worker=worker, stage=study.stage, family=study.family),
-                           study=study, session=session)
-        if gold is not None:
-            return gold
-    return next_assignment(worker=worker, stage=study.stage, family=study.family,
-                           platform_assignment_id=session.platform_session_id,
-                           platform_listing_id=study.external_id,
-                           given_back_too=request.GET.get("after") != "given-back")
-
-
-def _study_page(request, page, study, worker, session, outcome):
-    if isinstance(outcome, HttpResponse):
-        return outcome
-    if outcome is None:
-        if earned_code(worker=worker, study=study, platform_session_id=session.platform_session_id):
-            finish_participating(worker=worker, study=study,
-                                 platform_session_id=session.platform_session_id)
-            return _completion(request, study)
+def _shown_in_study(request, page, step, *, study, worker, session):
+    if step.kind == Step.COMPLETION:
+        return _completion(request, study, again=step.again)
+    if step.kind == Step.NOTHING:
         return problem_page(
             request, "There are no tasks for you right now. Please return the study on your "
             "platform; you have not been charged any time.", heading="No tasks right now",
         )
-    grant = tokens.AssignmentGrant(assignment_id=outcome.pk, worker_id=worker.pk,
-                                   study_id=study.pk,
-                                   platform_session_id=session.platform_session_id)
-    return render_stage_page(request, page, outcome.unit, assignment=outcome, grant=grant, study=study)
+    next_url = reverse("frontend:stage", args=[study.stage]) + "?continue=" + tokens.sign_session(session)
+    return _shown(request, page, step, worker=worker, next_url=next_url, study=study, session=session,
+                  grant={"study_id": study.pk, "platform_session_id": session.platform_session_id})
+
+
+def _shown(request, page, step, *, worker, next_url, study=None, session=None, mturk=False, grant=None):
+    """The page of a decision of annotation.next_step: what the worker is shown next."""
+    if step.kind == Step.LEASE:
+        assignment = step.assignment
+        grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk, **(grant or {}))
+        return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant, study=study)
+    if step.kind == Step.GOLD:
+        grant = tokens.GoldGrant(item_id=step.gold_item["id"], worker_id=worker.pk, stage=page.stage,
+                                 next_url=next_url)
+        return render_gold(request, page, step.gold_item, grant, worker=worker, study=study, session=session,
+                           mturk=mturk)
+    if step.kind == Step.QUALIFICATION_TEST:
+        return redirect(qualify_url(worker, page.stage, next_url=next_url))
+    if step.kind == Step.BLOCKED:
+        return problem_page(request, step.reason, heading="No tasks for you here")
+    if step.kind == Step.PAUSED:
+        context = {"heading": "Your work on these tasks is paused", "message": step.reason}
+        if step.may_finish:
+            context["finish_token"] = tokens.sign_session(session)
+        return render(request, "annotator/problem.html", context)
+    return render(request, "annotator/nothing_waiting.html", {
+        "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})
 
 
 def _completion(request, study, *, again=False):

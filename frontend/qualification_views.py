@@ -1,5 +1,5 @@
 """Qualification tests and live gold items on the annotator pages (paper §2.2;
-mturk/qualifications.py)."""
+annotation/workforce/qualifications.py)."""
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -13,25 +13,23 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from django.views.decorators.csrf import csrf_exempt
 
-from annotation.exceptions import AnnotationError
+from annotation.exceptions import AnnotationError, WorkerFacingError
 from annotation.models import (
     GoldItem,
     QualificationAttempt,
     Worker,
-    WorkerBlock,
     WorkerQualification,
 )
-from annotation.queue import return_held
 from annotation.typed_text import ANSWER_MAX_CHARS, clean_typed_text
-from annotation.workforce import local_worker, may_work
+from annotation.workforce import qualifications
+from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.arrival import IDLE_SECONDS, study_participant
 from frontend.page_parts import gold_material
 from frontend.rendering import NOTICES, problem_page, refusal
 from frontend.stage_pages import PAGES
-from mturk import identity, links, qualifications
-from mturk.exceptions import WorkerFacingError
+from mturk import identity, links
 from mturk.models import CrowdStudy
 from mturk.participants import done_in_study
 
@@ -47,60 +45,10 @@ def stage_url(worker, stage):
     return reverse("frontend:stage", args=[stage]) if worker.platform == Worker.Platform.LOCAL else ""
 
 
-def qualification_gate(request, worker, stage, *, next_url, study=None, session=None):
-    """None when the worker may take the stage's units; otherwise the page that says what to do:
-    the qualification test, or why they are paused or blocked."""
-    if may_work(worker, stage):
-        return None
-    if WorkerBlock.objects.filter(worker=worker, active=True).exists():
-        return problem_page(request, "Your account cannot take these tasks. If you think this is a "
-                        "mistake, please message the researchers through your platform.",
-                        heading="No tasks for you here")
-    granted = (WorkerQualification.objects.select_related("qualification")
-               .filter(qualification__stage=stage, worker=worker).first())
-    if granted is None:
-        return redirect(qualify_url(worker, stage, next_url=next_url))
-    # Paused for low accuracy on gold items: a lease still held goes back to the pool at once.
-    return_held(worker=worker, stage=stage)
-    bar = granted.qualification.live_accuracy_bar
-    accuracy = granted.live_accuracy
-    message = (
-        "Some tasks are check questions whose answer is known. "
-        + (f"Of your recent ones {accuracy:.0%} were right, below the {bar:.0%} needed, "
-           if accuracy is not None else "Too few of your recent ones were right, ")
-        + "so these tasks are paused for you. Everything you submitted is saved. A researcher "
-        "will look at your answers and get in touch through your platform."
-    )
-    context = {"heading": "Your work on these tasks is paused", "message": message}
-    if study is not None and session is not None and done_in_study(worker, study):
-        context["finish_token"] = tokens.sign_session(session)
-    return render(request, "annotator/problem.html", context)
-
-
-def may_offer_gold(page, worker):
-    # In-house annotators are trained in person and hold no qualification to keep current.
-    return page.gold_context is not None and worker.platform not in (Worker.Platform.LOCAL,
-                                                                      Worker.Platform.IMPORT)
-
-
-def offer_gold(request, page, worker, stage, *, next_url, units, study=None, session=None,
-                mturk=False):
-    """A live gold item shown as this stage's next task, or None."""
-    if not may_offer_gold(page, worker):
-        return None
-    if not units.exists():
-        return None
-    item = qualifications.live_gold_item(worker, stage)
-    if item is None:
-        return None
-    grant = tokens.GoldGrant(item_id=item["id"], worker_id=worker.pk, stage=stage, next_url=next_url)
-    return _render_gold(request, page, item, grant, worker=worker, study=study, session=session,
-                        mturk=mturk)
-
-
-def _render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False,
-                 posted=None, error="", status=200):
-    # Rendered exactly as the stage's own task: same template, same controls, same button.
+def render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False,
+                posted=None, error="", status=200):
+    """A live gold item (annotation.next_step), rendered exactly as the stage's own task: same
+    template, same controls, same button."""
     context = page.gold_context(item, posted)
     context.update({
         "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
@@ -140,7 +88,7 @@ def submit_gold(request, grant, *, wants_json):
     except AnnotationError as error:
         if wants_json:
             return JsonResponse({"ok": False, "error": str(error)}, status=400)
-        return _render_gold(request, page, shown, grant, worker=worker, posted=request.POST,
+        return render_gold(request, page, shown, grant, worker=worker, posted=request.POST,
                             error=str(error), status=400)
     qualifications.record_live_gold_answer(worker, item.pk, answer)
     next_url = grant.next_url or reverse("frontend:worker") + "?w=" + tokens.sign_worker(worker.pk)

@@ -117,7 +117,7 @@ def read_worker(token):
 
 @dataclass(frozen=True)
 class GoldGrant:
-    """A gold item shown as a normal task of its stage (mturk.qualifications: live gold items).
+    """A gold item shown as a normal task of its stage (annotation.workforce.qualifications: live gold items).
 
     `next_url` is where the worker goes once it is answered: the same stage or unit page again.
     """

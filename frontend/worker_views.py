@@ -14,14 +14,15 @@ from annotation.models import (
 from annotation.queue import (
     units_open_to,
 )
-from annotation.workforce import local_worker
+from annotation.workforce import qualifications
+from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.qualification_views import qualify_url, stage_url
 from frontend.rendering import problem_page
 from frontend.stage_pages import PAGES
 from frontend.worker_summary import recent_work, stage_tallies
-from mturk import identity, qualifications
+from mturk import identity
 
 
 @annotator_page(frameable=False)

@@ -13,11 +13,6 @@ class PlatformError(AnnotationError):
         self.sent = sent
 
 
-class WorkerFacingError(AnnotationError):
-    """What a worker or participant in front of one of our pages cannot do now, and why; the
-    message is for them, so it names nothing of another worker, a setting or the platform's API."""
-
-
 class PlatformRequestError(PlatformError):
     """The platform refused our request (MTurk RequestError, HTTP 4xx): retrying will not help."""
 

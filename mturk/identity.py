@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
+from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
-from annotation.queue import binding_conflict
-from annotation.workforce import platform_worker
+from annotation.platform_claims import binding_conflict
+from annotation.workforce.standing import platform_worker
 from crowdbench.security import mturk_submit_origin
 from mturk import client as mturk_client
-from mturk.exceptions import PlatformError, WorkerFacingError
+from mturk.exceptions import PlatformError
 from mturk.links import valid_platform_id
 from mturk.models import Hit, Submission
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
+from annotation.exceptions import WorkerFacingError
 from annotation.public_urls import public_url
-from mturk.exceptions import PlatformError, WorkerFacingError
+from mturk.exceptions import PlatformError
 from mturk.platforms import backend_classes
 
 # What a platform id may look like (MTurk's, Connect's and Prolific's are all far narrower); anything

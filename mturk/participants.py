@@ -15,16 +15,19 @@ tasks once the platform confirms that session is theirs, since an id typed into 
 otherwise buy a second round of work that no submission pays for.
 """
 
+from dataclasses import replace
+
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
+from annotation.next_step import NextStep, Step, next_step
 from annotation.queue import return_held
-from annotation.workforce import workers_with_standing
+from annotation.workforce.standing import workers_with_standing
 from mturk import identity
-from mturk.exceptions import WorkerFacingError
 from mturk.models import StudyCompletion
 
 # How long a platform's confirmation of a new session is trusted, so that each next task of it
@@ -150,3 +153,20 @@ def earned_code(*, worker, study, platform_session_id):
     if not others or not platform_session_id:
         return True
     return _submitted_in(study, worker).filter(platform_assignment_id=platform_session_id).exists()
+
+
+def next_step_in_study(*, worker, study, platform_session_id, given_back_too=True, shows_gold=False):
+    """What a study participant is shown next (annotation.next_step, in the study's family), with the
+    study's completion code around it: shown again once they have it in this platform session, and
+    given (they are finished) when nothing is left for them after a task of theirs is saved."""
+    if finished(worker=worker, study=study, platform_session_id=platform_session_id):
+        return NextStep(Step.COMPLETION, "the participant was shown the code in this session", again=True)
+    step = next_step(worker=worker, stage=study.stage, family=study.family,
+                     platform_assignment_id=platform_session_id, platform_listing_id=study.external_id,
+                     given_back_too=given_back_too, shows_gold=shows_gold)
+    if step.kind == Step.PAUSED:
+        return replace(step, may_finish=bool(done_in_study(worker, study)))
+    if step.kind == Step.NOTHING and earned_code(worker=worker, study=study, platform_session_id=platform_session_id):
+        finish_participating(worker=worker, study=study, platform_session_id=platform_session_id)
+        return NextStep(Step.COMPLETION, "nothing is left for the participant, who has done a task of the study")
+    return step

@@ -6,8 +6,7 @@ from django.conf import settings
 
 from annotation.models import WorkerQualification
 from crowdbench.celery import app
-from mturk import qualifications
-from mturk.services import syncing
+from mturk.services import qualifying, syncing
 
 logger = logging.getLogger(__name__)
 
@@ -15,7 +14,7 @@ logger = logging.getLogger(__name__)
 @app.task(name="tasks.sync_platforms")
 def sync_platforms_job():
     done = syncing.sync_open_studies()
-    qualifications.push_pending_mturk_qualifications()
+    qualifying.push_pending_mturk_qualifications()
     return done
 
 
@@ -33,4 +32,4 @@ def grant_mturk_qualification_job(worker_qualification_id):
     if granted is None:
         logger.warning("Worker qualification %s no longer exists.", worker_qualification_id)
         return False
-    return qualifications.grant_mturk_qualification(granted)
+    return qualifying.grant_mturk_qualification(granted)

@@ -108,7 +108,7 @@ def random_tournament(*, name, rng, models=15, questions=100, pairs_per_question
 
     from django.utils import timezone
 
-    from annotation.models import Assignment, Battle, Judgement, JudgeRun, Worker, WorkUnit
+    from annotation.models import Assignment, Battle, JudgeJudgement, JudgeRun, Worker, WorkUnit
 
     def bulk(model, rows):
         return model.objects.bulk_create(rows, batch_size=batch_size)
@@ -150,7 +150,7 @@ def random_tournament(*, name, rng, models=15, questions=100, pairs_per_question
                                              choice=choice)
                               for (battle, worker, shown_left, choice), lease in zip(choices, leases, strict=True)])
         for run in runs:
-            bulk(Judgement, [Judgement(run=run, battle=battle, ordering=ordering, winner=rng.choice("ab"),
+            bulk(JudgeJudgement, [JudgeJudgement(run=run, battle=battle, ordering=ordering, winner=rng.choice("ab"),
                                        cot="Overall, Response A is better.")
                              for battle in battles for ordering in ("ab", "ba")])
     calls = 2 * Battle.objects.filter(tournament=tournament).count()

@@ -24,7 +24,7 @@ from annotation.models import (
     EndpointCall,
     HumanJudgement,
     JudgeCall,
-    Judgement,
+    JudgeJudgement,
     JudgeRun,
     ModelEndpoint,
     ModelResponse,
@@ -413,8 +413,8 @@ class JudgeRunAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
             say_if_jobs_will_wait(self, request)
 
 
-@admin.register(Judgement)
-class JudgementAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+@admin.register(JudgeJudgement)
+class JudgeJudgementAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "run__tournament__group"
     list_display = [
         "id",

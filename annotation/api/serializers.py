@@ -11,7 +11,7 @@ from annotation.models import (
     ImageAsset,
     Instance,
     InstructionFamily,
-    Judgement,
+    JudgeJudgement,
     ResearchGroup,
     Snapshot,
     Tournament,
@@ -94,7 +94,7 @@ class JudgeJudgementSerializer(serializers.ModelSerializer):
     tournament = serializers.IntegerField(source="run.tournament_id", read_only=True)
 
     class Meta:
-        model = Judgement
+        model = JudgeJudgement
         fields = ["id", "run", "tournament", "engine", "mode", "battle", "ordering", "criterion",
                   "winner", "cot", "used_fallback", "refused", "score_a", "score_b", "created_at"]
 

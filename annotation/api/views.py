@@ -27,7 +27,7 @@ from annotation.models import (
     Instance,
     InstanceImage,
     InstructionFamily,
-    Judgement,
+    JudgeJudgement,
     Snapshot,
     Tournament,
     multi_image_q,
@@ -210,7 +210,7 @@ class JudgeJudgementFilter(FilterSet):
     tournament = IdFilter(field_name="run__tournament")
 
     class Meta:
-        model = Judgement
+        model = JudgeJudgement
         fields = ["tournament", "run", "battle", "criterion", "ordering", "winner"]
 
 
@@ -220,7 +220,7 @@ class JudgeJudgementViewSet(ReadOnlyViewSet):
     filterset_class = JudgeJudgementFilter
     ordering_fields = ["id", "created_at"]
     ordering = ["id"]
-    queryset = Judgement.objects.select_related("run")
+    queryset = JudgeJudgement.objects.select_related("run")
 
 
 class SnapshotViewSet(GroupScopedMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):

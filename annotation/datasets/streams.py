@@ -26,7 +26,7 @@ from annotation.models import (
     ImportedSheet,
     Instance,
     InstanceImage,
-    Judgement,
+    JudgeJudgement,
     JudgeRun,
     Reference,
     multi_image_q,
@@ -304,7 +304,7 @@ _BATTLE_FIELDS = (
 
 def judge_judgements(*, tournaments, include_reference=False):
     """Overall pairwise judgements of finished judge runs, grouped by run and battle."""
-    judgements = Judgement.objects.counted().filter(
+    judgements = JudgeJudgement.objects.counted().filter(
         run__tournament__in=tournaments, run__status=JudgeRun.Status.DONE, criterion="overall"
     ).exclude(run__mode=JudgeRun.Mode.PROMETHEUS)
     if not include_reference:
@@ -334,12 +334,12 @@ def battle_rows(*, tournaments, include_reference=False, chunk_size=None) -> Ite
 def _battle_record(group, images):
     (_, engine, mode, _, instance_id, instruction, category, text_a, text_b, model_a,
      model_b) = group[0][:11]
-    names = {Judgement.Winner.A: model_a, Judgement.Winner.B: model_b, Judgement.Winner.TIE: "tie"}
+    names = {JudgeJudgement.Winner.A: model_a, JudgeJudgement.Winner.B: model_b, JudgeJudgement.Winner.TIE: "tie"}
     results, cots, a_in_cot, b_in_cot = [], [], [], []
     for *_, ordering, winner, cot in group:
         results.append(names[winner])
         cots.append(cot)
-        first, second = (model_a, model_b) if ordering == Judgement.Ordering.AB else (model_b, model_a)
+        first, second = (model_a, model_b) if ordering == JudgeJudgement.Ordering.AB else (model_b, model_a)
         a_in_cot.append(first)
         b_in_cot.append(second)
     return (model_a, model_b, text_a, text_b, images.get(instance_id, ""), instruction, category,

@@ -3,7 +3,7 @@ battle's winner from its orderings."""
 
 import re
 
-from annotation.models import Judgement
+from annotation.models import JudgeJudgement
 
 _OVERALL = re.compile(
     r"Overall,?\s+(?:\*\*)?Response\s+\(?([AB12])\)?(?:\*\*)?\s+is\s+(?:\w+\s+)?better",
@@ -44,9 +44,9 @@ def parse_prometheus(text):
 
 def combine_orderings(winners):
     """The battle's winner from its judgements ('a', 'b' or 'tie'): count wins; equal is a tie."""
-    a = sum(1 for winner in winners if winner == Judgement.Winner.A)
-    b = sum(1 for winner in winners if winner == Judgement.Winner.B)
-    return Judgement.Winner.A if a > b else Judgement.Winner.B if b > a else Judgement.Winner.TIE
+    a = sum(1 for winner in winners if winner == JudgeJudgement.Winner.A)
+    b = sum(1 for winner in winners if winner == JudgeJudgement.Winner.B)
+    return JudgeJudgement.Winner.A if a > b else JudgeJudgement.Winner.B if b > a else JudgeJudgement.Winner.TIE
 
 
 def answer_text(response):

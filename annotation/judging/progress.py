@@ -10,7 +10,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, Q, Sum
 
-from annotation.models import CHIRP_CRITERIA, JudgeCall, Judgement, JudgeRun
+from annotation.models import CHIRP_CRITERIA, JudgeCall, JudgeJudgement, JudgeRun
 
 
 def criteria(run):
@@ -73,7 +73,7 @@ def run_is_judged(run):
 def _judged_battles(run):
     """The battles with all the run's judgements stored, as rows of battle_id."""
     return (
-        Judgement.objects.filter(run=run).values("battle_id").annotate(stored=Count("pk"))
+        JudgeJudgement.objects.filter(run=run).values("battle_id").annotate(stored=Count("pk"))
         .filter(stored__gte=_judgements_per_battle(run))
     )
 
@@ -92,7 +92,7 @@ def refresh_counters(run):
         prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
         cost=Sum("cost_usd"),
     )
-    judgements = Judgement.objects.filter(run=run, battle__tournament_id=run.tournament_id)
+    judgements = JudgeJudgement.objects.filter(run=run, battle__tournament_id=run.tournament_id)
     counts = judgements.aggregate(
         stored=Count("pk"), fallback=Count("fallback_call", distinct=True),
         second=Count("call_b"),

@@ -33,7 +33,7 @@ from annotation.judging.prompts import (
     prompts_sha256,
     request_sha256,
 )
-from annotation.models import Judgement, JudgeRun
+from annotation.models import JudgeJudgement, JudgeRun
 from crowdbench.events import emit
 from crowdbench.jobs import enqueue
 
@@ -100,7 +100,7 @@ def _plan(run, battles):
                 )
                 for text in (a, b)
             ]
-            items.append(_Item(battle, Judgement.Ordering.AB, "overall", requests))
+            items.append(_Item(battle, JudgeJudgement.Ordering.AB, "overall", requests))
             continue
         for criterion in criteria(run):
             for ordering, first, second in (("ab", a, b), ("ba", b, a)):
@@ -256,7 +256,7 @@ def _store_pairwise(run, client, items):
             position = parse_final_answer(extracted)
             if run.mode == JudgeRun.Mode.VISION and position is None:
                 position = parse_bare_choice(extracted)
-        judgements.append(Judgement(
+        judgements.append(JudgeJudgement(
             run=run, battle=item.battle, ordering=item.ordering, criterion=item.criterion,
             cot=text,
             winner=_winner(item.ordering, position),
@@ -277,10 +277,10 @@ def _store_prometheus(run, items):
             parse_prometheus(answer_text(call.response)[0]) for call in item.answers
         )
         if score_a is None or score_b is None or score_a == score_b:
-            winner = Judgement.Winner.TIE
+            winner = JudgeJudgement.Winner.TIE
         else:
-            winner = Judgement.Winner.A if score_a > score_b else Judgement.Winner.B
-        judgements.append(Judgement(
+            winner = JudgeJudgement.Winner.A if score_a > score_b else JudgeJudgement.Winner.B
+        judgements.append(JudgeJudgement(
             run=run, battle=item.battle, ordering=item.ordering, criterion=item.criterion,
             cot=f"Response A: {feedback_a}\n\nResponse B: {feedback_b}",
             winner=winner,
@@ -298,7 +298,7 @@ def _store_judgements(run, judgements, fields):
     # One statement for the chunk (a chunk judged again replaces its judgements), not a select
     # and a write per judgement: storing 400 one by one took seconds after the last answer.
     with transaction.atomic():
-        Judgement.objects.bulk_create(
+        JudgeJudgement.objects.bulk_create(
             judgements, update_conflicts=True,
             unique_fields=["run", "battle", "ordering", "criterion"], update_fields=fields,
         )
@@ -316,6 +316,6 @@ def _decide(run, call):
 
 def _winner(ordering, position):
     if position is None:
-        return Judgement.Winner.TIE
-    first_is_a = ordering == Judgement.Ordering.AB
-    return Judgement.Winner.A if (position == 1) == first_is_a else Judgement.Winner.B
+        return JudgeJudgement.Winner.TIE
+    first_is_a = ordering == JudgeJudgement.Ordering.AB
+    return JudgeJudgement.Winner.A if (position == 1) == first_is_a else JudgeJudgement.Winner.B

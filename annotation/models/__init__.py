@@ -18,7 +18,7 @@ from annotation.models.datasets import ImportedRow, ImportedSheet, Snapshot
 from annotation.models.endpoints import EndpointCall, ModelEndpoint
 from annotation.models.families import ImageAsset, InstructionFamily, SeedImage
 from annotation.models.instances import Instance, InstanceImage, multi_image_q
-from annotation.models.judging import JudgeCall, Judgement, JudgeRun
+from annotation.models.judging import JudgeCall, JudgeJudgement, JudgeRun
 from annotation.models.preferences import (
     CHIRP_CRITERIA,
     REFERENCE_MODEL_NAME,
@@ -83,7 +83,7 @@ __all__ = [
     "InstructionSubmission",
     "JudgeCall",
     "JudgeRun",
-    "Judgement",
+    "JudgeJudgement",
     "LeaderboardResult",
     "ModelEndpoint",
     "ModelResponse",

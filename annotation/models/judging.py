@@ -82,13 +82,13 @@ class JudgeCall(models.Model):
         return f"{self.request.get('model', '?')} call {self.request_sha256[:12]}"
 
 
-class JudgementQuerySet(models.QuerySet):
+class JudgeJudgementQuerySet(models.QuerySet):
     def counted(self):
         """The judge's answers on battles that count (their instance verified)."""
         return self.filter(counted_battles())
 
 
-class Judgement(models.Model):
+class JudgeJudgement(models.Model):
     """One judge answer on a battle in one ordering (and criterion), mapped back to A/B."""
 
     class Ordering(models.TextChoices):
@@ -121,10 +121,11 @@ class Judgement(models.Model):
     # An edit in the admin changes the leaderboard: its fingerprint (scoring/freshness.py) reads this.
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = JudgementQuerySet.as_manager()
+    objects = JudgeJudgementQuerySet.as_manager()
 
     class Meta:
-        # The admin and the API (/api/judge-judgements/) say whose: the crowd's are HumanJudgement.
+        # One name in the models, the admin and the API (/api/judge-judgements/), and it says whose:
+        # the crowd's are HumanJudgement.
         verbose_name = "judge judgement"
         ordering = ["id"]
         constraints = [

@@ -137,7 +137,7 @@ class Tournament(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(condition=Q(judgements_per_pair__gte=1),
-                                   name="study_judgements_per_pair_positive"),
+                                   name="tournament_judgements_per_pair_positive"),
             models.CheckConstraint(condition=Q(posterior_threshold__gt=0.5, posterior_threshold__lt=1),
                                    name="tournament_posterior_threshold_between_half_and_one"),
             models.CheckConstraint(condition=Q(judgement_accuracy__gt=0.5, judgement_accuracy__lt=1)

@@ -1,8 +1,9 @@
 """Who may work: blocks, the qualification test of each stage (paper §2.2: five to ten sample
 tasks), its gold items and answers, and each worker's standing, kept current by live gold items.
 
-These are the domain's rules about the workforce, so they live with the domain; their tables
-were made by the crowd-platform app and keep its label ("mturk"), so no table moved.
+These are the domain's rules about the workforce, so they live with the domain, and so does their
+logic (annotation/workforce/); their tables were made by the crowd-platform app and keep its label
+("mturk"), so no table moved, and their admin pages are the crowd platforms' (mturk/admin/).
 """
 
 from decimal import Decimal

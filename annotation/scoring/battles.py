@@ -13,7 +13,7 @@ from annotation.judging.parsing import combine_orderings
 from annotation.models import (
     HumanJudgement,
     InstanceImage,
-    Judgement,
+    JudgeJudgement,
     JudgeRun,
     Side,
 )
@@ -37,9 +37,9 @@ BATTLE_COLUMNS = [
 SCORE_COLUMNS = ["model", "question_id", "instruction_category", "is_multi_image", "judge", "rubric",
                  "score"]
 _WINNER = {
-    Judgement.Winner.A: "model_a",
-    Judgement.Winner.B: "model_b",
-    Judgement.Winner.TIE: "tie",
+    JudgeJudgement.Winner.A: "model_a",
+    JudgeJudgement.Winner.B: "model_b",
+    JudgeJudgement.Winner.TIE: "tie",
 }
 _VERDICT = {side: winner for winner, side in _WINNER.items()}
 
@@ -109,7 +109,7 @@ def human_battles(*, tournament, criterion="overall"):
 def _run_judgements(run, criterion):
     judgements = list(
         _battle_related(
-            Judgement.objects.counted().filter(run=run, criterion=criterion).order_by("battle_id", "ordering"),
+            JudgeJudgement.objects.counted().filter(run=run, criterion=criterion).order_by("battle_id", "ordering"),
             "battle__",
         )
     )
@@ -199,7 +199,7 @@ def judge_rubric_scores(*, run):
     """One row per (battle, response) a Prometheus run scored."""
     judgements = list(
         _battle_related(
-            Judgement.objects.counted().filter(run=run, score_a__isnull=False, score_b__isnull=False),
+            JudgeJudgement.objects.counted().filter(run=run, score_a__isnull=False, score_b__isnull=False),
             "battle__",
         )
     )

@@ -37,7 +37,7 @@ from annotation.models import (
     HumanJudgement,
     Instance,
     InstructionFamily,
-    Judgement,
+    JudgeJudgement,
     JudgeRun,
     LeaderboardResult,
     ModelResponse,
@@ -105,7 +105,7 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     # and a verification leave (annotation/review.py, collection/verification.py).
     human = HumanJudgement.objects.filter(battle__tournament=tournament).aggregate(**_set_checksum())
     left_out = _left_out_by_work_state(tournament, counts_provisional=settings[1])
-    judge = Judgement.objects.filter(run__tournament=tournament, run__status=JudgeRun.Status.DONE).aggregate(
+    judge = JudgeJudgement.objects.filter(run__tournament=tournament, run__status=JudgeRun.Status.DONE).aggregate(
         **_set_checksum())
     runs = list(JudgeRun.objects.filter(tournament=tournament, status=JudgeRun.Status.DONE).order_by("id")
                 .values_list("id", "engine", "mode", "finished_at"))

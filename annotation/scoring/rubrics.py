@@ -4,7 +4,7 @@ pairwise rating.
 
 A scores frame (annotation/scoring/battles.py SCORE_COLUMNS) has one row per score a response
 got: from each worker who judged a battle it was in (HumanJudgement.rubric_scores, keyed by the
-side it was shown on), or once from a Prometheus judge (Judgement.score_a / score_b). A
+side it was shown on), or once from a Prometheus judge (JudgeJudgement.score_a / score_b). A
 response, one model's answer to one instance, is the unit sampled: its scores are averaged first,
 so a response several workers scored, or that met several opponents, counts once, and the
 interval is Student's t over the responses' means, clipped to the 1-5 scale.

@@ -11,7 +11,7 @@ from annotation.models import (
     StageQualification,
     WorkerQualification,
 )
-from mturk import qualifications
+from annotation.workforce import qualifications
 from mturk.models import AuditLog
 
 

@@ -1,4 +1,4 @@
-"""What every platform does for us. Services (mturk/services.py) hold the rules and the records;
+"""What every platform does for us. Services (mturk/services/) hold the rules and the records;
 a backend only speaks its platform's API."""
 
 from dataclasses import dataclass, field

@@ -1,6 +1,6 @@
 """Prolific: participants arrive by study link; approval, rejection, bonuses and messages through
 its API (Authorization: Token ...). The bonus pay step is not idempotent, so our database guards
-it (mturk.services.pay_bonus)."""
+it (mturk.services.reviewing.pay_bonus)."""
 
 from decimal import Decimal
 

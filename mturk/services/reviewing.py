@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from annotation import review
 from annotation.models import Worker, WorkerBlock, WorkState
-from annotation.workforce import forget_standing
+from annotation.workforce.standing import forget_standing
 from mturk import calls, pay
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from annotation import queue
+from annotation.exceptions import WorkerFacingError
 from annotation.models import (
     GoldAnswer,
     GoldItem,
@@ -15,9 +16,9 @@ from annotation.models import (
     WorkerQualification,
     WorkUnit,
 )
-from annotation.workforce import may_work
-from mturk import qualifications
-from mturk.exceptions import WorkerFacingError
+from annotation.workforce import qualifications
+from annotation.workforce.standing import may_work
+from mturk.services import qualifying
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import make_researcher
 from tests.webhook_support import deliver_due
@@ -120,8 +121,8 @@ def test_passing_on_mturk_grants_the_mturk_qualification(worker, mturk):
     qualifications.submit_qualification_answers(worker, Stage.VERIFICATION, right_answers(attempt))
     assert not WorkerQualification.objects.get(worker=worker).mturk_granted
     # What the grant job (and the periodic platform job, for failures) runs:
-    assert qualifications.push_pending_mturk_qualifications() == 1
-    assert qualifications.push_pending_mturk_qualifications() == 0
+    assert qualifying.push_pending_mturk_qualifications() == 1
+    assert qualifying.push_pending_mturk_qualifications() == 0
     assert WorkerQualification.objects.get(worker=worker).mturk_granted
     mturk.done()
 

@@ -18,11 +18,10 @@ from django.urls import reverse
 
 from annotation.models import Assignment, Stage, StageQualification, WorkerQualification, WorkUnit
 from mturk import client as mturk_client
-from mturk import qualifications
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
 from mturk.platforms.cloudresearch import payments_csv
-from mturk.services import publishing, reviewing, syncing
+from mturk.services import publishing, qualifying, reviewing, syncing
 from tests.factories import FamilyFactory, WorkerFactory, launch, submitted_in_study
 from tests.mturk_wire import assignment, make_researcher
 
@@ -446,7 +445,7 @@ def test_a_qualification_mturk_refuses_is_audited_with_every_call_it_took(mturk)
     mturk.expect("create_qualification_type",
                  {"QualificationType": {"QualificationTypeId": "3QUAL00000000000000000"}})
     mturk.fail("associate_qualification_with_worker", "RequestError", "Worker does not exist.")
-    assert qualifications.grant_mturk_qualification(granted) is False
+    assert qualifying.grant_mturk_qualification(granted) is False
     row = AuditLog.objects.get()
     assert (row.action, row.ok, row.sent_to_platform) == ("qualify", False, True)
     assert [c["operation"] for c in row.request["calls"]] == [

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.models import Judgement, JudgeRun, Snapshot, Stage, Tournament
+from annotation.models import JudgeJudgement, JudgeRun, Snapshot, Stage, Tournament
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
@@ -110,7 +110,7 @@ def judged():
     assignment = next_assignment(worker=worker, stage=Stage.PAIRWISE)
     human = submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left")
     run = JudgeRun.objects.create(tournament=tournament, engine="gpt-4")
-    judge = Judgement.objects.create(run=run, battle=human.battle, ordering="ab", winner="a")
+    judge = JudgeJudgement.objects.create(run=run, battle=human.battle, ordering="ab", winner="a")
     return human, judge
 
 

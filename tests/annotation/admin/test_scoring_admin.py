@@ -22,7 +22,7 @@ def test_scoring_changelists_render_with_progress(admin_client_, judge_server):
     with_responses(instance, "llava", "otter")
     tournament = create_tournament(name="admin tournament")
     create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
-    for name in ("tournament", "battle", "modelresponse", "humanjudgement", "judgerun", "judgement", "judgecall"):
+    for name in ("tournament", "battle", "modelresponse", "humanjudgement", "judgerun", "judgejudgement", "judgecall"):
         response = admin_client_.get(reverse(f"admin:annotation_{name}_changelist"))
         assert response.status_code == 200, name
     page = admin_client_.get(reverse("admin:annotation_judgerun_changelist")).content.decode()

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from annotation.judging.prompts import prompts_sha256
 from annotation.judging.runner import create_judge_run
-from annotation.models import Judgement, JudgeRun, Stage
+from annotation.models import JudgeJudgement, JudgeRun, Stage
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
@@ -32,11 +32,11 @@ def _finished_run(tournament, *, mode, engine, verdict):
     """A judge run that judged both orderings of every battle as `verdict(battle, ordering)` says
     (True: A wins), finished as the runner leaves it."""
     run = create_judge_run(tournament=tournament, mode=mode, engine=engine)
-    Judgement.objects.bulk_create(
-        Judgement(run=run, battle=battle, ordering=ordering,
-                  winner=Judgement.Winner.A if verdict(battle, ordering) else Judgement.Winner.B)
+    JudgeJudgement.objects.bulk_create(
+        JudgeJudgement(run=run, battle=battle, ordering=ordering,
+                  winner=JudgeJudgement.Winner.A if verdict(battle, ordering) else JudgeJudgement.Winner.B)
         for battle in tournament.battles.select_related("response_a", "response_b").order_by("id")
-        for ordering in (Judgement.Ordering.AB, Judgement.Ordering.BA)
+        for ordering in (JudgeJudgement.Ordering.AB, JudgeJudgement.Ordering.BA)
     )
     run.status = JudgeRun.Status.DONE
     run.save()
@@ -58,7 +58,7 @@ def two_simulated_judges():
     tournament = create_tournament(name="Simulated judges", include_reference=False)
 
     def first_shown(battle, ordering):
-        return (rng.random() < FIRST_POSITION) == (ordering == Judgement.Ordering.AB)
+        return (rng.random() < FIRST_POSITION) == (ordering == JudgeJudgement.Ordering.AB)
 
     def longer(battle, ordering):
         a_longer = len(battle.response_a.text.split()) > len(battle.response_b.text.split())

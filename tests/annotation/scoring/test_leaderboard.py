@@ -174,7 +174,7 @@ def test_figures_read_the_stored_result_without_recomputing(judged_tournament_th
         assert response.status_code == 200 and response.content.startswith(PNG)
         assert "immutable" in response["Cache-Control"]
         # the session, the user, the tournament and the stored result: no battle or judgement is read
-        tables = ('"annotation_humanjudgement"', '"annotation_judgement"', '"annotation_battle"')
+        tables = ('"annotation_humanjudgement"', '"annotation_judgejudgement"', '"annotation_battle"')
         assert not any(table in q["sql"] for q in queries.captured_queries for table in tables), url
 
 

@@ -1,9 +1,10 @@
 """Qualification tests (paper §2.2: five to ten sample tasks) and live gold items.
 
 A worker takes a stage's test of gold items with known answers (free-text items wait for a
-researcher's review); at the pass score they are qualified for the stage (on MTurk also through
-the stage's qualification type). Gold items mixed into live work keep their accuracy current; below
-the stage's bar they are paused and the queue stops giving them that stage's units.
+researcher's review); at the pass score they are qualified for the stage (on MTurk also through the
+stage's qualification type, granted by a job: mturk/services/qualifying.py). Gold items mixed into
+live work keep their accuracy current; below the stage's bar they are paused and the queue stops
+giving them that stage's units.
 """
 
 import logging
@@ -15,6 +16,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation.exceptions import WorkerFacingError
 from annotation.models import (
     Assignment,
     GoldAnswer,
@@ -25,14 +27,9 @@ from annotation.models import (
     Worker,
     WorkerQualification,
 )
-from annotation.workforce import forget_standing
+from annotation.workforce.standing import forget_standing
 from crowdbench.events import emit
 from crowdbench.jobs import enqueue
-from mturk import client as mturk_client
-from mturk.exceptions import PlatformError, WorkerFacingError
-from mturk.models import AuditLog
-from mturk.platforms.mturk import ensure_mturk_qualification_type
-from mturk.services.audit import audited
 
 logger = logging.getLogger(__name__)
 
@@ -206,43 +203,6 @@ def _result(attempt):
         pending_review=attempt.status == QualificationAttempt.Status.PENDING_REVIEW,
         feedback=feedback,
     )
-
-
-# --- MTurk qualification types ----------------------------------------------------------------
-
-
-def grant_mturk_qualification(granted):
-    """Associate the stage's MTurk qualification with a qualified MTurk worker, once; a failure is
-    retried by the periodic platform job (push_pending_mturk_qualifications)."""
-    worker, qualification = granted.worker, granted.qualification
-    if (worker.platform != Worker.Platform.MTURK or granted.mturk_granted
-            or granted.status != WorkerQualification.Status.QUALIFIED):
-        return False
-    try:
-        with audited(action=AuditLog.Action.QUALIFY, worker=worker,
-                     request={"qualification": qualification.name}):
-            params = {
-                "QualificationTypeId": ensure_mturk_qualification_type(qualification),
-                "WorkerId": worker.external_id,
-                "IntegerValue": int(granted.test_score * 100),
-                "SendNotification": True,
-            }
-            mturk_client.call("associate_qualification_with_worker", **params)
-    except PlatformError as error:
-        logger.warning("MTurk qualification for %s not granted yet: %s", worker, error)
-        return False
-    WorkerQualification.objects.filter(pk=granted.pk).update(mturk_granted=True)
-    return True
-
-
-def push_pending_mturk_qualifications():
-    if not mturk_client.credentials_found():
-        # Nothing could reach MTurk; the grants wait here, and the study pages say what to set.
-        return 0
-    pending = WorkerQualification.objects.filter(
-        mturk_granted=False, status=WorkerQualification.Status.QUALIFIED,
-        worker__platform=Worker.Platform.MTURK).select_related("worker", "qualification")
-    return sum(grant_mturk_qualification(granted) for granted in pending)
 
 
 # --- gold items in live work --------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Who the queue may give a stage's units to (the rules; the tests that earn a place are in
-mturk/qualifications.py, since on MTurk they are a platform qualification too)."""
+"""Who the queue may give a stage's units to: workers, blocks and standing (the tests that earn a
+place are annotation/workforce/qualifications.py)."""
 
 from django.db.models import Exists, OuterRef, Value
 
