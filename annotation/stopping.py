@@ -29,11 +29,24 @@ class Agreement:
         return label if count >= self.agree else None
 
 
-class BetaPosterior:
-    """Decided once the Beta-Binomial posterior that A is preferred (uniform prior) passes
-    `threshold`, or falls below one minus it (B is preferred)."""
+class _BattlePosterior:
+    """A battle's rule: decided once `preferred_a` (a posterior for response A) passes `threshold`,
+    or falls below one minus it (B)."""
 
     labels = ("model_a", "model_b")
+
+    def decision(self, answers):
+        p = self.preferred_a(answers)
+        if p >= self.threshold:
+            return "model_a"
+        if 1 - p >= self.threshold:
+            return "model_b"
+        return None
+
+
+class BetaPosterior(_BattlePosterior):
+    """Decided once the Beta-Binomial posterior that A is preferred (uniform prior) passes
+    `threshold`, or falls below one minus it (B is preferred)."""
 
     def __init__(self, threshold):
         self.threshold = threshold
@@ -46,16 +59,8 @@ class BetaPosterior:
         a = sum(1 for answer in answers if answer == "model_a")
         return float(beta.sf(0.5, 1 + a, 1 + len(answers) - a))
 
-    def decision(self, answers):
-        p = self.preferred_a(answers)
-        if p >= self.threshold:
-            return "model_a"
-        if 1 - p >= self.threshold:
-            return "model_b"
-        return None
 
-
-class OneCoinPosterior:
+class OneCoinPosterior(_BattlePosterior):
     """Decided once the posterior that A is the better response passes `threshold`, or falls below
     one minus it, each judgement taken as right with probability `accuracy` (a one-coin worker
     model, even prior): the odds are (accuracy / (1 - accuracy)) to the power of A's lead.
@@ -64,8 +69,6 @@ class OneCoinPosterior:
     settles (0.94) and a 3-1 does not (0.81), so it mostly runs to its maximum; this asks which
     response is better, which a lead of two settles at accuracy 0.8 and threshold 0.9 (0.94)."""
 
-    labels = ("model_a", "model_b")
-
     def __init__(self, threshold, accuracy):
         self.threshold = threshold
         self.accuracy = accuracy
@@ -73,14 +76,6 @@ class OneCoinPosterior:
     def preferred_a(self, answers):
         lead = sum(1 if answer == "model_a" else -1 for answer in answers)
         return 1.0 / (1.0 + ((1.0 - self.accuracy) / self.accuracy) ** lead)
-
-    def decision(self, answers):
-        p = self.preferred_a(answers)
-        if p >= self.threshold:
-            return "model_a"
-        if 1 - p >= self.threshold:
-            return "model_b"
-        return None
 
 
 def battle_rule(tournament):
