@@ -147,3 +147,25 @@ def start_worker(openai_server, tmp_path):
     for worker in workers:
         worker.stop()
     app.control.purge()
+
+
+@pytest.fixture
+def snapshot_folder(settings, tmp_path):
+    """Snapshots built into this test's own folder, which it returns."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "snapshots": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                      "OPTIONS": {"location": str(tmp_path / "snapshots")}},
+    }
+    return tmp_path / "snapshots"
+
+
+@pytest.fixture
+def fresh_cache():
+    """Django's cache emptied around the test: the admin caches whether a Celery worker answers,
+    once per process."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()

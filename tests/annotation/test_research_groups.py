@@ -4,7 +4,6 @@ staff outside groups work as before groups existed."""
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -21,14 +20,8 @@ Role = Membership.Role
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache(settings, tmp_path):
-    # The admin caches whether a worker is answering; snapshots go to a folder of this test's.
-    settings.STORAGES = {**settings.STORAGES, "snapshots": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(tmp_path / "snapshots")}}}
-    cache.clear()
-    yield
-    cache.clear()
+def _fresh_cache_and_a_snapshot_folder(fresh_cache, snapshot_folder):
+    return None
 
 
 class Lab:

@@ -24,3 +24,8 @@ def researcher_page(browser, live_server):
     page.errors = errors
     yield page
     context.close()
+
+
+@pytest.fixture(autouse=True)
+def _each_admin_test_asks_afresh_whether_a_worker_answers(fresh_cache):
+    return None

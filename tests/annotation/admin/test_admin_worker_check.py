@@ -10,13 +10,6 @@ from tests.factories import FamilyFactory
 NO_WORKER = "No Celery worker is answering"
 
 
-@pytest.fixture(autouse=True)
-def fresh_answer():
-    cache.clear()
-    yield
-    cache.clear()
-
-
 @pytest.mark.django_db
 def test_launching_a_stage_with_no_worker_says_the_job_will_wait(admin_client):
     family = FamilyFactory()

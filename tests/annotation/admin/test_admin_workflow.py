@@ -5,7 +5,6 @@ import io
 import re
 
 import pytest
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils import timezone
@@ -44,14 +43,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def researcher(admin_client):
     return admin_client
-
-
-@pytest.fixture(autouse=True)
-def fresh_worker_answer():
-    # The "is a worker answering" answer is cached per process; each test asks afresh.
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def png(width=64, height=48, colour=(200, 30, 30)):

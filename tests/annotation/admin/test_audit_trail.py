@@ -5,7 +5,6 @@ entry."""
 import pytest
 from auditlog.models import LogEntry
 from django.contrib.auth.models import User
-from django.core.cache import cache
 from django.urls import reverse
 
 from annotation.models import Assignment, Stage, StageConfig, Tournament, WorkState
@@ -17,14 +16,6 @@ from tests.scoring_factories import create_tournament
 
 pytestmark = pytest.mark.django_db
 REASON = "Every verification came in under two seconds, without the images opened."
-
-
-@pytest.fixture(autouse=True)
-def fresh_worker_answer():
-    # The admin caches whether a worker is answering; each test asks afresh.
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def test_launching_a_stage_from_the_admin_is_written_with_the_researcher(admin_client):

@@ -5,7 +5,6 @@ import os
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 
 from annotation import teams
 from annotation.models import Membership, Tournament
@@ -17,13 +16,6 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORD = "a-long-test-password"
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def _member(username, group, role):

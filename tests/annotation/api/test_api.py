@@ -31,12 +31,8 @@ def api(researcher):
 
 
 @pytest.fixture(autouse=True)
-def snapshot_folder(settings, tmp_path):
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "snapshots": {"BACKEND": "django.core.files.storage.FileSystemStorage",
-                      "OPTIONS": {"location": str(tmp_path / "snapshots")}},
-    }
+def _snapshots_in_a_folder_of_the_test(snapshot_folder):
+    return snapshot_folder
 
 
 def test_a_request_without_a_token_is_401():

@@ -41,12 +41,8 @@ PASTED = "Three sheep graze on the hill, one beside the gate."
 
 
 @pytest.fixture(autouse=True)
-def snapshot_folder(settings, tmp_path):
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "snapshots": {"BACKEND": "django.core.files.storage.FileSystemStorage",
-                      "OPTIONS": {"location": str(tmp_path / "snapshots")}},
-    }
+def _snapshots_in_a_folder_of_the_test(snapshot_folder):
+    return snapshot_folder
 
 
 # --- where a verified reference must arrive ------------------------------------------------------

@@ -19,13 +19,8 @@ REPO = "crowdbench-lab/visit-bench"
 
 
 @pytest.fixture(autouse=True)
-def snapshot_folder(settings, tmp_path):
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "snapshots": {"BACKEND": "django.core.files.storage.FileSystemStorage",
-                      "OPTIONS": {"location": str(tmp_path / "snapshots")}},
-    }
-    return tmp_path / "snapshots"
+def _snapshots_in_a_folder_of_the_test(snapshot_folder):
+    return snapshot_folder
 
 
 @pytest.fixture

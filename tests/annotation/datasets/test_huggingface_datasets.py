@@ -37,14 +37,8 @@ EXPECTED_FEATURES = {
 
 
 @pytest.fixture(autouse=True)
-def snapshot_folder(settings, tmp_path):
+def _media_and_snapshots_in_folders_of_the_test(settings, tmp_path, snapshot_folder):
     settings.MEDIA_ROOT = tmp_path / "media"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "snapshots": {"BACKEND": "django.core.files.storage.FileSystemStorage",
-                      "OPTIONS": {"location": str(tmp_path / "snapshots")}},
-    }
-    return tmp_path / "snapshots"
 
 
 def _snapshot(**options):

@@ -25,13 +25,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def snapshot_folder(settings, tmp_path):
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "snapshots": {"BACKEND": "django.core.files.storage.FileSystemStorage",
-                      "OPTIONS": {"location": str(tmp_path / "snapshots")}},
-    }
-    return tmp_path / "snapshots"
+def _snapshots_in_a_folder_of_the_test(snapshot_folder):
+    return snapshot_folder
 
 
 def _snapshot(**options):
