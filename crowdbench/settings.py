@@ -348,6 +348,8 @@ CLOUDRESEARCH_API_URL = env("CLOUDRESEARCH_API_URL",
 CLOUDRESEARCH_API_KEY = env("CLOUDRESEARCH_API_KEY", default="")
 PROLIFIC_API_URL = env("PROLIFIC_API_URL", default="https://api.prolific.com/api/v1")
 PROLIFIC_API_TOKEN = env("PROLIFIC_API_TOKEN", default="")
+# Messages to workers from the admin, per worker in 24 hours (mturk/services/reviewing.py).
+WORKER_MESSAGES_PER_DAY = env.int("WORKER_MESSAGES_PER_DAY", default=3)
 PLATFORM_HTTP_TIMEOUT_SECONDS = env.float("PLATFORM_HTTP_TIMEOUT_SECONDS", default=30.0)
 PLATFORM_HTTP_MAX_ATTEMPTS = env.int("PLATFORM_HTTP_MAX_ATTEMPTS", default=4)
 PLATFORM_HTTP_RETRY_BASE_SECONDS = env.float("PLATFORM_HTTP_RETRY_BASE_SECONDS", default=1.0)

@@ -2,9 +2,12 @@
 blocks, messages to workers, and expiring or extending HITs."""
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -269,9 +272,11 @@ def notify_workers(*, study, workers, subject, message, actor):
     if not subject or not message or len(subject) > 200 or len(message) > 4096:
         raise PlatformError("A message needs a subject (up to 200 characters) and a text (up to 4096).")
     workers = list(workers)
+    _refuse_past_the_message_limit(workers)
     backend = get_backend(study.platform)
     with audited(action=AuditLog.Action.NOTIFY, study=study, actor=actor,
-                 request={"subject": subject, "workers": len(workers)}) as step:
+                 request={"subject": subject, "workers": len(workers),
+                          "worker_ids": [worker.pk for worker in workers]}) as step:
         results = backend.notify(study, workers, subject=subject, message=message)
         failed = [result.error for result in results if not result.ok]
         step.response = {"results": [result.response for result in results]}
@@ -282,6 +287,20 @@ def notify_workers(*, study, workers, subject, message, actor):
     sent = sum(len(r.request.get("WorkerIds", [])) or 1 for r in results if r.ok)
     text = f"{backend.label} accepted the message for {sent} of {len(workers)} worker(s)."
     return Notification(results, f"{text} It refused: {step.error}" if failed else text)
+
+
+def _refuse_past_the_message_limit(workers):
+    """At most WORKER_MESSAGES_PER_DAY messages reach a worker in 24 hours, whichever study or
+    researcher sends them: counted from the audit log's messages the platform took."""
+    limit = settings.WORKER_MESSAGES_PER_DAY
+    recent = AuditLog.objects.filter(action=AuditLog.Action.NOTIFY, ok=True, sent_to_platform=True,
+                                     created_at__gte=timezone.now() - timedelta(days=1))
+    received = Counter(pk for ids in recent.values_list("request__worker_ids", flat=True) for pk in ids or ())
+    over = [worker for worker in workers if received[worker.pk] >= limit]
+    if over:
+        names = ", ".join(worker.external_id for worker in over[:5]) + (" and more" if len(over) > 5 else "")
+        raise PlatformError(f"{len(over)} worker(s) had {limit} message(s) in the last 24 hours already ({names}); "
+                            "nothing was sent. Leave them out or try again tomorrow.")
 
 
 def expire_hits(*, study, actor):

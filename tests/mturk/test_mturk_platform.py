@@ -288,6 +288,22 @@ def test_notify_workers_sends_at_most_100_ids_per_call(mturk):
     mturk.done()
 
 
+def test_a_worker_gets_at_most_the_day_s_messages_and_nothing_is_sent_past_it(mturk, settings):
+    settings.WORKER_MESSAGES_PER_DAY = 2
+    study = make_study(units=0)
+    often, new = WorkerFactory(external_id="A1OFTENMESSAGED01"), WorkerFactory()
+    researcher = make_researcher()
+    for _ in range(2):
+        mturk.expect("notify_workers", {"NotifyWorkersFailureStatuses": []})
+        reviewing.notify_workers(study=study, workers=[often], subject="New captions", message="Up.", actor=researcher)
+    with pytest.raises(PlatformError, match=r"1 worker\(s\) had 2 message\(s\) .*A1OFTENMESSAGED01.*nothing was sent"):
+        reviewing.notify_workers(study=study, workers=[often, new], subject="More", message="Up.", actor=researcher)
+    mturk.done()
+    mturk.expect("notify_workers", {"NotifyWorkersFailureStatuses": []})
+    reviewing.notify_workers(study=study, workers=[new], subject="More", message="Up.", actor=researcher)
+    mturk.done()
+
+
 def test_a_repeated_notification_syncs_once(mturk):
     study = make_study(units=1)
     hit, = _published(mturk, study, ["3HITA000000000000000"])
