@@ -275,14 +275,18 @@ def test_agreement_bars_returns_png():
 
 
 def test_agreement_bars_draw_a_judge_that_reconstructs_every_majority():
-    # Wilson's upper bound for 7 of 7 comes back a rounding error below the rate of 1 itself, which
-    # made a negative error bar that matplotlib refused: the leaderboard's agreement plot answered 500.
+    # statsmodels' Wilson upper bound for 7 of 7 came back a rounding error below the rate of 1
+    # itself, which made a negative error bar that matplotlib refused: the leaderboard's agreement
+    # plot answered 500. Ours is the closed form; the plot must draw either way.
     questions = [f"q{n}" for n in range(7)]
     crowd = votes([(question, "A", "B", "model_a") for question in questions for _ in range(3)])
     table = agreement.majority_agreement(crowd, votes([(question, "A", "B", "model_a") for question in questions]))
-    assert table.loc[0, "judge_accuracy"] == 1.0 and table.loc[0, "judge_ci_upper"] < 1.0
-
+    assert table.loc[0, "judge_accuracy"] == 1.0 and table.loc[0, "judge_ci_upper"] <= 1.0
     assert agreement_bars(table).startswith(b"\x89PNG")
+
+    below = table.copy()
+    below["judge_ci_upper"] = np.nextafter(1.0, 0.0)
+    assert agreement_bars(below).startswith(b"\x89PNG")
 
 
 def test_spearman_of_a_ranking_where_every_model_ties_is_undefined():
