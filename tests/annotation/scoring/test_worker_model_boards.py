@@ -19,15 +19,17 @@ pytestmark = pytest.mark.django_db
 
 
 def judged(aggregation):
-    """Two instances with three models each; two careful workers choose the better response
-    (llava over instructblip over otter), a third always the left one."""
+    """Two instances with three models each; three careful workers choose the better response
+    (llava over instructblip over otter), a fourth always the left one. Which side is left is
+    drawn from the assignment's id, which depends on the tests run before: with three careful
+    workers of four the order holds whichever sides the careless one's answers land on."""
     order = {"llava": 0, "instructblip": 1, "otter": 2}
     for family in (FamilyFactory(), FamilyFactory()):
         with_responses(verified_instance(family=family), *order)
-    tournament = create_tournament(name="Crowd boards", judgements_per_pair=3, include_reference=False,
+    tournament = create_tournament(name="Crowd boards", judgements_per_pair=4, include_reference=False,
                                    aggregation=aggregation)
     launch_tournament(tournament=tournament)
-    careful, careless = WorkerFactory.create_batch(2), WorkerFactory()
+    careful, careless = WorkerFactory.create_batch(3), WorkerFactory()
     for worker in (*careful, careless):
         while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
             battle = assignment.unit.battle
@@ -69,7 +71,7 @@ def test_a_noisy_bradley_terry_tournament_adds_crowd_kits_board(staff_client):
 
 def test_the_job_stores_each_workers_noisy_bradley_terry_skill():
     tournament, careful, careless = judged(Tournament.Aggregation.NOISY_BT)
-    assert worker_models.store_pairwise_skills() == 3
+    assert worker_models.store_pairwise_skills() == 4
     skills = dict(WorkerReliability.objects.filter(stage=Stage.PAIRWISE, model="noisy_bt")
                   .values_list("worker_id", "reliability"))
     assert set(skills) == {worker.pk for worker in (*careful, careless)}
