@@ -33,12 +33,20 @@ def register_researcher_models():
 
     for model in (InstructionFamily, SeedImage, ImageAsset, StageConfig, Tournament, Rubric, ModelEndpoint,
                   JudgeRun, Snapshot, StageQualification, WorkerBlock, ResearchGroup, Membership):
-        auditlog.register(model)
+        register(model)
     # A reference's text and verdict are what researchers edit or adjudicate; its counters move
     # with every verification and would bury them.
     auditlog.register(Reference, include_fields=["text", "verdict"])
     # A pause and a resumption, whether a researcher or the gold checks made them.
     auditlog.register(WorkerQualification, include_fields=["status", "paused_at"])
+
+
+def register(model):
+    """Track a model's own fields and many-to-many choices (a tournament's families): left to itself
+    django-auditlog also lists every reverse relation ("Instances: annotation.Instance.None")."""
+    own = [field.name for field in model._meta.concrete_fields]
+    many = [field.name for field in model._meta.many_to_many]
+    auditlog.register(model, include_fields=own, m2m_fields=many)
 
 
 def record_review(*, assignment, before, reviewer, reason):

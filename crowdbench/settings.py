@@ -85,6 +85,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
+# The audit trail (annotation/audit.py) names a changed foreign key by its row ("Vision lab"), not its id.
+AUDITLOG_USE_FK_STRING_REPRESENTATION = True
+
 # django-axes watches every password check (admin, /work/login/, API tokens through
 # annotation/api/authentication.py) and refuses further ones after AXES_FAILURE_LIMIT failures.
 AUTHENTICATION_BACKENDS = [

@@ -7,9 +7,8 @@ class MturkConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from auditlog.registry import auditlog
-
+        from annotation.audit import register
         from mturk.models import CrowdStudy
 
         # Launching, publishing and closing a study; its platform calls are in mturk's own audit log.
-        auditlog.register(CrowdStudy)
+        register(CrowdStudy)

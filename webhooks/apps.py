@@ -8,4 +8,9 @@ class WebhooksConfig(AppConfig):
 
     def ready(self):
         # Every process that emits events (web, worker, commands) records their deliveries.
+        from annotation.audit import register
         from webhooks import recording  # noqa: F401
+        from webhooks.models import Endpoint
+
+        # Who registered, changed or removed a URL that events are sent to.
+        register(Endpoint)
