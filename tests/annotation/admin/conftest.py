@@ -6,9 +6,9 @@ from django.contrib.auth import get_user_model
 PASSWORD = "a-long-test-password"
 
 
-@pytest.fixture
-def researcher_page(browser, live_server):
-    get_user_model().objects.create_superuser("researcher", "researcher@example.org", PASSWORD)
+def signed_in_page(browser, live_server, username, password):
+    """A page of its own browser context, signed in to the admin as `username`; `page.errors`
+    collects script errors and failed requests."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     errors = []
@@ -17,11 +17,19 @@ def researcher_page(browser, live_server):
     page.on("response", lambda response: errors.append(f"{response.status} {response.url}")
             if response.status >= 400 and not response.url.endswith("/favicon.ico") else None)
     page.goto(f"{live_server.url}/admin/login/")
-    page.get_by_label("Username").fill("researcher")
-    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(f"{live_server.url}/admin/")
     page.errors = errors
+    return page
+
+
+@pytest.fixture
+def researcher_page(browser, live_server):
+    get_user_model().objects.create_superuser("researcher", "researcher@example.org", PASSWORD)
+    page = signed_in_page(browser, live_server, "researcher", PASSWORD)
+    context = page.context
     yield page
     context.close()
 

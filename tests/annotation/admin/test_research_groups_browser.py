@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 
 from annotation import teams
 from annotation.models import Membership, Tournament
+from tests.annotation.admin.conftest import signed_in_page
 from tests.factories import FamilyFactory
 from tests.paths import SCREENSHOTS
 
@@ -24,17 +25,7 @@ def _member(username, group, role):
 
 
 def _signed_in(browser, live_server, username):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_server.url}/admin/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/admin/")
-    page.errors = errors
-    return page
+    return signed_in_page(browser, live_server, username, PASSWORD)
 
 
 def test_a_viewer_cannot_change_their_family_and_another_group_cannot_see_it(browser, live_server):
