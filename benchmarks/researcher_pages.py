@@ -26,11 +26,11 @@ from benchmarks.scale import DATABASE_NAME  # noqa: E402
 GOAL_MS = 300
 
 
-def set_up_django(server_url):
+def set_up_django(server_url, database):
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(server_url)
-    os.environ["DATABASE_URL"] = urlunsplit((parts.scheme, parts.netloc, f"/{DATABASE_NAME}", "", ""))
+    os.environ["DATABASE_URL"] = urlunsplit((parts.scheme, parts.netloc, f"/{database}", "", ""))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdbench.settings")
     os.environ["DJANGO_DEBUG"] = "false"
     os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "false"
@@ -88,9 +88,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", choices=["admin", "workflow", "dashboard", "api"])
+    parser.add_argument("--database", default=DATABASE_NAME, help="the world benchmarks/scale.py filled")
     parser.add_argument("--server", default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
     args = parser.parse_args()
-    set_up_django(args.server)
+    set_up_django(args.server, args.database)
     from django.contrib.auth import get_user_model
     from django.db import connection, reset_queries
     from django.test import Client

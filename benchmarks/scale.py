@@ -232,6 +232,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full world (e.g. 0.02)")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--database", default=DATABASE_NAME, help="the database to (re)create and fill")
     parser.add_argument("--server", default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
                         help="a PostgreSQL URL; only its server is used")
     args = parser.parse_args()
@@ -240,7 +241,7 @@ def main():
     rng = random.Random(args.seed)
     timer = Timer()
     started = time.perf_counter()
-    set_up_django(fresh_database(args.server, DATABASE_NAME))
+    set_up_django(fresh_database(args.server, args.database))
     timer.part("migrate", started)
 
     scaled = lambda n: max(1, round(n * args.scale))  # noqa: E731 - a local shorthand
