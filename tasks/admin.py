@@ -1,11 +1,12 @@
 from django.contrib import admin, messages
 
+from annotation.admin.paging import LargeTableAdminMixin
 from crowdbench.jobs import send
 from tasks.models import Job
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     """Every background job's latest attempt: a failure shows its reason here."""
 
     list_display = ["key", "status", "error", "attempts", "queued_at", "updated_at"]

@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 
 from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from crowdbench.events import EVENTS
 from webhooks.models import ENDPOINT_GROUPS, Delivery, Endpoint
@@ -39,7 +40,7 @@ class EndpointAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class DeliveryAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     """The delivery log: every event owed to a URL or to the researchers' e-mail, and how it went."""
 
     group_path = tuple(f"endpoint__{path}" for path in ENDPOINT_GROUPS)

@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
@@ -59,7 +60,7 @@ def thumbnail_html(image):
 
 
 @admin.register(ImageAsset)
-class ImageAssetAdmin(AuditTrailMixin, admin.ModelAdmin):
+class ImageAssetAdmin(LargeTableAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     form = ImageAssetForm
     list_display = ["id", "thumbnail", "name", "licence", "author", "width", "height", "created_at"]
     list_display_links = ["id", "name"]

@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from annotation import llm
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.images import thumbnail_html
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.review import DisagreementFilter, adjudicate_action, votes_counts, votes_summary
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
@@ -73,7 +74,7 @@ class ManualReferenceForm(forms.Form):
 
 
 @admin.register(Instance)
-class InstanceAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class InstanceAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "family__group"
     change_list_template = "admin/annotation/instance/change_list.html"
     change_form_template = "admin/annotation/instance/change_form.html"
@@ -176,7 +177,7 @@ class VerificationInline(admin.TabularInline):
 
 
 @admin.register(Reference)
-class ReferenceAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+class ReferenceAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     group_path = "instance__family__group"
     list_display = ["id", "instance", "source", "model", "verdict", "decided_by_text", "votes", "adjudicated_by",
                     "problem_in_caption", "problem_in_response", "flagged_harmful", "prompt_tokens",
@@ -205,7 +206,7 @@ class ReferenceAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
 
 
 @admin.register(Verification)
-class VerificationAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class VerificationAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "reference__instance__family__group"
     list_display = ["id", "reference", "worker", "is_correct", "problem_in_caption",
                     "problem_in_response", "is_harmful", "created_at"]

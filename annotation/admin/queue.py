@@ -9,6 +9,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation.admin import worker_page
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import (
     Assignment,
@@ -19,7 +20,7 @@ from annotation.models import (
 
 
 @admin.register(WorkUnit)
-class WorkUnitAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class WorkUnitAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "family__group"
     list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "surplus", "created_at"]
     list_filter = ["stage", "status", "surplus", "family"]
@@ -37,17 +38,17 @@ class WorkUnitAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class AssignmentAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "unit__family__group"
     list_display = ["id", "unit", "worker", "status", "leased_at", "lease_expires_at", "submitted_at",
                     "active_seconds"]
     list_filter = ["status", "unit__stage"]
-    raw_id_fields = ["unit", "worker"]
+    raw_id_fields = ["unit", "worker", "reviewed_by"]
     readonly_fields = ["leased_at", "submitted_at", "active_seconds"]
 
 
 @admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
+class WorkerAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     list_display = ["id", "platform", "external_id", "pseudonym", "user", "created_at", "page_link"]
     list_filter = ["platform"]
     search_fields = ["external_id"]
@@ -72,7 +73,7 @@ class WorkerAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkerReliability)
-class WorkerReliabilityAdmin(admin.ModelAdmin):
+class WorkerReliabilityAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     """Read only: the worker-model job writes these (annotation/worker_models.py)."""
 
     list_display = ["worker", "stage", "family", "model", "reliability", "answers", "fitted_at"]

@@ -10,6 +10,7 @@ from django.utils.html import format_html
 
 from annotation import review, teams
 from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
 from annotation.exceptions import AnnotationError
@@ -63,7 +64,7 @@ def _answer_text(answer):
 
 
 @admin.register(Answer)
-class AnswerAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+class AnswerAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     """Answers to review: the reviewer's queue."""
 
     group_path = "unit__family__group"
@@ -79,7 +80,6 @@ class AnswerAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
                        "platform_listing_id"]
     exclude = ["status", "leased_at", "lease_expires_at"]
     actions = ["accept", "reject"]
-    show_full_result_count = False
 
     def get_queryset(self, request):
         return (super().get_queryset(request).filter(status=Assignment.Status.SUBMITTED)

@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from annotation.admin.actions import each_selected
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.families import family_sheets
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
@@ -47,7 +48,7 @@ class PredictionsImportForm(forms.Form):
 
 
 @admin.register(ModelResponse)
-class ModelResponseAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class ModelResponseAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "instance__family__group"
     list_display = ["id", "model_name", "instance", "imported_from", "created_at"]
     list_filter = ["model_name"]
@@ -258,7 +259,7 @@ class TournamentAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdminMixin
 
 
 @admin.register(EndpointCall)
-class EndpointCallAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class EndpointCallAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     """Every paid call for an endpoint model's answer, with its outcome: what failed and why."""
 
     group_path = "endpoint__tournament__group"
@@ -269,21 +270,18 @@ class EndpointCallAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
     list_select_related = ["endpoint", "instance__family"]
     raw_id_fields = ["instance"]
     readonly_fields = [field.name for field in EndpointCall._meta.fields]
-    show_full_result_count = False
 
     def has_add_permission(self, request):
         return False
 
 
 @admin.register(Battle)
-class BattleAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class BattleAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "tournament__group"
     list_display = ["id", "tournament", "instance", "model_a", "model_b", "human_judgement_count"]
     list_filter = ["tournament"]
     list_select_related = ["tournament", "instance__family", "response_a", "response_b"]
     raw_id_fields = ["instance", "response_a", "response_b"]
-    # A count of a quarter of a million battles on every page was most of its time.
-    show_full_result_count = False
 
     def get_queryset(self, request):
         # Counted per battle shown (a subquery), not grouped over every battle before the page is cut.
@@ -305,7 +303,7 @@ class BattleAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(HumanJudgement)
-class HumanJudgementAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class HumanJudgementAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "battle__tournament__group"
     list_display = [
         "id",
@@ -322,7 +320,6 @@ class HumanJudgementAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
     list_select_related = ["battle__response_a", "battle__response_b", "worker"]
     raw_id_fields = ["battle", "worker", "assignment"]
     readonly_fields = ["created_at"]
-    show_full_result_count = False
 
 
 class NewJudgeRunForm(forms.ModelForm):
@@ -414,7 +411,7 @@ class JudgeRunAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
 
 
 @admin.register(JudgeJudgement)
-class JudgeJudgementAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class JudgeJudgementAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "run__tournament__group"
     list_display = [
         "id",
@@ -433,7 +430,7 @@ class JudgeJudgementAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(JudgeCall)
-class JudgeCallAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class JudgeCallAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     group_path = "run__tournament__group"
     list_display = [
         "request_sha256",

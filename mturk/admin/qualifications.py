@@ -4,6 +4,7 @@ every payment action."""
 from django.contrib import admin
 
 from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.models import (
     GoldAnswer,
     GoldItem,
@@ -39,7 +40,7 @@ class GoldItemAdmin(admin.ModelAdmin):
 
 
 @admin.register(QualificationAttempt)
-class QualificationAttemptAdmin(admin.ModelAdmin):
+class QualificationAttemptAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     """Who took which test, when, and how it went. A record, read only: attempts are scored as they
     are submitted, and a free-text answer waiting for review is marked under Gold answers."""
 
@@ -66,7 +67,7 @@ class QualificationAttemptAdmin(admin.ModelAdmin):
 
 
 @admin.register(GoldAnswer)
-class GoldAnswerAdmin(admin.ModelAdmin):
+class GoldAnswerAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     list_display = ["id", "item", "worker", "source", "answer", "correct", "reviewed_by", "created_at"]
     list_filter = ["source", "correct", "item__kind"]
     readonly_fields = ["item", "worker", "attempt", "source", "answer", "correct", "reviewed_by"]
@@ -90,7 +91,7 @@ class GoldAnswerAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkerQualification)
-class WorkerQualificationAdmin(AuditTrailMixin, admin.ModelAdmin):
+class WorkerQualificationAdmin(LargeTableAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     list_display = ["worker", "qualification", "status", "test_score", "live_accuracy",
                     "live_answers", "paused_at", "mturk_granted", "note"]
     list_filter = ["status", "qualification", "mturk_granted"]
@@ -105,7 +106,7 @@ class WorkerQualificationAdmin(AuditTrailMixin, admin.ModelAdmin):
 
 
 @admin.register(AuditLog)
-class AuditLogAdmin(admin.ModelAdmin):
+class AuditLogAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "action", "platform", "study", "worker", "amount_usd", "actor", "ok",
                     "sent_to_platform", "error"]
     list_filter = ["action", "platform", "ok", "sent_to_platform"]

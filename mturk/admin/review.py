@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 
 from annotation.admin.actions import each_selected
 from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import WorkerBlock
 from mturk.admin.common import PayPermissionMixin, form_step, report
@@ -42,7 +43,7 @@ class NotifyForm(forms.Form):
 
 
 @admin.register(Submission)
-class SubmissionAdmin(GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
+class SubmissionAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
     group_path = "study__family__group"
     list_display = ["id", "worker_pseudonym", "study", "hit", "platform_status", "review",
                     "flag_reason", "submitted_at"]
@@ -140,7 +141,7 @@ class SubmissionAdmin(GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmi
 
 
 @admin.register(Bonus)
-class BonusAdmin(PayPermissionMixin, admin.ModelAdmin):
+class BonusAdmin(LargeTableAdminMixin, PayPermissionMixin, admin.ModelAdmin):
     list_display = ["id", "submission", "amount_usd", "status", "platform_reference", "created_by",
                     "paid_at", "error"]
     list_filter = ["status"]
@@ -159,7 +160,7 @@ class BonusAdmin(PayPermissionMixin, admin.ModelAdmin):
 
 
 @admin.register(WorkerBlock)
-class WorkerBlockAdmin(AuditTrailMixin, admin.ModelAdmin):
+class WorkerBlockAdmin(LargeTableAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     list_display = ["worker", "reason", "active", "created_by", "created_at"]
     list_filter = ["active"]
     readonly_fields = ["worker", "reason", "created_by", "created_at"]

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 
 from annotation.admin.actions import each_selected
 from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import Worker, WorkerQualification
 from annotation.public_urls import placeholder_warning
@@ -236,7 +237,7 @@ class ExtendForm(forms.Form):
 
 
 @admin.register(Hit)
-class HitAdmin(GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
+class HitAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
     group_path = "study__family__group"
     list_display = ["hit_id", "study", "unit", "environment", "max_assignments", "reward_usd",
                     "status", "expires_at", "last_synced_at"]
