@@ -122,7 +122,7 @@ def pairwise_frame(*, tournament, criterion="overall"):
     right (the models as the worker saw them, so noisy Bradley-Terry's per-worker bias is a bias
     for a side), label (the model chosen). The crowd's overall choice is forced; a CHIRP criterion
     a worker left unanswered leaves their judgement out."""
-    rows = (HumanJudgement.objects.counted().filter(battle__tournament=tournament)
+    rows = (HumanJudgement.objects.counted().filter(tournament=tournament)
             .select_related("battle__response_a", "battle__response_b").order_by("pk"))
     records = []
     for judgement in rows:

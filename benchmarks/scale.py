@@ -202,7 +202,8 @@ def seed_tournaments(*, families, workers, rng, tournaments, battles_per_tournam
                 shown_left = rng.choice("ab")
                 choices.append((battle, worker, shown_left, "left" if a_wins == (shown_left == "a") else "right"))
         leases = _bulk(Assignment, leases)
-        _bulk(HumanJudgement, [HumanJudgement(battle=battle, worker=worker, assignment=lease, shown_left=shown_left,
+        _bulk(HumanJudgement, [HumanJudgement(battle=battle, tournament=tournament, worker=worker, assignment=lease,
+                                              shown_left=shown_left,
                                               choice=choice)
                                for (battle, worker, shown_left, choice), lease in zip(choices, leases, strict=True)])
         for run_number in range(JUDGE_RUNS):

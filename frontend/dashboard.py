@@ -11,7 +11,6 @@ import re
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import permission_required
-from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -47,10 +46,7 @@ def _criterion(request):
 
 @researcher_view
 def index(request):
-    tournaments = _tournaments(request).annotate(
-        battle_total=Count("battles", distinct=True),
-        human_total=Count("battles__human_judgements", distinct=True),
-    ).order_by("-created_at")
+    tournaments = _tournaments(request).with_progress().order_by("-created_at")
     runs = teams.visible(JudgeRun.objects.all(), request.user, via="tournament__group")
     runs = runs.select_related("tournament").order_by("-created_at")[:50]
     # A job names no group; its errors may name any group's rows, so members of groups see none.

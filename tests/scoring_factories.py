@@ -146,8 +146,8 @@ def random_tournament(*, name, rng, models=15, questions=100, pairs_per_question
                                          leased_at=now, lease_expires_at=now, submitted_at=now))
                 choices.append((battle, worker, rng.choice("ab"), rng.choice(["left", "right"])))
         leases = bulk(Assignment, leases)
-        bulk(HumanJudgement, [HumanJudgement(battle=battle, worker=worker, assignment=lease, shown_left=shown_left,
-                                             choice=choice)
+        bulk(HumanJudgement, [HumanJudgement(battle=battle, tournament_id=battle.tournament_id, worker=worker,
+                                             assignment=lease, shown_left=shown_left, choice=choice)
                               for (battle, worker, shown_left, choice), lease in zip(choices, leases, strict=True)])
         for run in runs:
             bulk(JudgeJudgement, [JudgeJudgement(run=run, battle=battle, ordering=ordering, winner=rng.choice("ab"),

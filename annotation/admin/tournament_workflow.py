@@ -46,7 +46,7 @@ TOURNAMENT_STEP_LABELS = (
 
 def _tournament_counts(tournament):
     battles = tournament.battles.count()
-    humans = HumanJudgement.objects.filter(battle__tournament=tournament).count()
+    humans = HumanJudgement.objects.filter(tournament=tournament).count()
     runs = list(tournament.judge_runs.all())
     latest_snapshot = tournament.snapshots.order_by("-version").first()
     return battles, humans, runs, latest_snapshot
@@ -97,7 +97,7 @@ def tournament_steps(tournament, *, family=None):
         Step("human_judgements", "Human judgements",
              "done" if _judged(tournament, humans, wanted) else ("active" if tournament.launched_at else "todo"),
              _judgements_text(tournament, humans, wanted),
-             admin_url("humanjudgement_changelist") + f"?battle__tournament__id__exact={tournament.pk}", "Judgements"),
+             admin_url("humanjudgement_changelist") + f"?tournament__id__exact={tournament.pk}", "Judgements"),
         Step("judge", "LLM judge",
              "done" if done_runs else ("active" if running else "todo"),
              (f"{plural(len(done_runs), 'run')} done" + (f", {len(running)} running" if running else ""))
@@ -226,7 +226,7 @@ def _tournament_next_action(tournament, runs, snapshot_rows, response_count, ans
                           f"{mode.label}, model {settings.JUDGE_MODEL or '(JUDGE_MODEL is not set)'}; "
                           "both orderings of every battle. Other modes are actions of the tournament list; "
                           "another judge model, Judge runs › Add (the runs sit side by side in the judge report).")
-    humans = HumanJudgement.objects.filter(battle__tournament=tournament).count()
+    humans = HumanJudgement.objects.filter(tournament=tournament).count()
     wanted = battles * tournament.judgements_per_pair
     judge_running = any(run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING) for run in runs)
     leaderboard = reverse("dashboard:leaderboard", args=[tournament.pk])

@@ -182,7 +182,7 @@ class TournamentViewSet(ReadOnlyViewSet):
 
 
 class HumanJudgementFilter(FilterSet):
-    tournament = IdFilter(field_name="battle__tournament")
+    tournament = IdFilter(field_name="tournament")
     instance = IdFilter(field_name="battle__instance")
     model = django_filters.CharFilter(method="filter_model", label="Either side's model name")
 
@@ -196,7 +196,7 @@ class HumanJudgementFilter(FilterSet):
 
 
 class HumanJudgementViewSet(ReadOnlyViewSet):
-    group_path = "battle__tournament__group"
+    group_path = "tournament__group"
     serializer_class = serializers.HumanJudgementSerializer
     filterset_class = HumanJudgementFilter
     ordering_fields = ["id", "created_at", "active_seconds"]

@@ -243,7 +243,7 @@ _WIDE_FIELDS = (
 def human_judgements(*, tournaments):
     """The judgements a snapshot holds: those their tournament counts (accepted, and provisional
     where it says so)."""
-    return HumanJudgement.objects.counted().filter(battle__tournament__in=tournaments).order_by("id")
+    return HumanJudgement.objects.counted().filter(tournament__in=tournaments).order_by("id")
 
 
 def human_preference_rows(*, tournaments, wide=False, chunk_size=None) -> Iterator[tuple]:

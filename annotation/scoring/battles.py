@@ -86,7 +86,7 @@ def human_battles(*, tournament, criterion="overall"):
     """
     judgements = list(
         _battle_related(
-            HumanJudgement.objects.counted().filter(battle__tournament=tournament).order_by("id"), "battle__"
+            HumanJudgement.objects.counted().filter(tournament=tournament).order_by("id"), "battle__"
         )
     )
     flags = _multi_image([j.battle for j in judgements])
@@ -171,7 +171,7 @@ def human_rubric_scores(*, tournament):
     left / right); `winner_side` maps a side to model_a or model_b as it does for the choice.
     """
     judgements = _battle_related(
-        HumanJudgement.objects.counted().filter(battle__tournament=tournament).exclude(rubric_scores={}), "battle__"
+        HumanJudgement.objects.counted().filter(tournament=tournament).exclude(rubric_scores={}), "battle__"
     )
     judgements = list(judgements)
     flags = _multi_image([j.battle for j in judgements])

@@ -92,7 +92,7 @@ def _left_out_by_work_state(tournament, counts_provisional):
     fingerprint's time."""
     # counted_work's complement, said as the states it leaves out so that the index can find them.
     left_out = [WorkState.REJECTED] if counts_provisional else [WorkState.PROVISIONAL, WorkState.REJECTED]
-    return (HumanJudgement.objects.filter(battle__tournament=tournament, assignment__work_state__in=left_out)
+    return (HumanJudgement.objects.filter(tournament=tournament, assignment__work_state__in=left_out)
             .aggregate(**_id_checksum()))
 
 
@@ -103,7 +103,7 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     # Which of them count (counted_work, counted_battles) is read from the work states of their
     # assignments and the states of their battles' instances, as well as from the stamps a review
     # and a verification leave (annotation/review.py, collection/verification.py).
-    human = HumanJudgement.objects.filter(battle__tournament=tournament).aggregate(**_set_checksum())
+    human = HumanJudgement.objects.filter(tournament=tournament).aggregate(**_set_checksum())
     left_out = _left_out_by_work_state(tournament, counts_provisional=settings[1])
     judge = JudgeJudgement.objects.filter(run__tournament=tournament, run__status=JudgeRun.Status.DONE).aggregate(
         **_set_checksum())

@@ -310,7 +310,7 @@ class OwedWork(RuleBasedStateMachine):
                 continue
             rule, maximum = stopping
             labels = answered_labels(unit)
-            assert unit.overlap <= maximum and len(labels) <= maximum, unit
+            assert unit.overlap <= maximum and len(labels) <= maximum, (unit, unit.status, labels)
             assert rule.decision(labels[:-1]) is None, (unit, labels)
 
     @invariant()

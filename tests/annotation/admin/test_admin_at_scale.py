@@ -2,16 +2,20 @@
 select, and a long list is counted by estimate, not row by row (benchmarks/researcher_pages.py
 measures the pages on a world of a million judgements)."""
 
+import random
+
 import pytest
 from django.contrib import admin
 from django.contrib.admin.widgets import AutocompleteMixin, ForeignKeyRawIdWidget, ManyToManyRawIdWidget
 from django.db import connection
 from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.admin import paging
-from annotation.models import Stage, WorkUnit
+from annotation.models import HumanJudgement, Stage, WorkUnit
 from tests.factories import InstanceFactory
+from tests.scoring_factories import random_tournament
 
 pytestmark = pytest.mark.django_db
 
@@ -76,5 +80,66 @@ def test_every_table_that_grows_with_the_crowd_lists_with_an_estimated_count():
     counted_row_by_row = [
         model._meta.label for model, model_admin in admin.site._registry.items()
         if model._meta.app_label in PROJECT_APPS and model._meta.label not in paging.RESEARCHER_SIZED
-        and not (model_admin.paginator is paging.EstimatedCountPaginator and model_admin.show_full_result_count is False)]
+        and not (model_admin.paginator is paging.EstimatedCountPaginator
+                 and model_admin.show_full_result_count is False)]
     assert counted_row_by_row == []
+
+
+def _tournaments(count, rng, *, first=0):
+    return [random_tournament(name=f"Tournament {n}", rng=rng, models=4, questions=3 + n, pairs_per_question=2,
+                              judgements_per_battle=2, judge_runs=0) for n in range(first, first + count)]
+
+
+@pytest.mark.parametrize("page", ["admin:annotation_tournament_changelist", "dashboard:index"])
+def test_each_tournaments_progress_is_counted_in_the_same_queries_however_many_are_listed(
+        admin_client, page, django_assert_max_num_queries):
+    rng = random.Random(30)
+    tournaments = _tournaments(2, rng)
+    with CaptureQueriesContext(connection) as two:
+        first = admin_client.get(reverse(page)).content.decode()
+    tournaments += _tournaments(3, rng, first=2)
+    with django_assert_max_num_queries(len(two)):
+        listed = admin_client.get(reverse(page)).content.decode()
+    for tournament in tournaments:
+        battles = tournament.battles.count()
+        judgements = HumanJudgement.objects.filter(battle__tournament=tournament).count()
+        assert judgements == 2 * battles > 0
+        shown = f"{judgements}/{battles * tournament.judgements_per_pair}"
+        assert shown in listed.replace(" / ", "/")
+    assert "Tournament 0" in first
+
+
+def test_a_human_judgement_names_its_battles_tournament_however_it_is_saved(admin_client):
+    tournament, other = _tournaments(2, random.Random(31))
+    judgement = HumanJudgement.objects.filter(battle__tournament=tournament).first()
+    assert judgement.tournament_id == tournament.pk
+    judgement.battle = other.battles.first()
+    judgement.save()
+    judgement.refresh_from_db()
+    assert judgement.tournament_id == other.pk
+
+
+def test_the_judge_verdicts_list_names_every_run_in_its_filter_in_the_same_queries_however_many(
+        admin_client, django_assert_max_num_queries):
+    rng = random.Random(32)
+    random_tournament(name="Judged", rng=rng, models=3, questions=2, pairs_per_question=1, judge_runs=1)
+    url = reverse("admin:annotation_judgejudgement_changelist")
+    with CaptureQueriesContext(connection) as one_run:
+        admin_client.get(url)
+    random_tournament(name="Judged again", rng=rng, models=3, questions=2, pairs_per_question=1, judge_runs=3)
+    with django_assert_max_num_queries(len(one_run)):
+        page = admin_client.get(url, {"criterion": "overall"}).content.decode()
+    assert page.count("judge-") >= 4  # each run is named in the run filter
+    assert "relevance and completeness" in page  # CHIRP's criteria, without reading every verdict
+
+
+def test_model_answers_are_found_by_model_name_in_any_case_or_by_instance_number(admin_client):
+    tournament = random_tournament(name="Searched", rng=random.Random(33), models=3, questions=2,
+                                   pairs_per_question=1, judge_runs=0)
+    response = tournament.battles.first().response_a
+    url = reverse("admin:annotation_modelresponse_changelist")
+    by_name = admin_client.get(url, {"q": response.model_name.upper()}).context["cl"].result_list
+    assert {answer.model_name for answer in by_name} == {response.model_name}
+    by_instance = admin_client.get(url, {"q": str(response.instance_id)}).context["cl"].result_list
+    assert {answer.instance_id for answer in by_instance} == {response.instance_id}
+    assert len(by_instance) == 3

@@ -144,7 +144,8 @@ def _many_pairwise_answers(worker, count):
         Assignment(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED, lease_expires_at=now,
                    submitted_at=now, active_seconds=20 + n % 40) for n, unit in enumerate(units))
     HumanJudgement.objects.bulk_create(
-        HumanJudgement(battle=battle, worker=worker, assignment=lease, shown_left="ab"[n % 2],
+        HumanJudgement(battle=battle, tournament_id=battle.tournament_id, worker=worker, assignment=lease,
+                       shown_left="ab"[n % 2],
                        choice="left" if n % 3 else "right")
         for n, (battle, lease) in enumerate(zip(battles, leases, strict=True)))
 
