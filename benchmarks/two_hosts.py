@@ -72,6 +72,8 @@ SITE = "crowdbench.test"
 WEB_PORT = 8000
 BUCKET = "crowdbench-two-hosts"
 STUDIES = {"caption": "TWO-HOSTS-CAPTION", "verification": "TWO-HOSTS-VERIFICATION"}
+# How long the balancer waits for a host before it moves the participant to the other.
+CLIENT_TIMEOUT = 20
 CONNECTION_ERRORS = (URLError, ConnectionError, TimeoutError, HTTPException)
 
 
@@ -184,10 +186,16 @@ class Processes:
             process.wait()
 
 
-def forward(processes, host, port, target_port):
-    """Connections to this machine's address on the host's veth, `port`, carried to loopback."""
-    forwarder = processes.start(f"forward-{host.number}-{port}", [
-        "socat", f"TCP-LISTEN:{port},bind={host.gateway},reuseaddr,fork", f"TCP:127.0.0.1:{target_port}"])
+def forward(processes, host, port, target_port, keepalive):
+    """Connections to this machine's address on the host's veth, `port`, carried to loopback.
+
+    With `keepalive` seconds, a connection silent that long is probed, and dropped (with the
+    connection it was carried to) when the host does not answer: what PostgreSQL's
+    tcp_keepalives_idle does for its own connections."""
+    listen = f"TCP-LISTEN:{port},bind={host.gateway},reuseaddr,fork"
+    if keepalive:
+        listen += f",keepalive,keepidle={keepalive},keepintvl={max(1, keepalive // 3)},keepcnt=3"
+    forwarder = processes.start(f"forward-{host.number}-{port}", ["socat", listen, f"TCP:127.0.0.1:{target_port}"])
     wait_for_port(host.gateway, port, forwarder, f"socat on {host.gateway}:{port}")
 
 
@@ -284,7 +292,7 @@ def participant(run, name, stage, home):
     while not run.finished.is_set():
         time.sleep(pace.uniform(0, 2 * run.think))
         try:
-            with opener.open(url, timeout=60) as page:
+            with opener.open(url, timeout=CLIENT_TIMEOUT) as page:
                 token = TOKEN.search(page.read().decode())
         except HTTPError as error:
             run.refused.append(f"GET {error.code}")
@@ -307,7 +315,7 @@ def participant(run, name, stage, home):
         host = balancer.host.number
         try:
             with opener.open(Request(f"http://{SITE}/work/submit/", data=body,
-                                     headers={"Accept": "application/json"}), timeout=60) as answer:
+                                     headers={"Accept": "application/json"}), timeout=CLIENT_TIMEOUT) as answer:
                 url = f"http://{SITE}" + json.loads(answer.read())["next"]
         except HTTPError as error:
             run.refused.append(f"submit {error.code}: {error.read()[:200]!r}")
@@ -332,7 +340,7 @@ def request_snapshot(run, api_token, home, note):
                           headers={"Authorization": f"Token {api_token}", "Accept": "application/json",
                                    "Content-Type": "application/json"})
         try:
-            with opener.open(request, timeout=60) as answer:
+            with opener.open(request, timeout=CLIENT_TIMEOUT) as answer:
                 run.snapshots.append(json.loads(answer.read())["version"])
                 return
         except CONNECTION_ERRORS:
@@ -550,6 +558,11 @@ def main():
     parser.add_argument("--concurrency", type=int, default=2, help="Celery processes per host")
     parser.add_argument("--requeue-after", type=int, default=20, help="JOB_REQUEUE_AFTER_SECONDS")
     parser.add_argument("--visibility-timeout", type=int, default=30, help="CELERY_VISIBILITY_TIMEOUT_SECONDS")
+    parser.add_argument("--death", choices=("kill", "power-cut"), default="kill",
+                        help="how host 1 dies: its processes killed (the kernel closes their "
+                             "connections), or its link cut first (nothing is closed, as in a power cut)")
+    parser.add_argument("--keepalive", type=int, default=0,
+                        help="seconds after which the forwarders probe a silent connection (0: never)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds before the run gives up")
     parser.add_argument("--database", default="cb_twohost_bench")
     parser.add_argument("--redis-db", type=int, default=13, help="the Redis database it empties and uses")
@@ -592,7 +605,7 @@ def run(args, cleanup):
     for host in HOSTS:
         add_namespace(cleanup, host)
         for port in ports.values():
-            forward(processes, host, port, port)
+            forward(processes, host, port, port, args.keepalive)
 
     # The driver is a third machine: it migrates once, as docs/operations.md's upgrades say, and
     # reads the shared services on loopback.
@@ -623,16 +636,23 @@ def run(args, cleanup):
         thread.start()
     print(f"{len(threads)} participants at work, half at each host; host 1 dies after {args.kill_after:.0f} s")
 
-    snapshot_times = (args.kill_after * 0.4, args.kill_after - 1, args.kill_after + 2)
-    for n, at in enumerate(snapshot_times):
+    # Snapshots asked of alternate hosts before, just before and just after the kill.
+    plan = [(args.kill_after * 0.4, SURVIVOR), (args.kill_after - 1, DOOMED), (args.kill_after, None),
+            (args.kill_after + 2, DOOMED)]
+    for at, home in plan:
         time.sleep(max(0.0, started + at - time.monotonic()))
-        request_snapshot(state, api_token, HOSTS[n % 2], f"two hosts, at {at:.0f} s")
-    time.sleep(max(0.0, started + args.kill_after - time.monotonic()))
-    state.killed_at = time.time()
-    for process in doomed:
-        os.killpg(process.pid, signal.SIGKILL)
-    print(f"host 1 killed (SIGKILL to gunicorn's and the worker's process groups) at "
-          f"{time.monotonic() - started:.0f} s, load average {os.getloadavg()[0]:.2f}")
+        if home is not None:
+            request_snapshot(state, api_token, home, f"two hosts, at {at:.0f} s")
+            continue
+        state.killed_at = time.time()
+        if args.death == "power-cut":
+            # Its network goes with it: nothing it had open is closed from its side.
+            ip("link", "set", f"{DOOMED.namespace}h", "down")
+        for process in doomed:
+            os.killpg(process.pid, signal.SIGKILL)
+        print(f"host 1 dead ({args.death}: SIGKILL to gunicorn's and the worker's process groups"
+              f"{', its link down first' if args.death == 'power-cut' else ''}) at "
+              f"{time.monotonic() - started:.0f} s, load average {os.getloadavg()[0]:.2f}")
 
     from annotation.models import Instance
 
