@@ -33,6 +33,7 @@ also on an error or Ctrl-C.
 """
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -438,8 +439,7 @@ def answer_counts(run):
                 else verifications.get(s.assignment_id) != s.text)
             or submitted.get(s.assignment_id) != Assignment.Status.SUBMITTED]
     return {
-        "answers the clients were told were saved": len(run.saved),
-        "of them not stored as sent": len(lost),
+        "answers the clients were told were saved, not stored as sent": len(lost),
         "captions beyond one per (instance, worker)": sum(
             row["n"] - 1 for row in Caption.objects.filter(author__isnull=False)
             .values("instance", "author").annotate(n=Count("pk")).filter(n__gt=1)),
@@ -449,7 +449,7 @@ def answer_counts(run):
     }
 
 
-def job_counts(family, fake):
+def job_counts(family):
     from django.db.models import Count
 
     from annotation.collection.stages import units_owed
@@ -463,7 +463,6 @@ def job_counts(family, fake):
             if "sha256" in entry and "path" in entry:
                 with snapshot_storage().open(entry["path"]) as stored:
                     bad_files += hashlib.sha256(stored.read()).hexdigest() != entry["sha256"]
-    prompts = Counter(json.dumps(body["messages"]) for body in fake.answered)
     return {
         "instances not verified": family.instances.exclude(status=Instance.Status.VERIFIED).count(),
         "stages still owed units": sum(units_owed(family=family, stage=stage)
@@ -473,32 +472,54 @@ def job_counts(family, fake):
         "snapshots not built": Snapshot.objects.exclude(status=Snapshot.Status.DONE).count(),
         "snapshot files in the bucket not matching their sha256": bad_files,
         "recorded jobs not done": Job.objects.exclude(status=Job.Status.DONE).count(),
-        "model calls paid twice (a prompt answered twice)": sum(n - 1 for n in prompts.values()),
     }
 
 
+def paid_twice(fake, on_the_wire):
+    """Model calls paid twice for one prompt, and the instances of those that no call on the wire
+    when the host died explains (the docs allow a killed worker the calls it had in flight)."""
+    from annotation.models import Reference
+
+    paid = Counter(body["messages"][0]["content"] for body in [*fake.answered, *fake.unread])
+    twice = {prompt for prompt, n in paid.items() if n > 1}
+    instances = set(Reference.objects.filter(prompt__in=twice).values_list("instance_id", flat=True))
+    return sum(paid[prompt] - 1 for prompt in twice), len(instances - on_the_wire)
+
+
+@dataclass
+class WorkerCounts:
+    done_while_both_lived: Counter
+    dead_unfinished: int  # taken by the dead host, neither done nor failed there
+    finished_by_survivor: int
+    same_message: int  # of those, the very message Redis handed back after the visibility timeout
+    references_on_the_wire: set  # instances whose reference job the dead host had started
+    resent_by_sweep: int
+
+
 def worker_counts(events, killed_at):
-    """Jobs each worker finished while both lived, and what the dead one had taken unfinished."""
-    done_before = Counter()
-    dead_unfinished, finished_by_survivor, same_message = [], 0, 0
+    """Jobs each worker finished while both lived, and what became of those the dead one held."""
+    counts = WorkerCounts(Counter(), 0, 0, 0, set(), 0)
     finished = defaultdict(list)  # (name, args): [(host, timestamp, uuid)]
     for uuid, task in events.tasks.items():
-        for kind, hostname, timestamp, _ in task.get("events", ()):
-            if kind == "succeeded":
-                finished[(task.get("name"), task.get("args"))].append((hostname, timestamp, uuid))
-                if timestamp < killed_at:
-                    done_before[hostname] += 1
+        for kind, hostname, timestamp, result in task.get("events", ()):
+            if kind != "succeeded":
+                continue
+            finished[(task.get("name"), task.get("args"))].append((hostname, timestamp, uuid))
+            counts.done_while_both_lived[hostname] += timestamp < killed_at
+            if task.get("name") == "tasks.requeue_owed" and result:
+                counts.resent_by_sweep += int(result)
     for uuid, task in events.tasks.items():
         on_dead = {kind for kind, hostname, *_ in task.get("events", ()) if hostname == DOOMED.node}
-        if "received" in on_dead and not on_dead & {"succeeded", "failed"}:
-            dead_unfinished.append(uuid)
-            later = [entry for entry in finished[(task.get("name"), task.get("args"))]
-                     if entry[0] == SURVIVOR.node and entry[1] >= killed_at]
-            finished_by_survivor += bool(later)
-            same_message += any(entry[2] == uuid for entry in later)
-    resent = sum(int(result) for task in events.tasks.values() if task.get("name") == "tasks.requeue_owed"
-                 for kind, _, _, result in task.get("events", ()) if kind == "succeeded" and result)
-    return done_before, dead_unfinished, finished_by_survivor, same_message, resent
+        if "received" not in on_dead or on_dead & {"succeeded", "failed"}:
+            continue
+        counts.dead_unfinished += 1
+        later = [entry for entry in finished[(task.get("name"), task.get("args"))]
+                 if entry[0] == SURVIVOR.node and entry[1] >= killed_at]
+        counts.finished_by_survivor += bool(later)
+        counts.same_message += any(entry[2] == uuid for entry in later)
+        if task.get("name") == "tasks.generate_reference" and "started" in on_dead:
+            counts.references_on_the_wire.add(ast.literal_eval(task["args"])[0])
+    return counts
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -669,39 +690,44 @@ def run(args, cleanup):
     events.stop()
 
     load = os.getloadavg()
-    done_before, dead_unfinished, by_survivor, same_message, resent = worker_counts(events, state.killed_at)
+    workers = worker_counts(events, state.killed_at)
+    twice, twice_unexplained = paid_twice(fake, workers.references_on_the_wire)
     print(f"\n{args.instances} instances (caption overlap 1, verification overlap 2); {args.captioners} captioners, "
           f"{args.verifiers} verifiers; 2 hosts x (gunicorn {args.web_workers} workers, Celery {args.concurrency}); "
-          f"model {args.model_latency:g} s a reference; {elapsed:.0f} s; load average {load[0]:.2f} "
-          f"{load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
+          f"host 1's death: {args.death}, keepalive {args.keepalive or 'off'}; model {args.model_latency:g} s a "
+          f"reference; sweep every 5 s, owed after {args.requeue_after} s, visibility timeout "
+          f"{args.visibility_timeout} s; {elapsed:.0f} s; load average {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f} ({os.cpu_count()} CPUs)")
     print_counts("clients", {
         "participants that moved host (balancer)": len(state.moved),
         "submits whose connection died (outcome unknown)": len(state.unanswered),
         "requests refused (4xx/5xx)": len(state.refused),
         "snapshots requested": len(state.snapshots),
+        "answers the clients were told were saved": len(state.saved),
+        "  of them by host 1 / host 2": f"{sum(s.host == 1 for s in state.saved)} / "
+                                        f"{sum(s.host == 2 for s in state.saved)}",
+    })
+    print_counts("jobs", {
+        **{f"finished by {host.node} while both lived": workers.done_while_both_lived[host.node] for host in HOSTS},
+        "taken by host 1 and unfinished when it died": workers.dead_unfinished,
+        "  of them finished by host 2": workers.finished_by_survivor,
+        "  of them the same message, handed back by Redis": workers.same_message,
+        "  reference jobs among them with a model call on the wire": len(workers.references_on_the_wire),
+        "jobs the sweep sent again (tasks.requeue_owed)": workers.resent_by_sweep,
+        "model calls paid (answered + answered to a dead client)": f"{len(fake.answered)} + {len(fake.unread)}",
+        "model calls paid twice": twice,
     })
     checks = {
         **lease_counts(),
-        **{name: value for name, value in answer_counts(state).items() if name.startswith("of them")
-           or name.startswith(("captions", "verifications"))},
-        **job_counts(family, fake),
-        "jobs the dead host took and nobody finished": len(dead_unfinished) - by_survivor,
+        **answer_counts(state),
+        **job_counts(family),
+        "jobs the dead host took and nobody finished": workers.dead_unfinished - workers.finished_by_survivor,
+        "prompts paid twice but not on the wire at the death": twice_unexplained,
     }
-    print_counts("answers", {"answers the clients were told were saved": len(state.saved),
-                             "of them at host 1 / host 2": f"{sum(s.host == 1 for s in state.saved)} / "
-                                                           f"{sum(s.host == 2 for s in state.saved)}"})
-    print_counts("jobs", {
-        **{f"finished by {node} while both lived": done_before[node] for node in (DOOMED.node, SURVIVOR.node)},
-        "taken by host 1 and unfinished when it died": len(dead_unfinished),
-        "  of them finished by host 2": by_survivor,
-        "  of them the same message, redelivered by Redis": same_message,
-        "jobs the sweep sent again (tasks.requeue_owed)": resent,
-        "model calls": len(fake.answered),
-    })
     failures = [name for name, value in checks.items() if value]
     if not settled:
         failures.append("the run did not settle in time")
-    if not all(done_before[host.node] for host in HOSTS):
+    if not all(workers.done_while_both_lived[host.node] for host in HOSTS):
         failures.append("a worker finished no job while both lived")
     print_counts("checks (each must be 0)", checks)
     print("FAILED: " + "; ".join(failures) if failures else "all checks passed")
