@@ -187,16 +187,18 @@ class Processes:
             process.wait()
 
 
-def forward(processes, host, port, target_port, keepalive):
-    """Connections to this machine's address on the host's veth, `port`, carried to loopback.
+def forward(processes, host, port, keepalive=0):
+    """Connections to this machine's address on the host's veth, `port`, carried to the same port
+    on loopback.
 
-    With `keepalive` seconds, a connection silent that long is probed, and dropped (with the
-    connection it was carried to) when the host does not answer: what PostgreSQL's
-    tcp_keepalives_idle does for its own connections."""
+    With `keepalive` seconds, a connection silent that long is probed as PostgreSQL probes our
+    sessions (DATABASE_KEEPALIVE_SECONDS, tasks/jobs.py) and dropped, with the one it was carried
+    to, when the host does not answer. The forwarder is PostgreSQL's peer here, so PostgreSQL's own
+    probes would only ever reach it."""
     listen = f"TCP-LISTEN:{port},bind={host.gateway},reuseaddr,fork"
     if keepalive:
-        listen += f",keepalive,keepidle={keepalive},keepintvl={max(1, keepalive // 3)},keepcnt=3"
-    forwarder = processes.start(f"forward-{host.number}-{port}", ["socat", listen, f"TCP:127.0.0.1:{target_port}"])
+        listen += f",keepalive,keepidle={keepalive},keepintvl={max(1, keepalive // 6)},keepcnt=6"
+    forwarder = processes.start(f"forward-{host.number}-{port}", ["socat", listen, f"TCP:127.0.0.1:{port}"])
     wait_for_port(host.gateway, port, forwarder, f"socat on {host.gateway}:{port}")
 
 
@@ -545,7 +547,7 @@ def host_environment(args, gateway, database_url, ports):
         # The sweep and the broker's redelivery on a run's time scale, not production's.
         JOB_SWEEP_SECONDS="5", JOB_REQUEUE_AFTER_SECONDS=str(args.requeue_after),
         CELERY_VISIBILITY_TIMEOUT_SECONDS=str(args.visibility_timeout),
-        LOG_LEVEL="INFO")
+        DATABASE_KEEPALIVE_SECONDS=str(args.keepalive), LOG_LEVEL="INFO")
 
 
 def start_host(processes, args, host, environment, logs, *, beat):
@@ -585,8 +587,9 @@ def main():
     parser.add_argument("--death", choices=("kill", "power-cut"), default="kill",
                         help="how host 1 dies: its processes killed (the kernel closes their "
                              "connections), or its link cut first (nothing is closed, as in a power cut)")
-    parser.add_argument("--keepalive", type=int, default=0,
-                        help="seconds after which the forwarders probe a silent connection (0: never)")
+    parser.add_argument("--keepalive", type=int, default=60,
+                        help="DATABASE_KEEPALIVE_SECONDS of the hosts, and of the forwarders standing in "
+                             "for PostgreSQL's end of their connections (0: no probes)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds before the run gives up")
     parser.add_argument("--database", default="cb_twohost_bench")
     parser.add_argument("--redis-db", type=int, default=13, help="the Redis database it empties and uses")
@@ -628,8 +631,8 @@ def run(args, cleanup):
     ports["model"] = int(fake.base_url.rsplit(":", 1)[1].split("/")[0])
     for host in HOSTS:
         add_namespace(cleanup, host)
-        for port in ports.values():
-            forward(processes, host, port, port, args.keepalive)
+        for name, port in ports.items():
+            forward(processes, host, port, args.keepalive if name == "postgres" else 0)
 
     # The driver is a third machine: it migrates once, as docs/operations.md's upgrades say, and
     # reads the shared services on loopback.
