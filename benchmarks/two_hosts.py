@@ -175,13 +175,13 @@ class Processes:
                 running.close()
 
     @staticmethod
-    def stop(process, sig=signal.SIGTERM):
+    def stop(process):
         try:
-            os.killpg(process.pid, sig)
+            os.killpg(process.pid, signal.SIGTERM)
         except ProcessLookupError:
             return
         try:
-            process.wait(timeout=20)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -603,7 +603,11 @@ def main():
         signal.signal(sig, lambda number, frame: sys.exit(128 + number))
 
     with ExitStack() as cleanup:
-        sys.exit(run(args, cleanup))
+        status = run(args, cleanup)
+        stopping = time.monotonic()
+    print(f"removed in {time.monotonic() - stopping:.0f} s: the namespaces, veths, processes and forwarders, "
+          f"database {args.database}, Redis database {args.redis_db}'s keys")
+    sys.exit(status)
 
 
 def run(args, cleanup):
@@ -621,6 +625,9 @@ def run(args, cleanup):
 
     database_url = fresh_database(args.server, args.database)
     cleanup.callback(drop_database, args.server, args.database)
+    for host in HOSTS:
+        add_namespace(cleanup, host)
+    # Registered after the namespaces, so stopped before they are removed.
     processes = Processes(cleanup, logs)
     moto = processes.start("s3", [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
                                   "-p", str(ports["s3"])])
@@ -630,7 +637,6 @@ def run(args, cleanup):
     cleanup.callback(fake.stop)
     ports["model"] = int(fake.base_url.rsplit(":", 1)[1].split("/")[0])
     for host in HOSTS:
-        add_namespace(cleanup, host)
         for name, port in ports.items():
             forward(processes, host, port, args.keepalive if name == "postgres" else 0)
 
