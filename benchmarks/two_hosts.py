@@ -689,7 +689,7 @@ def run(args, cleanup):
               f"{', its link down first' if args.death == 'power-cut' else ''}) at "
               f"{time.monotonic() - started:.0f} s, load average {os.getloadavg()[0]:.2f}")
 
-    from annotation.models import Instance
+    from annotation.models import Assignment, Instance
 
     deadline = started + args.timeout
     while family.instances.exclude(status=Instance.Status.VERIFIED).exists() and time.monotonic() < deadline:
@@ -720,6 +720,7 @@ def run(args, cleanup):
         "answers the clients were told were saved": len(state.saved),
         "  of them by host 1 / host 2": f"{sum(s.host == 1 for s in state.saved)} / "
                                         f"{sum(s.host == 2 for s in state.saved)}",
+        "answers stored": Assignment.objects.filter(status=Assignment.Status.SUBMITTED).count(),
     })
     print_counts("jobs", {
         **{f"finished by {host.node} while both lived": workers.done_while_both_lived[host.node] for host in HOSTS},
