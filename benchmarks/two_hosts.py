@@ -2,7 +2,8 @@
 any lease taken twice, any answer lost or doubled, any background job stranded?
 
     sudo DATABASE_URL=postgres://postgres@127.0.0.1:5432/ .venv/bin/python benchmarks/two_hosts.py \
-        [--instances 160] [--captioners 10] [--verifiers 6] [--kill-after 45] [--redis-db 13]
+        [--instances 160] [--captioners 10] [--verifiers 6] [--kill-after 45] [--redis-db 13] \
+        [--death kill|power-cut] [--keepalive 60]
 
 Run as root: each host is a Linux network namespace (`ip netns`) joined to this machine by a veth
 pair, 10.77.1.2 and 10.77.2.2, with this machine at 10.77.1.1 and 10.77.2.1. Each host runs
@@ -24,7 +25,10 @@ annotator.js does, until every instance is verified. Every caption sends a refer
 workers; every reference makes verification units. A researcher asks for a snapshot through the
 API (written to the bucket by a worker) before, just before and after the kill, and at the end.
 At --kill-after seconds the driver SIGKILLs host 1's gunicorn and Celery worker (each its whole
-process group). It listens to the workers' task events throughout.
+process group); with --death power-cut it first takes host 1's end of its link down, so nothing
+host 1 had open is closed from its side, as when a machine loses power. --keepalive is the hosts'
+DATABASE_KEEPALIVE_SECONDS, and the forwarders to PostgreSQL probe the hosts as PostgreSQL then
+would. The driver listens to the workers' task events throughout.
 
 At the end it checks through the database, the bucket and the clients' own records, prints the
 counts and the load average, and exits 1 if any check fails. Everything it made (namespaces,
@@ -248,11 +252,9 @@ class Balancer(HTTPHandler):
     def __init__(self, home):
         super().__init__()
         self.host = home
-        self.moved = 0
 
     def move(self):
         self.host = HOSTS[(HOSTS.index(self.host) + 1) % len(HOSTS)]
-        self.moved += 1
 
     def http_open(self, request):
         return self.do_open(lambda _site, **options: HTTPConnection(self.host.address, WEB_PORT, **options),
@@ -361,7 +363,8 @@ class TaskEvents:
         from crowdbench.celery import app
 
         self.app = app
-        self.tasks = defaultdict(dict)  # uuid: name, args, received_by, started_by, succeeded_by, ...
+        # uuid: {"name", "args", "events": [(kind, worker node, timestamp, result)]}
+        self.tasks = defaultdict(dict)
         self.receiver = None
         self.thread = threading.Thread(target=self._listen, daemon=True, name="task-events")
 
@@ -436,11 +439,12 @@ def answer_counts(run):
     captions = dict(Caption.objects.filter(assignment__isnull=False).values_list("assignment_id", "texts"))
     verifications = dict(Verification.objects.filter(assignment__isnull=False).values_list("assignment_id",
                                                                                           "comment"))
-    submitted = dict(Assignment.objects.values_list("pk", "status"))
+    submitted = {pk: (status, worker) for pk, status, worker in
+                 Assignment.objects.values_list("pk", "status", "worker_id")}
     lost = [s for s in run.saved
             if (captions.get(s.assignment_id) != [s.text] if s.stage == "caption"
                 else verifications.get(s.assignment_id) != s.text)
-            or submitted.get(s.assignment_id) != Assignment.Status.SUBMITTED]
+            or submitted.get(s.assignment_id) != (Assignment.Status.SUBMITTED, s.worker_id)]
     return {
         "answers the clients were told were saved, not stored as sent": len(lost),
         "captions beyond one per (instance, worker)": sum(
