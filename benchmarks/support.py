@@ -71,15 +71,21 @@ def _free_port():
         return probe.getsockname()[1]
 
 
-def start_gunicorn(environment, workers):
-    """gunicorn as the compose file's `web` service runs it, once it answers: (process, base URL)."""
-    port = _free_port()
+def start_gunicorn(environment, workers, *, address=None, prefix=(), **options):
+    """gunicorn as the compose file's `web` service runs it, once it answers: (process, base URL).
+
+    It binds `address` (host, port), by default a free port on loopback; `prefix` is a command it
+    runs under (`ip netns exec NAME` puts it in a network namespace) and `options` go to Popen."""
+    host, port = address or ("127.0.0.1", _free_port())
+    options.setdefault("stderr", subprocess.DEVNULL)
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind",
-         f"127.0.0.1:{port}", "--workers", str(workers), "--backlog", "2048"],
-        cwd=ROOT, env=environment, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+        [*prefix, sys.executable, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind",
+         f"{host}:{port}", "--workers", str(workers), "--backlog", "2048"],
+        cwd=ROOT, env=environment, **options)
+    base = f"http://{host}:{port}"
     for _ in range(300):
+        if server.poll() is not None:
+            raise RuntimeError(f"gunicorn on {base} exited ({server.returncode})")
         try:
             with build_opener().open(base + "/", timeout=5):
                 break

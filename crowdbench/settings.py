@@ -120,6 +120,10 @@ DATABASES = {
 # A connection kept between requests saves its set-up (a third of a next-unit request's time on
 # PostgreSQL); the health check replaces one the server closed meanwhile, before it is used.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+# A host that dies with its network (power, a cut link) closes none of its connections: PostgreSQL
+# would keep its sessions, and the job leases and row locks they hold, for the OS's two hours. It
+# probes each of our sessions after this many silent seconds instead (tasks/jobs.py).
+DATABASE_KEEPALIVE_SECONDS = env.int("DATABASE_KEEPALIVE_SECONDS", default=60)
 # The cache the throttles count in (new study participants per address) and confirmations are
 # remembered in: shared by every web process in production (Redis, as compose sets), the process's
 # own memory for the embedded default, whose development server is one process.

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 
 class TasksConfig(AppConfig):
@@ -9,4 +10,8 @@ class TasksConfig(AppConfig):
 
     def ready(self):
         # Web processes queue jobs too: the Job record of each sending must be kept there as well.
-        from tasks import jobs  # noqa: F401
+        from tasks import jobs
+
+        # Every process's sessions, not only the workers': a web process that dies inside a
+        # transaction holds its row locks the same way.
+        connection_created.connect(jobs.probe_silent_peers, dispatch_uid="tasks_probe_silent_peers")

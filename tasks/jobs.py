@@ -90,6 +90,28 @@ def lease(kind, number):
             logger.warning("Lease on %s #%s ended with its connection.", kind, number)
 
 
+def probe_silent_peers(sender, connection, **kwargs):
+    """A `connection_created` receiver (tasks/apps.py): PostgreSQL probes this session's peer after
+    DATABASE_KEEPALIVE_SECONDS of silence, six times, 1/6 of that apart, and ends the session when
+    none is answered.
+
+    A worker killed on a live machine has its connections closed by the kernel, and its leases end
+    at once. A host that loses power or its network closes nothing: without probes PostgreSQL keeps
+    its idle session (by default until the OS's keepalive, over two hours), and with it the leases
+    it held, so the sweep (which leaves leased work alone) and every redelivered copy left that
+    work undone all that time.
+    """
+    seconds = settings.DATABASE_KEEPALIVE_SECONDS
+    if connection.vendor != "postgresql" or not seconds:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('tcp_keepalives_idle', %s, false), "
+            "set_config('tcp_keepalives_interval', %s, false), set_config('tcp_keepalives_count', '6', false)",
+            [str(seconds), str(max(1, seconds // 6))],
+        )
+
+
 def leased_elsewhere(kind, number):
     """True when some live session holds the lease (kind, number)."""
     if connection.vendor != "postgresql":

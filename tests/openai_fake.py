@@ -84,6 +84,8 @@ class FakeOpenAI:
         self._random = random.Random(0)
         # Bodies of the requests answered 200, in order: a body twice is a call paid twice.
         self.answered = []
+        # Bodies of requests whose client was gone by the time the answer was sent: paid, unread.
+        self.unread = []
         # A server that honours idempotency keys (as Stripe's and some gateways do; OpenAI documents
         # none) answers a request repeating an answered Idempotency-Key from its record, unpaid:
         # the answers it charged for are those recorded here, one per key.
@@ -234,7 +236,14 @@ class FakeOpenAI:
                         fake.answers_by_idempotency_key[key] = response
                 if fake.latency:
                     time.sleep(fake.latency)
-                self._send(response)
+                try:
+                    self._send(response)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client died waiting (a killed worker): OpenAI bills the answer all the same.
+                    with fake._lock:
+                        fake.unread.append(body)
+                    self.close_connection = True
+                    return
                 if response.status == 200:
                     with fake._lock:
                         fake.answered.append(body)

@@ -6,7 +6,7 @@ import psycopg
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
@@ -306,3 +306,19 @@ def test_a_second_copy_of_the_leaderboard_job_exits_while_another_computes(other
     refresh_leaderboard_job.apply(args=[tournament.pk])
 
     assert not LeaderboardResult.objects.exists()
+
+
+def test_postgresql_probes_each_new_session_so_a_vanished_hosts_leases_end(settings):
+    """A host that loses power closes none of its connections; unprobed, its session and the leases
+    it holds outlive it by the OS's two hours, and the sweep leaves that work alone meanwhile."""
+    if connection.vendor != "postgresql":
+        pytest.skip("advisory-lock leases and TCP keepalives are PostgreSQL's")
+    settings.DATABASE_KEEPALIVE_SECONDS = 30
+    session = connections.create_connection("default")  # a process's new connection
+    try:
+        with session.cursor() as cursor:
+            cursor.execute("SELECT name, setting FROM pg_settings WHERE name LIKE 'tcp_keepalives_%'")
+            probes = dict(cursor.fetchall())
+    finally:
+        session.close()
+    assert probes == {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "6"}

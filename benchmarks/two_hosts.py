@@ -1,0 +1,767 @@
+"""Two hosts at once on one PostgreSQL, one Redis and one bucket, one of them killed mid-run: is
+any lease taken twice, any answer lost or doubled, any background job stranded?
+
+    sudo DATABASE_URL=postgres://postgres@127.0.0.1:5432/ .venv/bin/python benchmarks/two_hosts.py \
+        [--instances 160] [--captioners 10] [--verifiers 6] [--kill-after 45] [--redis-db 13] \
+        [--death kill|power-cut] [--keepalive 60]
+
+Run as root: each host is a Linux network namespace (`ip netns`) joined to this machine by a veth
+pair, 10.77.1.2 and 10.77.2.2, with this machine at 10.77.1.1 and 10.77.2.1. Each host runs
+gunicorn bound to its own address and a Celery worker with its own node name (host1@two-hosts,
+host2@two-hosts), started from this checkout as docs/operations.md describes; host 2 also runs
+the one beat. The shared services stay on this machine's loopback, where PostgreSQL and Redis
+listen: the PostgreSQL server of DATABASE_URL (a fresh database, `cb_twohost_bench` by default),
+Redis on 127.0.0.1:6379 (database --redis-db, emptied, as broker and cache), moto's S3 server as
+the bucket and the tests' OpenAI-compatible loopback server as the reference model (answering
+after --model-latency seconds). A socat forwarder on each veth's address carries each host's
+connections to them (see benchmarks/README.md for why).
+
+The driver, on this machine, seeds instances awaiting captions, their caption stage (overlap 1)
+and verification stage (overlap 2) launched, behind two Prolific studies. Then --captioners and
+--verifiers participants, half of them at each host, each a thread with its own cookies that
+reaches the site by one name through a sticky "load balancer" (it keeps to its host until a
+connection to it fails, then moves to the other), follow the study link and submit, as
+annotator.js does, until every instance is verified. Every caption sends a reference job to the
+workers; every reference makes verification units. A researcher asks for a snapshot through the
+API (written to the bucket by a worker) before, just before and after the kill, and at the end.
+At --kill-after seconds the driver SIGKILLs host 1's gunicorn and Celery worker (each its whole
+process group); with --death power-cut it first takes host 1's end of its link down, so nothing
+host 1 had open is closed from its side, as when a machine loses power. --keepalive is the hosts'
+DATABASE_KEEPALIVE_SECONDS, and the forwarders to PostgreSQL probe the hosts as PostgreSQL then
+would. The driver listens to the workers' task events throughout.
+
+At the end it checks through the database, the bucket and the clients' own records, prints the
+counts and the load average, and exits 1 if any check fails. Everything it made (namespaces,
+veths, processes, forwarders, the database, the Redis database's keys) is removed on the way out,
+also on an error or Ctrl-C.
+"""
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from http.client import HTTPConnection, HTTPException
+from http.cookiejar import CookieJar
+from pathlib import Path
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.request import HTTPCookieProcessor, HTTPHandler, Request, build_opener
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.annotator_pages import CAPTION, TOKEN, study_url  # noqa: E402
+from benchmarks.support import (  # noqa: E402
+    analyse_as_autovacuum_would,
+    fresh_database,
+    server_environment,
+    set_up_django,
+    start_gunicorn,
+)
+
+# The one name participants reach the site by; the balancer picks the host.
+SITE = "crowdbench.test"
+WEB_PORT = 8000
+BUCKET = "crowdbench-two-hosts"
+STUDIES = {"caption": "TWO-HOSTS-CAPTION", "verification": "TWO-HOSTS-VERIFICATION"}
+# How long the balancer waits for a host before it moves the participant to the other.
+CLIENT_TIMEOUT = 20
+CONNECTION_ERRORS = (URLError, ConnectionError, TimeoutError, HTTPException)
+
+
+@dataclass
+class Host:
+    number: int
+
+    @property
+    def namespace(self):
+        return f"cb2h{self.number}"
+
+    @property
+    def gateway(self):
+        """This machine's address on the host's veth, where the forwarders listen."""
+        return f"10.77.{self.number}.1"
+
+    @property
+    def address(self):
+        return f"10.77.{self.number}.2"
+
+    @property
+    def node(self):
+        return f"host{self.number}@two-hosts"
+
+    @property
+    def run_in(self):
+        return ("ip", "netns", "exec", self.namespace)
+
+
+HOSTS = (Host(1), Host(2))
+DOOMED, SURVIVOR = HOSTS
+
+
+# --- the machinery: namespaces, forwarders, processes ----------------------------------------------
+
+
+def ip(*arguments, check=True):
+    return subprocess.run(["ip", *arguments], check=check, capture_output=True, text=True)
+
+
+def add_namespace(cleanup, host):
+    """The host's namespace, its veth pair and addresses; removed on the way out."""
+    outside, inside = f"{host.namespace}h", f"{host.namespace}n"
+    # A run killed with SIGKILL leaves its namespace behind; this run's cleanup could not remove it.
+    ip("netns", "del", host.namespace, check=False)
+    ip("link", "del", outside, check=False)
+    ip("netns", "add", host.namespace)
+    cleanup.callback(ip, "link", "del", outside, check=False)
+    cleanup.callback(ip, "netns", "del", host.namespace, check=False)
+    ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+    ip("link", "set", inside, "netns", host.namespace)
+    ip("addr", "add", f"{host.gateway}/24", "dev", outside)
+    ip("link", "set", outside, "up")
+    ip("netns", "exec", host.namespace, "ip", "addr", "add", f"{host.address}/24", "dev", inside)
+    ip("netns", "exec", host.namespace, "ip", "link", "set", inside, "up")
+    ip("netns", "exec", host.namespace, "ip", "link", "set", "lo", "up")
+
+
+def wait_for_port(host, port, process, what):
+    for _ in range(300):
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited ({process.returncode})")
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} does not listen on {host}:{port}")
+
+
+class Processes:
+    """Processes started for the run, each in a process group of its own, so that one host's
+    gunicorn or worker dies whole (master and children) and everything is stopped at the end."""
+
+    def __init__(self, cleanup, logs):
+        self.logs, self.running = logs, []
+        cleanup.callback(self.stop_all)
+
+    def log(self, name):
+        log = open(self.logs / f"{name}.log", "w")
+        self.running.append(log)
+        return log
+
+    def start(self, name, argv, environment=None, *, prefix=()):
+        process = subprocess.Popen([*prefix, *argv], cwd=ROOT, env=environment, stdout=self.log(name),
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        return self.track(process)
+
+    def track(self, process):
+        self.running.append(process)
+        return process
+
+    def stop_all(self):
+        for running in reversed(self.running):
+            if isinstance(running, subprocess.Popen):
+                self.stop(running)
+            else:
+                running.close()
+
+    @staticmethod
+    def stop(process):
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def forward(processes, host, port, keepalive=0):
+    """Connections to this machine's address on the host's veth, `port`, carried to the same port
+    on loopback.
+
+    With `keepalive` seconds, a connection silent that long is probed as PostgreSQL probes our
+    sessions (DATABASE_KEEPALIVE_SECONDS, tasks/jobs.py) and dropped, with the one it was carried
+    to, when the host does not answer. The forwarder is PostgreSQL's peer here, so PostgreSQL's own
+    probes would only ever reach it."""
+    listen = f"TCP-LISTEN:{port},bind={host.gateway},reuseaddr,fork"
+    if keepalive:
+        listen += f",keepalive,keepidle={keepalive},keepintvl={max(1, keepalive // 6)},keepcnt=6"
+    forwarder = processes.start(f"forward-{host.number}-{port}", ["socat", listen, f"TCP:127.0.0.1:{port}"])
+    wait_for_port(host.gateway, port, forwarder, f"socat on {host.gateway}:{port}")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# --- the database ---------------------------------------------------------------------------------
+
+
+def seed(instances):
+    """Instances awaiting captions, their caption (overlap 1) and verification (overlap 2) stages
+    launched, a Prolific study for each stage, and a researcher's API token."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+    from rest_framework.authtoken.models import Token
+
+    from annotation.collection.instructions import add_instance
+    from annotation.collection.stages import create_work_units
+    from annotation.models import ImageAsset, InstructionFamily, Stage, StageConfig
+    from mturk.models import CrowdStudy
+
+    family = InstructionFamily.objects.create(name="Two hosts", target_instances=instances)
+    for n in range(instances):
+        image = ImageAsset.objects.create(url=f"https://upload.wikimedia.org/two-hosts/{n}.jpg",
+                                          licence="CC0 1.0", author="Bench")
+        add_instance(family=family, instruction=f"Is this drink hot or cold? ({n})", images=[image])
+    for stage, overlap in ((Stage.CAPTION, 1), (Stage.VERIFICATION, 2)):
+        StageConfig.objects.create(family=family, stage=stage, overlap=overlap, launched_at=timezone.now())
+        CrowdStudy.objects.create(platform="prolific", stage=stage, family=family, name=STUDIES[stage],
+                                  external_id=STUDIES[stage], completion_code="BENCH")
+    create_work_units(family=family, stage=Stage.CAPTION)
+    researcher = get_user_model().objects.create_superuser("researcher", "researcher@example.org", "unused")
+    analyse_as_autovacuum_would()
+    return family, Token.objects.create(user=researcher).key
+
+
+# --- the clients ----------------------------------------------------------------------------------
+
+
+class Balancer(HTTPHandler):
+    """A sticky load balancer as one participant meets it: every request to SITE goes to one
+    host, until a connection to that host fails; then to the next host."""
+
+    def __init__(self, home):
+        super().__init__()
+        self.host = home
+
+    def move(self):
+        self.host = HOSTS[(HOSTS.index(self.host) + 1) % len(HOSTS)]
+
+    def http_open(self, request):
+        return self.do_open(lambda _site, **options: HTTPConnection(self.host.address, WEB_PORT, **options),
+                            request)
+
+
+@dataclass
+class Saved:
+    """A submission the client was told was saved."""
+
+    stage: str
+    assignment_id: int
+    worker_id: int
+    text: str
+    host: int
+
+
+@dataclass
+class Run:
+    think: float
+    finished: threading.Event = field(default_factory=threading.Event)
+    saved: list = field(default_factory=list)
+    unanswered: list = field(default_factory=list)  # submits whose connection died: outcome unknown
+    refused: list = field(default_factory=list)
+    moved: set = field(default_factory=set)
+    snapshots: list = field(default_factory=list)
+    killed_at: float | None = None
+
+
+def participant(run, name, stage, home):
+    """A browser as annotator.js drives it: the study link, then after each submit the page the
+    answer names; on a dead connection, the study link again through the balancer."""
+    from frontend import tokens
+
+    balancer = Balancer(home)
+    opener = build_opener(balancer, HTTPCookieProcessor(CookieJar()))
+    pace = random.Random(name)
+    link = f"http://{SITE}" + study_url(stage, STUDIES[stage], name)
+    url, count = link, 0
+    while not run.finished.is_set():
+        time.sleep(pace.uniform(0, 2 * run.think))
+        try:
+            with opener.open(url, timeout=CLIENT_TIMEOUT) as page:
+                token = TOKEN.search(page.read().decode())
+        except HTTPError as error:
+            run.refused.append(f"GET {error.code}")
+            time.sleep(1)
+            url = link
+            continue
+        except CONNECTION_ERRORS:
+            balancer.move()
+            run.moved.add(name)
+            url = link
+            continue
+        if token is None:  # nothing for this participant now: verification waits for references
+            url = link
+            time.sleep(2)
+            continue
+        count += 1
+        text = f"{CAPTION} ({name} #{count})"
+        fields = {"caption-0": text} if stage == "caption" else {"verdict": "correct", "comment": text}
+        time.sleep(pace.uniform(0, 2 * run.think))
+        body = urlencode({"token": token[1], "active_seconds": "30", **fields}).encode()
+        host = balancer.host.number
+        try:
+            with opener.open(Request(f"http://{SITE}/work/submit/", data=body,
+                                     headers={"Accept": "application/json"}), timeout=CLIENT_TIMEOUT) as answer:
+                url = f"http://{SITE}" + json.loads(answer.read())["next"]
+        except HTTPError as error:
+            run.refused.append(f"submit {error.code}")
+            url = link
+            continue
+        except CONNECTION_ERRORS:
+            run.unanswered.append(name)
+            balancer.move()
+            run.moved.add(name)
+            url = link
+            continue
+        grant = tokens.read_form_grant(token[1])
+        run.saved.append(Saved(stage, grant.assignment_id, grant.worker_id, text, host))
+
+
+def request_snapshot(run, api_token, home, note):
+    """A researcher's POST /api/snapshots/ through the balancer; a dead host is tried no more."""
+    balancer = Balancer(home)
+    opener = build_opener(balancer)
+    for _ in range(len(HOSTS) * 3):
+        request = Request(f"http://{SITE}/api/snapshots/", data=json.dumps({"note": note}).encode(),
+                          headers={"Authorization": f"Token {api_token}", "Accept": "application/json",
+                                   "Content-Type": "application/json"})
+        try:
+            with opener.open(request, timeout=CLIENT_TIMEOUT) as answer:
+                run.snapshots.append(json.loads(answer.read())["version"])
+                return
+        except CONNECTION_ERRORS:
+            balancer.move()
+            time.sleep(1)
+    raise RuntimeError(f"no host took the snapshot request {note!r}")
+
+
+class TaskEvents:
+    """The workers' task events (celery -E), heard through the shared Redis: which worker took and
+    finished which job, and when."""
+
+    def __init__(self):
+        from crowdbench.celery import app
+
+        self.app = app
+        # uuid: {"name", "args", "events": [(kind, worker node, timestamp, result)]}
+        self.tasks = defaultdict(dict)
+        self.receiver = None
+        self.thread = threading.Thread(target=self._listen, daemon=True, name="task-events")
+
+    def _listen(self):
+        with self.app.connection() as connection:
+            self.receiver = self.app.events.Receiver(connection, handlers={"*": self._record})
+            self.receiver.capture(limit=None, timeout=None, wakeup=False)
+
+    def _record(self, event):
+        kind = event["type"]
+        if not kind.startswith("task-"):
+            return
+        task = self.tasks[event["uuid"]]
+        if kind == "task-received":
+            task.update(name=event["name"], args=event["args"])
+        task.setdefault("events", []).append((kind[5:], event["hostname"], event["timestamp"],
+                                              event.get("result")))
+
+    def start(self):
+        self.thread.start()
+        for _ in range(100):
+            if self.receiver is not None:
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("could not listen to the workers' events")
+
+    def stop(self):
+        if self.receiver is not None:
+            self.receiver.should_stop = True
+
+
+# --- the checks -----------------------------------------------------------------------------------
+
+
+def quiet(family, timeout):
+    """Wait until every instance is verified, every snapshot built and no recorded job is owed."""
+    from annotation.models import Instance, Snapshot
+    from tasks.models import Job
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        unfinished = (family.instances.exclude(status=Instance.Status.VERIFIED).exists()
+                      or Snapshot.objects.exclude(status=Snapshot.Status.DONE).exists()
+                      or Job.objects.exclude(status__in=(Job.Status.DONE, Job.Status.FAILED)).exists())
+        if not unfinished:
+            return True
+        time.sleep(1)
+    return False
+
+
+def lease_counts():
+    from django.db.models import Count, F, Q
+    from django.utils import timezone
+
+    from annotation.models import Assignment, WorkUnit
+
+    holding = Q(assignments__status=Assignment.Status.SUBMITTED) | Q(
+        assignments__status=Assignment.Status.LEASED, assignments__lease_expires_at__gt=timezone.now())
+    units = WorkUnit.objects.annotate(held=Count("assignments", filter=holding))
+    return {
+        "units above their overlap": units.filter(held__gt=F("overlap")).count(),
+        "(unit, worker) with two assignments": Assignment.objects.values("unit", "worker")
+        .annotate(n=Count("pk")).filter(n__gt=1).count(),
+    }
+
+
+def answer_counts(run):
+    from django.db.models import Count
+
+    from annotation.models import Assignment, Caption, Verification
+
+    captions = dict(Caption.objects.filter(assignment__isnull=False).values_list("assignment_id", "texts"))
+    verifications = dict(Verification.objects.filter(assignment__isnull=False).values_list("assignment_id",
+                                                                                          "comment"))
+    submitted = {pk: (status, worker) for pk, status, worker in
+                 Assignment.objects.values_list("pk", "status", "worker_id")}
+    lost = [s for s in run.saved
+            if (captions.get(s.assignment_id) != [s.text] if s.stage == "caption"
+                else verifications.get(s.assignment_id) != s.text)
+            or submitted.get(s.assignment_id) != (Assignment.Status.SUBMITTED, s.worker_id)]
+    return {
+        "answers the clients were told were saved, not stored as sent": len(lost),
+        "captions beyond one per (instance, worker)": sum(
+            row["n"] - 1 for row in Caption.objects.filter(author__isnull=False)
+            .values("instance", "author").annotate(n=Count("pk")).filter(n__gt=1)),
+        "verifications beyond one per (reference, worker)": sum(
+            row["n"] - 1 for row in Verification.objects.filter(worker__isnull=False)
+            .values("reference", "worker").annotate(n=Count("pk")).filter(n__gt=1)),
+    }
+
+
+def job_counts(family):
+    from django.db.models import Count
+
+    from annotation.collection.stages import units_owed
+    from annotation.datasets.snapshots import snapshot_storage
+    from annotation.models import Instance, Reference, Snapshot, Stage
+    from tasks.models import Job
+
+    bad_files = 0
+    for snapshot in Snapshot.objects.filter(status=Snapshot.Status.DONE):
+        for entry in snapshot.files:
+            if "sha256" in entry and "path" in entry:
+                with snapshot_storage().open(entry["path"]) as stored:
+                    bad_files += hashlib.sha256(stored.read()).hexdigest() != entry["sha256"]
+    return {
+        "instances not verified": family.instances.exclude(status=Instance.Status.VERIFIED).count(),
+        "stages still owed units": sum(units_owed(family=family, stage=stage)
+                                       for stage in (Stage.CAPTION, Stage.VERIFICATION)),
+        "instances with two generated references": Reference.objects.filter(source="generated")
+        .values("instance").annotate(n=Count("pk")).filter(n__gt=1).count(),
+        "snapshots not built": Snapshot.objects.exclude(status=Snapshot.Status.DONE).count(),
+        "snapshot files in the bucket not matching their sha256": bad_files,
+        "recorded jobs not done": Job.objects.exclude(status=Job.Status.DONE).count(),
+    }
+
+
+def paid_twice(fake, on_the_wire):
+    """Model calls paid twice for one prompt, and the instances of those that no call on the wire
+    when the host died explains (the docs allow a killed worker the calls it had in flight)."""
+    from annotation.models import Reference
+
+    paid = Counter(body["messages"][0]["content"] for body in [*fake.answered, *fake.unread])
+    twice = {prompt for prompt, n in paid.items() if n > 1}
+    instances = set(Reference.objects.filter(prompt__in=twice).values_list("instance_id", flat=True))
+    return sum(paid[prompt] - 1 for prompt in twice), len(instances - on_the_wire)
+
+
+@dataclass
+class WorkerCounts:
+    done_while_both_lived: Counter
+    dead_unfinished: int  # taken by the dead host, neither done nor failed there
+    finished_by_survivor: int  # by a copy that did the work, not one that found it leased and left
+    same_message: int  # of those, the very message Redis handed back after the visibility timeout
+    references_on_the_wire: set  # instances whose reference job the dead host had started
+    resent_by_sweep: int
+
+
+def worker_counts(events, killed_at):
+    """Jobs each worker finished while both lived, and what became of those the dead one held."""
+    counts = WorkerCounts(Counter(), 0, 0, 0, set(), 0)
+    finished = defaultdict(list)  # (name, args): [(host, timestamp, uuid)]
+    for uuid, task in events.tasks.items():
+        for kind, hostname, timestamp, result in task.get("events", ()):
+            if kind != "succeeded":
+                continue
+            counts.done_while_both_lived[hostname] += timestamp < killed_at
+            # A job that found its work leased by another copy returns None (tasks/*.py).
+            if result != "None":
+                finished[(task.get("name"), task.get("args"))].append((hostname, timestamp, uuid))
+            if task.get("name") == "tasks.requeue_owed" and result:
+                counts.resent_by_sweep += int(result)
+    for uuid, task in events.tasks.items():
+        on_dead = {kind for kind, hostname, *_ in task.get("events", ()) if hostname == DOOMED.node}
+        if "received" not in on_dead or on_dead & {"succeeded", "failed"}:
+            continue
+        counts.dead_unfinished += 1
+        later = [entry for entry in finished[(task.get("name"), task.get("args"))]
+                 if entry[0] == SURVIVOR.node and entry[1] >= killed_at]
+        counts.finished_by_survivor += bool(later)
+        counts.same_message += any(entry[2] == uuid for entry in later)
+        if task.get("name") == "tasks.generate_reference" and "started" in on_dead:
+            counts.references_on_the_wire.add(ast.literal_eval(task["args"])[0])
+    return counts
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+
+def host_environment(args, gateway, database_url, ports):
+    """The environment of every process of a host whose shared services are at `gateway` (the
+    same ports on every host: each forwarder listens on its service's own port)."""
+    database = urlsplit(database_url)
+    netloc = f"{database.username or 'postgres'}@{gateway}:{ports['postgres']}"
+    redis = f"redis://{gateway}:{ports['redis']}/{args.redis_db}"
+    return server_environment(
+        urlunsplit((database.scheme, netloc, database.path, "", "")),
+        DJANGO_ALLOWED_HOSTS=",".join([SITE, *(host.address for host in HOSTS)]),
+        CELERY_BROKER_URL=redis, CACHE_URL=redis,
+        AWS_STORAGE_BUCKET_NAME=BUCKET, AWS_S3_ENDPOINT_URL=f"http://{gateway}:{ports['s3']}",
+        AWS_S3_REGION_NAME="us-east-1", AWS_ACCESS_KEY_ID="two-hosts", AWS_SECRET_ACCESS_KEY="two-hosts",
+        OPENAI_BASE_URL=f"http://{gateway}:{ports['model']}/v1", OPENAI_API_KEY="two-hosts",
+        OPENAI_REFERENCE_MODEL="gpt-4",
+        # The sweep and the broker's redelivery on a run's time scale, not production's.
+        JOB_SWEEP_SECONDS="5", JOB_REQUEUE_AFTER_SECONDS=str(args.requeue_after),
+        CELERY_VISIBILITY_TIMEOUT_SECONDS=str(args.visibility_timeout),
+        DATABASE_KEEPALIVE_SECONDS=str(args.keepalive), LOG_LEVEL="INFO")
+
+
+def start_host(processes, args, host, environment, logs, *, beat):
+    server, _ = start_gunicorn(environment, args.web_workers, address=(host.address, WEB_PORT),
+                               prefix=host.run_in, start_new_session=True,
+                               stderr=processes.log(f"web-{host.number}"))
+    processes.track(server)
+    worker = processes.start(f"worker-{host.number}", [
+        sys.executable, "-m", "celery", "-A", "crowdbench", "worker", "-n", host.node, "-E",
+        f"--concurrency={args.concurrency}", "--loglevel=INFO"], environment, prefix=host.run_in)
+    started = [server, worker]
+    if beat:
+        started.append(processes.start("beat", [
+            sys.executable, "-m", "celery", "-A", "crowdbench", "beat", "--loglevel=INFO",
+            "--schedule", str(logs / "celerybeat-schedule")], environment, prefix=host.run_in))
+    return started
+
+
+def print_counts(title, counts):
+    print(title)
+    for name, value in counts.items():
+        print(f"  {name:<58}{value:>8}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instances", type=int, default=160)
+    parser.add_argument("--captioners", type=int, default=10)
+    parser.add_argument("--verifiers", type=int, default=6)
+    parser.add_argument("--think", type=float, default=1.0, help="mean seconds before each request")
+    parser.add_argument("--kill-after", type=float, default=45.0, help="seconds into the run host 1 dies")
+    parser.add_argument("--model-latency", type=float, default=1.5, help="seconds the model takes a reference")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers per host")
+    parser.add_argument("--concurrency", type=int, default=2, help="Celery processes per host")
+    parser.add_argument("--requeue-after", type=int, default=20, help="JOB_REQUEUE_AFTER_SECONDS")
+    parser.add_argument("--visibility-timeout", type=int, default=30, help="CELERY_VISIBILITY_TIMEOUT_SECONDS")
+    parser.add_argument("--death", choices=("kill", "power-cut"), default="kill",
+                        help="how host 1 dies: its processes killed (the kernel closes their "
+                             "connections), or its link cut first (nothing is closed, as in a power cut)")
+    parser.add_argument("--keepalive", type=int, default=60,
+                        help="DATABASE_KEEPALIVE_SECONDS of the hosts, and of the forwarders standing in "
+                             "for PostgreSQL's end of their connections (0: no probes)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds before the run gives up")
+    parser.add_argument("--database", default="cb_twohost_bench")
+    parser.add_argument("--redis-db", type=int, default=13, help="the Redis database it empties and uses")
+    parser.add_argument("--server", default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/"),
+                        help="a PostgreSQL URL; only its server is used")
+    args = parser.parse_args()
+    if os.geteuid() != 0 or not shutil.which("socat"):
+        sys.exit("two_hosts.py runs as root (ip netns) and needs socat")
+    # A TERM or HUP ends the run as Ctrl-C does: through the cleanup below.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda number, frame: sys.exit(128 + number))
+
+    with ExitStack() as cleanup:
+        status = run(args, cleanup)
+        stopping = time.monotonic()
+    print(f"removed in {time.monotonic() - stopping:.0f} s: the namespaces, veths, processes and forwarders, "
+          f"database {args.database}, Redis database {args.redis_db}'s keys")
+    sys.exit(status)
+
+
+def run(args, cleanup):
+    import boto3
+
+    from tests.openai_fake import FakeOpenAI, completion
+
+    logs = Path(tempfile.mkdtemp(prefix="two-hosts-"))
+    print(f"logs in {logs}; {os.cpu_count()} CPUs, load average at the start {os.getloadavg()[0]:.2f}")
+    server = urlsplit(args.server)
+    ports = {"postgres": server.port or 5432, "redis": 6379, "s3": free_port()}
+    redis_cli = ["redis-cli", "-n", str(args.redis_db)]
+    subprocess.run([*redis_cli, "flushdb"], check=True, capture_output=True)
+    cleanup.callback(subprocess.run, [*redis_cli, "flushdb"], capture_output=True)
+
+    database_url = fresh_database(args.server, args.database)
+    cleanup.callback(drop_database, args.server, args.database)
+    for host in HOSTS:
+        add_namespace(cleanup, host)
+    # Registered after the namespaces, so stopped before they are removed.
+    processes = Processes(cleanup, logs)
+    moto = processes.start("s3", [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
+                                  "-p", str(ports["s3"])])
+    wait_for_port("127.0.0.1", ports["s3"], moto, "moto's S3 server")
+    fake = FakeOpenAI(default=completion("It is hot: steam rises from the cup.")).start()
+    fake.latency = args.model_latency
+    cleanup.callback(fake.stop)
+    ports["model"] = int(fake.base_url.rsplit(":", 1)[1].split("/")[0])
+    for host in HOSTS:
+        for name, port in ports.items():
+            forward(processes, host, port, args.keepalive if name == "postgres" else 0)
+
+    # The driver is a third machine: it migrates once, as docs/operations.md's upgrades say, and
+    # reads the shared services on loopback.
+    os.environ.update({**host_environment(args, "127.0.0.1", database_url, ports), "LOG_LEVEL": "WARNING"})
+    set_up_django(os.environ["DATABASE_URL"])
+    boto3.client("s3", endpoint_url=os.environ["AWS_S3_ENDPOINT_URL"], region_name="us-east-1").create_bucket(
+        Bucket=BUCKET)
+    family, api_token = seed(args.instances)
+    from django.db import connections
+
+    connections.close_all()
+
+    doomed = start_host(processes, args, DOOMED, host_environment(args, DOOMED.gateway, database_url, ports),
+                        logs, beat=False)
+    start_host(processes, args, SURVIVOR, host_environment(args, SURVIVOR.gateway, database_url, ports),
+               logs, beat=True)
+    events = TaskEvents().start()
+    cleanup.callback(events.stop)
+
+    state = Run(think=args.think)
+    cleanup.callback(state.finished.set)
+    people = [(f"C{n:03d}", "caption") for n in range(args.captioners)] + [
+        (f"V{n:03d}", "verification") for n in range(args.verifiers)]
+    threads = [threading.Thread(target=participant, args=(state, name, stage, HOSTS[n % 2]), daemon=True)
+               for n, (name, stage) in enumerate(people)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    print(f"{len(threads)} participants at work, half at each host; host 1 dies after {args.kill_after:.0f} s")
+
+    # Snapshots asked of alternate hosts before, just before and just after the kill.
+    plan = [(args.kill_after * 0.4, SURVIVOR), (args.kill_after - 1, DOOMED), (args.kill_after, None),
+            (args.kill_after + 2, DOOMED)]
+    for at, home in plan:
+        time.sleep(max(0.0, started + at - time.monotonic()))
+        if home is not None:
+            request_snapshot(state, api_token, home, f"two hosts, at {at:.0f} s")
+            continue
+        state.killed_at = time.time()
+        if args.death == "power-cut":
+            # Its network goes with it: nothing it had open is closed from its side. The host's own
+            # end goes down, so this machine keeps its route to it (with the route gone, packets
+            # for 10.77.1.2 would leave by the default route and meet whatever answers there).
+            ip("netns", "exec", DOOMED.namespace, "ip", "link", "set", f"{DOOMED.namespace}n", "down")
+        for process in doomed:
+            os.killpg(process.pid, signal.SIGKILL)
+        print(f"host 1 dead ({args.death}: SIGKILL to gunicorn's and the worker's process groups"
+              f"{', its link down first' if args.death == 'power-cut' else ''}) at "
+              f"{time.monotonic() - started:.0f} s, load average {os.getloadavg()[0]:.2f}")
+
+    from annotation.models import Assignment, Instance
+
+    deadline = started + args.timeout
+    while family.instances.exclude(status=Instance.Status.VERIFIED).exists() and time.monotonic() < deadline:
+        time.sleep(2)
+    state.finished.set()
+    for thread in threads:
+        thread.join(timeout=120)
+    request_snapshot(state, api_token, SURVIVOR, "two hosts, at the end")
+    settled = quiet(family, max(60.0, deadline - time.monotonic()))
+    elapsed = time.monotonic() - started
+    time.sleep(2)  # the last events on their way
+    events.stop()
+
+    load = os.getloadavg()
+    workers = worker_counts(events, state.killed_at)
+    twice, twice_unexplained = paid_twice(fake, workers.references_on_the_wire)
+    print(f"\n{args.instances} instances (caption overlap 1, verification overlap 2); {args.captioners} captioners, "
+          f"{args.verifiers} verifiers; 2 hosts x (gunicorn {args.web_workers} workers, Celery {args.concurrency}); "
+          f"host 1's death: {args.death}, keepalive {args.keepalive or 'off'}; model {args.model_latency:g} s a "
+          f"reference; sweep every 5 s, owed after {args.requeue_after} s, visibility timeout "
+          f"{args.visibility_timeout} s; {elapsed:.0f} s; load average {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f} ({os.cpu_count()} CPUs)")
+    print_counts("clients", {
+        "participants that moved host (balancer)": len(state.moved),
+        "submits whose connection died (outcome unknown)": len(state.unanswered),
+        "requests refused (4xx/5xx)": ", ".join(f"{n} {kind}" for kind, n in Counter(state.refused).items()) or 0,
+        "snapshots requested": len(state.snapshots),
+        "answers the clients were told were saved": len(state.saved),
+        "  of them by host 1 / host 2": f"{sum(s.host == 1 for s in state.saved)} / "
+                                        f"{sum(s.host == 2 for s in state.saved)}",
+        "answers stored": Assignment.objects.filter(status=Assignment.Status.SUBMITTED).count(),
+    })
+    print_counts("jobs", {
+        **{f"finished by {host.node} while both lived": workers.done_while_both_lived[host.node] for host in HOSTS},
+        "taken by host 1 and unfinished when it died": workers.dead_unfinished,
+        "  of them finished by host 2": workers.finished_by_survivor,
+        "  of them the same message, handed back by Redis": workers.same_message,
+        "  reference jobs among them with a model call on the wire": len(workers.references_on_the_wire),
+        "jobs the sweep sent again (tasks.requeue_owed)": workers.resent_by_sweep,
+        "model calls paid (answered + answered to a dead client)": f"{len(fake.answered)} + {len(fake.unread)}",
+        "model calls paid twice": twice,
+    })
+    checks = {
+        **lease_counts(),
+        **answer_counts(state),
+        **job_counts(family),
+        "jobs the dead host took and nobody finished": workers.dead_unfinished - workers.finished_by_survivor,
+        "prompts paid twice but not on the wire at the death": twice_unexplained,
+    }
+    failures = [name for name, value in checks.items() if value]
+    if not settled:
+        failures.append("the run did not settle in time")
+    if not all(workers.done_while_both_lived[host.node] for host in HOSTS):
+        failures.append("a worker finished no job while both lived")
+    print_counts("checks (each must be 0)", checks)
+    print("FAILED: " + "; ".join(failures) if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+def drop_database(server_url, name):
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    parts = urlsplit(server_url)
+    with psycopg.connect(urlunsplit((parts.scheme, parts.netloc, "/postgres", "", "")), autocommit=True) as db:
+        db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
