@@ -76,9 +76,6 @@ def stage_config(*, family, stage):
 
 def launch_stage(*, family, stage, overlap=None, lease_minutes=None):
     """Open a crowd stage of a family; a background job then creates its work units."""
-    # configs settles units, and settling reaches back here for what a stage owes.
-    from annotation.collection.configs import APPLIED_FIELDS, apply_stage_config
-
     if stage == Stage.INSTRUCTION_GENERATION and family.source == InstructionFamily.Source.REFORMATTED:
         raise AnnotationError(
             f"“{family.name}” is reformatted from {family.source_dataset}: its instances come from "
@@ -86,7 +83,6 @@ def launch_stage(*, family, stage, overlap=None, lease_minutes=None):
         )
     with transaction.atomic():
         config = stage_config(family=family, stage=stage)
-        before = {name: getattr(config, name) for name in APPLIED_FIELDS}
         if overlap is not None:
             config.overlap = overlap
         if lease_minutes is not None:
@@ -97,8 +93,6 @@ def launch_stage(*, family, stage, overlap=None, lease_minutes=None):
             raise AnnotationError(" ".join(error.messages)) from None
         config.launched_at = config.launched_at or timezone.now()
         config.save()
-        # Launched again with a new overlap or lease: its open units follow, as after an edit in the admin.
-        apply_stage_config(config=config, before=before)
         enqueue("tasks.create_work_units", family.pk, stage)
         emit(event="stage.launched", scope=family, key=f"{family.pk}:{stage}",
              payload={"family": family.pk, "stage": stage, "overlap": config.overlap})
