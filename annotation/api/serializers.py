@@ -57,8 +57,8 @@ class InstanceSerializer(serializers.ModelSerializer):
 
 
 class TournamentSerializer(serializers.ModelSerializer):
-    battles_sampled = serializers.IntegerField(read_only=True)
-    judgement_count = serializers.IntegerField(read_only=True)
+    battles_sampled = serializers.IntegerField(source="battle_total", read_only=True)
+    judgement_count = serializers.IntegerField(source="human_total", read_only=True)
 
     class Meta:
         model = Tournament

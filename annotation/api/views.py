@@ -117,10 +117,7 @@ class TournamentViewSet(ReadOnlyViewSet):
     ordering = ["-created_at", "-id"]
 
     def get_queryset(self):
-        return Tournament.objects.prefetch_related("families").annotate(
-            battles_sampled=Count("battles", distinct=True),
-            judgement_count=Count("battles__human_judgements", distinct=True),
-        )
+        return Tournament.objects.prefetch_related("families").with_progress()
 
     @extend_schema(
         parameters=[

@@ -9,6 +9,13 @@ from annotation.models.instances import Instance
 from annotation.models.preferences import Tournament
 
 
+class SnapshotManager(models.Manager):
+    # A snapshot's per-instance digests are megabytes at campaign size (7 MB for 100,000 instances)
+    # and only a diff reads them: every list, workflow page and API answer left them unread.
+    def get_queryset(self):
+        return super().get_queryset().defer("instance_digests")
+
+
 class Snapshot(models.Model):
     """The verified benchmark and the judgements of chosen tournaments, frozen at one moment.
 
@@ -44,6 +51,8 @@ class Snapshot(models.Model):
                              help_text="[{name, path, sha256, bytes, rows}] in name order.")
     instance_digests = models.JSONField(default=dict, blank=True,
                                         help_text="Instance id -> sha256 of its exported row, for diffs.")
+
+    objects = SnapshotManager()
 
     class Meta:
         ordering = ["-version"]

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.admin import paging
-from annotation.models import HumanJudgement, Stage, WorkUnit
+from annotation.models import HumanJudgement, Snapshot, Stage, WorkUnit
 from tests.factories import InstanceFactory
 from tests.scoring_factories import random_tournament
 
@@ -143,3 +143,13 @@ def test_model_answers_are_found_by_model_name_in_any_case_or_by_instance_number
     by_instance = admin_client.get(url, {"q": str(response.instance_id)}).context["cl"].result_list
     assert {answer.instance_id for answer in by_instance} == {response.instance_id}
     assert len(by_instance) == 3
+
+
+@pytest.mark.parametrize("url", ["/api/snapshots/", "/admin/annotation/snapshot/"])
+def test_lists_of_snapshots_leave_each_ones_instance_digests_unread(admin_client, url):
+    # Megabytes a snapshot at campaign size; only a diff reads them.
+    Snapshot.objects.create(version=1, instance_digests={str(n): "0" * 64 for n in range(100)})
+    with CaptureQueriesContext(connection) as queries:
+        assert admin_client.get(url).status_code == 200
+    assert not [query for query in queries if "instance_digests" in query["sql"]]
+    assert len(Snapshot.objects.get(version=1).instance_digests) == 100  # still there when read
