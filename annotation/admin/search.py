@@ -40,10 +40,19 @@ def search_words(search_term):
         yield word
 
 
+# A search that finds no more rows than this hands PostgreSQL their ids.
+FEW_ROWS = 1000
+
+
 class SearchFieldByFieldMixin:
     """Django's admin search, with each field searched on its own: a row is listed when every word
     of the search matches at least one of `search_fields`, as in Django's. Lookups are Django's
-    (`^`, `=`, `@`, an explicit `__exact`, else icontains). No row can appear twice."""
+    (`^`, `=`, `@`, an explicit `__exact`, else icontains). No row can appear twice.
+
+    The usual search (an ID, a rare word) finds few rows. Given them as a subquery, PostgreSQL
+    must guess how many come back, and guessing thousands (a family's name matching any unit of the
+    family, say) it reads the whole table to join them; so the rows found are first fetched, up to
+    FEW_ROWS, and given by their ids. A word that finds more is given as the subquery."""
 
     def get_search_results(self, request, queryset, search_term):
         fields = self.get_search_fields(request)
@@ -52,6 +61,11 @@ class SearchFieldByFieldMixin:
         lookups = [search_lookup(self.model, str(field)) for field in fields]
         rows = self.model._default_manager.order_by()
         for word in search_words(search_term):
-            found = [rows.filter(Q((lookup, word))).values("pk") for lookup in lookups]
-            queryset = queryset.filter(pk__in=found[0].union(*found[1:]) if len(found) > 1 else found[0])
+            found = [rows.filter(Q((lookup, word))).values_list("pk", flat=True) for lookup in lookups]
+            every = found[0].union(*found[1:], all=True) if len(found) > 1 else found[0]
+            few = set(every[:FEW_ROWS + 1])
+            if len(few) <= FEW_ROWS:
+                queryset = queryset.filter(pk__in=few)
+            else:
+                queryset = queryset.filter(pk__in=found[0].union(*found[1:]) if len(found) > 1 else found[0])
         return queryset, False
