@@ -65,7 +65,7 @@ class ImageAssetAdmin(LargeTableAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     list_display = ["id", "thumbnail", "name", "licence", "author", "width", "height", "created_at"]
     list_display_links = ["id", "name"]
     # Words of the name, link, author or licence, through one trigram index over the four
-    # (migration 0026); a file's SHA-256 is pasted whole.
+    # (migration 0029); a file's SHA-256 is pasted whole.
     search_fields = ["original_name", "url", "author", "licence", "sha256__exact"]
     search_help_text = "A word of the image's name, link, author or licence, or its SHA-256 whole."
     readonly_fields = ["thumbnail", "original_name", "width", "height", "sha256", "uploaded_by"]

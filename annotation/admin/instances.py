@@ -84,7 +84,7 @@ class InstanceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmin
     change_form_template = "admin/annotation/instance/change_form.html"
     list_display = ["id", "family", "short_instruction", "status", "image_count", "author"]
     list_filter = ["status", "family__is_multi_image", "family"]
-    # A word of the instruction (a trigram index, migration 0026) or of the family's name.
+    # A word of the instruction (a trigram index, migration 0029) or of the family's name.
     search_fields = ["instruction", "family__name"]
     raw_id_fields = ["author", "current_caption"]
     readonly_fields = ["status", "created_at", "updated_at", "add_reference_link"]
@@ -197,7 +197,7 @@ class ReferenceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmi
     list_filter = ["verdict", "decided_by", DisagreementFilter, "source", "model", "flagged_harmful"]
     actions = [adjudicate_action]
 
-    # Words from a reference or its instruction: each field has a trigram index (migration 0026).
+    # Words from a reference or its instruction: each field has a trigram index (migration 0029).
     search_fields = ["text", "instance__instruction"]
 
     def get_queryset(self, request):

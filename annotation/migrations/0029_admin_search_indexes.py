@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("annotation", "0025_judge_judgement_one_name"),
+        ("annotation", "0028_model_response_name_indexes"),
     ]
 
     operations = [
