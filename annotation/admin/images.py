@@ -64,7 +64,10 @@ class ImageAssetAdmin(LargeTableAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     form = ImageAssetForm
     list_display = ["id", "thumbnail", "name", "licence", "author", "width", "height", "created_at"]
     list_display_links = ["id", "name"]
-    search_fields = ["original_name", "url", "author", "licence", "sha256"]
+    # Words of the name, link, author or licence, through one trigram index over the four
+    # (migration 0029); a file's SHA-256 is pasted whole.
+    search_fields = ["original_name", "url", "author", "licence", "sha256__exact"]
+    search_help_text = "A word of the image's name, link, author or licence, or its SHA-256 whole."
     readonly_fields = ["thumbnail", "original_name", "width", "height", "sha256", "uploaded_by"]
 
     class Media:

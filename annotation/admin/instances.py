@@ -3,7 +3,8 @@
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -12,8 +13,10 @@ from django.utils.html import format_html
 from annotation import llm
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.images import thumbnail_html
+from annotation.admin.page_rows import PageRowsAdminMixin
 from annotation.admin.paging import LargeTableAdminMixin
-from annotation.admin.review import DisagreementFilter, adjudicate_action, votes_counts, votes_summary
+from annotation.admin.review import DisagreementFilter, adjudicate_action, page_votes, votes_summary
+from annotation.admin.search import SearchFieldByFieldMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.collection import captions, references
@@ -74,12 +77,14 @@ class ManualReferenceForm(forms.Form):
 
 
 @admin.register(Instance)
-class InstanceAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
+class InstanceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMixin, GroupScopedAdminMixin,
+                    admin.ModelAdmin):
     group_path = "family__group"
     change_list_template = "admin/annotation/instance/change_list.html"
     change_form_template = "admin/annotation/instance/change_form.html"
     list_display = ["id", "family", "short_instruction", "status", "image_count", "author"]
     list_filter = ["status", "family__is_multi_image", "family"]
+    # A word of the instruction (a trigram index, migration 0029) or of the family's name.
     search_fields = ["instruction", "family__name"]
     raw_id_fields = ["author", "current_caption"]
     readonly_fields = ["status", "created_at", "updated_at", "add_reference_link"]
@@ -87,15 +92,21 @@ class InstanceAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmi
     actions = ["generate_references"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("family", "author").annotate(
-            n_images=Count("instanceimage", distinct=True)
-        )
+        return super().get_queryset(request).select_related("family", "author")
+
+    def fill_page_rows(self, request, rows):
+        counts = dict(InstanceImage.objects.filter(instance__in=rows).order_by().values("instance")
+                      .annotate(n=Count("*")).values_list("instance", "n"))
+        for instance in rows:
+            instance.n_images = counts.get(instance.pk, 0)
 
     @admin.display(description="instruction")
     def short_instruction(self, instance):
         return instance.instruction if len(instance.instruction) < 90 else f"{instance.instruction[:87]}…"
 
-    @admin.display(description="images", ordering="n_images")
+    @admin.display(description="images", ordering=Coalesce(Subquery(
+        InstanceImage.objects.filter(instance=OuterRef("pk")).order_by().values("instance")
+        .annotate(n=Count("*")).values("n")), 0))
     def image_count(self, instance):
         return instance.n_images
 
@@ -177,7 +188,8 @@ class VerificationInline(admin.TabularInline):
 
 
 @admin.register(Reference)
-class ReferenceAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+class ReferenceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMixin, GroupScopedAdminMixin,
+                     AuditTrailMixin, admin.ModelAdmin):
     group_path = "instance__family__group"
     list_display = ["id", "instance", "source", "model", "verdict", "decided_by_text", "votes", "adjudicated_by",
                     "problem_in_caption", "problem_in_response", "flagged_harmful", "prompt_tokens",
@@ -185,14 +197,19 @@ class ReferenceAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, AuditTrailMixi
     list_filter = ["verdict", "decided_by", DisagreementFilter, "source", "model", "flagged_harmful"]
     actions = [adjudicate_action]
 
+    # Words from a reference or its instruction: each field has a trigram index (migration 0029).
+    search_fields = ["text", "instance__instruction"]
+
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("instance__family", "adjudicated_by").annotate(
-            **votes_counts())
+        return super().get_queryset(request).select_related("instance__family", "adjudicated_by")
+
+    def fill_page_rows(self, request, rows):
+        page_votes(rows)
 
     @admin.display(description="verifiers")
     def votes(self, reference):
         return votes_summary(reference)
-    search_fields = ["text", "instance__instruction"]
+
     readonly_fields = [field.name for field in Reference._meta.fields] + ["decided_by_text"]
     inlines = [VerificationInline]
 

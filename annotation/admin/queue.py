@@ -4,12 +4,15 @@
 from functools import partial
 
 from django.contrib import admin
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation.admin import worker_page
+from annotation.admin.page_rows import PageRowsAdminMixin
 from annotation.admin.paging import LargeTableAdminMixin
+from annotation.admin.search import SearchFieldByFieldMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import (
     Assignment,
@@ -19,20 +22,31 @@ from annotation.models import (
 )
 
 
+def _submitted_count(unit_ref):
+    return (Assignment.objects.filter(unit=unit_ref, status=Assignment.Status.SUBMITTED).order_by()
+            .values("unit").annotate(n=Count("*")).values("n"))
+
+
 @admin.register(WorkUnit)
-class WorkUnitAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
+class WorkUnitAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMixin, GroupScopedAdminMixin,
+                    admin.ModelAdmin):
     group_path = "family__group"
     list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "surplus", "created_at"]
     list_filter = ["stage", "status", "surplus", "family"]
-    search_fields = ["key", "family__name"]
+    # A key is an identifier, pasted whole (its own index answers it); a family by a word of its name.
+    search_fields = ["key__exact", "family__name"]
+    search_help_text = "A unit's key, whole (e.g. battle-1234 or instance-42-round-1), or a word of its family's name."
+    list_select_related = ["family"]
     raw_id_fields = ["instance", "reference", "battle"]
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("family").annotate(
-            n_submitted=Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
-        )
+    def fill_page_rows(self, request, rows):
+        counts = dict(Assignment.objects.filter(unit__in=rows, status=Assignment.Status.SUBMITTED).order_by()
+                      .values("unit").annotate(n=Count("*")).values_list("unit", "n"))
+        for unit in rows:
+            unit.n_submitted = counts.get(unit.pk, 0)
 
-    @admin.display(description="submitted", ordering="n_submitted")
+    @admin.display(description="submitted",
+                   ordering=Coalesce(Subquery(_submitted_count(OuterRef("pk"))), 0))
     def submitted(self, unit):
         return unit.n_submitted
 

@@ -4,13 +4,15 @@ adjudicate references whose verifiers disagree."""
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Avg, Case, Count, Exists, FloatField, OuterRef, Q, Subquery, Value, When
+from django.db.models import Avg, Case, Count, Exists, FloatField, OuterRef, Q, Value, When, prefetch_related_objects
 from django.urls import reverse
 from django.utils.html import format_html
 
 from annotation import review, teams
 from annotation.admin.audit import AuditTrailMixin
+from annotation.admin.page_rows import PageRowsAdminMixin
 from annotation.admin.paging import LargeTableAdminMixin
+from annotation.admin.search import SearchFieldByFieldMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
 from annotation.exceptions import AnnotationError
@@ -30,16 +32,24 @@ class AcceptAnswersForm(forms.Form):
                              help_text="Optional.")
 
 
-def _gold_accuracy():
-    answers = GoldAnswer.objects.filter(worker=OuterRef("worker"), correct__isnull=False).order_by().values("worker")
-    return Subquery(answers.annotate(rate=Avg(Case(When(correct=True, then=Value(1.0)), default=Value(0.0),
-                                                   output_field=FloatField()))).values("rate"))
+def _gold_accuracy(workers):
+    """{worker id: share of their scored gold answers that were correct}."""
+    rows = (GoldAnswer.objects.filter(worker__in=workers, correct__isnull=False).order_by().values("worker")
+            .annotate(rate=Avg(Case(When(correct=True, then=Value(1.0)), default=Value(0.0),
+                                    output_field=FloatField()))))
+    return {row["worker"]: row["rate"] for row in rows}
 
 
-def _seconds_per_task():
-    done = Assignment.objects.filter(worker=OuterRef("worker"), unit__stage=OuterRef("unit__stage"),
-                                     status=Assignment.Status.SUBMITTED, active_seconds__gt=0)
-    return Subquery(done.order_by().values("worker").annotate(mean=Avg("active_seconds")).values("mean"))
+def _seconds_per_task(workers, stages):
+    """{(worker id, stage): their mean active time over their submitted answers at that stage}."""
+    rows = (Assignment.objects.filter(worker__in=workers, unit__stage__in=stages, status=Assignment.Status.SUBMITTED,
+                                      active_seconds__gt=0)
+            .order_by().values("worker", "unit__stage").annotate(mean=Avg("active_seconds")))
+    return {(row["worker"], row["unit__stage"]): row["mean"] for row in rows}
+
+
+# Where an answer's content is, by stage (read by _answer_text).
+ANSWER_HELD_IN = ["caption", "verification", "human_judgement", "instruction_submission__instance"]
 
 
 def _answer_text(answer):
@@ -64,7 +74,8 @@ def _answer_text(answer):
 
 
 @admin.register(Answer)
-class AnswerAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+class AnswerAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMixin, GroupScopedAdminMixin,
+                  AuditTrailMixin, admin.ModelAdmin):
     """Answers to review: the reviewer's queue."""
 
     group_path = "unit__family__group"
@@ -72,9 +83,10 @@ class AnswerAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, AuditTrailMixin, 
 
     list_display = ["id", "task", "answer", "work_state", "reason", "seconds", "worker_link", "submitted_at"]
     list_filter = ["work_state", "unit__stage", "worker__platform", "unit__family"]
-    search_fields = ["worker__external_id", "=unit__key"]
-    list_select_related = ["unit__family", "worker", "caption", "verification", "human_judgement",
-                           "instruction_submission__instance"]
+    # Both are identifiers, pasted whole: an exact match is what their indexes answer at once.
+    search_fields = ["worker__external_id__exact", "unit__key__exact"]
+    search_help_text = "A worker's ID on their platform, or a work unit's key, whole (e.g. battle-1234)."
+    list_select_related = ["unit__family", "worker"]
     readonly_fields = ["unit", "worker", "work_state", "review_reason", "reviewed_by", "reviewed_at",
                        "confirmed_at", "submitted_at", "active_seconds", "platform_assignment_id",
                        "platform_listing_id"]
@@ -82,8 +94,19 @@ class AnswerAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, AuditTrailMixin, 
     actions = ["accept", "reject"]
 
     def get_queryset(self, request):
-        return (super().get_queryset(request).filter(status=Assignment.Status.SUBMITTED)
-                .annotate(gold_accuracy=_gold_accuracy(), seconds_per_task=_seconds_per_task()))
+        return super().get_queryset(request).filter(status=Assignment.Status.SUBMITTED)
+
+    def fill_page_rows(self, request, rows):
+        # What each answer holds, fetched for the page rather than joined into the list's query:
+        # past eight joined tables PostgreSQL stops reordering joins, and a search's few rows
+        # would be found only after joining every answer.
+        prefetch_related_objects(rows, *ANSWER_HELD_IN)
+        workers = {answer.worker_id for answer in rows}
+        gold = _gold_accuracy(workers)
+        seconds = _seconds_per_task(workers, {answer.unit.stage for answer in rows})
+        for answer in rows:
+            answer.gold_accuracy = gold.get(answer.worker_id)
+            answer.seconds_per_task = seconds.get((answer.worker_id, answer.unit.stage))
 
     def has_add_permission(self, request):
         return False
@@ -216,13 +239,16 @@ adjudicate_action.short_description = "Adjudicate (where verifiers disagree)"
 adjudicate_action.__name__ = "adjudicate"
 
 
-def votes_counts():
-    """Annotations of a reference queryset with its votes, for `votes_summary` (no query a row)."""
-    return {"correct_votes": Count("verifications", filter=Q(verifications__is_correct=True)),
-            "incorrect_votes": Count("verifications", filter=Q(verifications__is_correct=False))}
+def page_votes(references):
+    """Set `correct_votes` and `incorrect_votes` on each of these references (one query), for
+    `votes_summary`."""
+    rows = (Verification.objects.filter(reference__in=references).order_by().values("reference")
+            .annotate(correct=Count("pk", filter=Q(is_correct=True)),
+                      incorrect=Count("pk", filter=Q(is_correct=False))))
+    votes = {row["reference"]: (row["correct"], row["incorrect"]) for row in rows}
+    for reference in references:
+        reference.correct_votes, reference.incorrect_votes = votes.get(reference.pk, (0, 0))
 
 
 def votes_summary(reference):
     return f"{reference.correct_votes} correct, {reference.incorrect_votes} incorrect"
-
-

@@ -6,9 +6,7 @@ from django.db.models import (
     BooleanField,
     Case,
     Count,
-    Exists,
     F,
-    OuterRef,
     Q,
     Value,
     When,
@@ -90,7 +88,7 @@ def _percent(part, whole):
 
 
 def _is_multi_image(instance_path):
-    return Case(When(multi_image_q(instance_path), then=Value(True)), default=Value(False),
+    return Case(When(multi_image_q(instance_path, every_row=True), then=Value(True)), default=Value(False),
                 output_field=BooleanField())
 
 
@@ -108,19 +106,22 @@ def table2(*, family=None, group=None):
     references = Reference.objects.filter(
         verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT]
     ).exclude(source=Reference.Source.IMPORTED, model="")
-    candidates = references.filter(instance=OuterRef("pk"))
-    instances = Instance.objects.filter(
-        Exists(candidates),
-        status__in=[Instance.Status.VERIFIED, Instance.Status.DISCARDED],
-    ).annotate(accepted=Exists(candidates.filter(verdict=Reference.Verdict.CORRECT)))
     if family is not None:
         references = references.filter(instance__family=family)
-        instances = instances.filter(family=family)
     if group is not None:
         references = references.filter(instance__family__group=group)
-        instances = instances.filter(family__group=group)
 
-    reference_rows = (
+    # One pass over the decided candidates gives both halves: an instance has ended with a decided
+    # candidate when one of its references is here and verification is over for it, and is kept
+    # when one of them is correct. Multi-image is a property of the instance, so every reference
+    # of an instance falls in the same column.
+    ended = Q(instance__status__in=[Instance.Status.VERIFIED, Instance.Status.DISCARDED])
+    known = sorted(Reference.DecidedBy.values)
+    # What decided each reference, counted in the same pass: "" (and anything not a choice) is
+    # "Not recorded", and sorts first, as the values do.
+    deciders = {"decided_by_": Count("pk", filter=~Q(decided_by__in=known)),
+                **{f"decided_by_{value}": Count("pk", filter=Q(decided_by=value)) for value in known}}
+    rows = (
         references.annotate(multi=_is_multi_image("instance"))
         .values("multi")
         .annotate(
@@ -128,26 +129,22 @@ def table2(*, family=None, group=None):
             correct=Count("pk", filter=Q(verdict=Reference.Verdict.CORRECT)),
             problem_in_caption=Count("pk", filter=Q(problem_in_caption=True)),
             problem_in_response=Count("pk", filter=Q(problem_in_response=True)),
-        )
-        .order_by()
-    )
-    instance_rows = (
-        instances.annotate(multi=_is_multi_image(""))
-        .values("multi")
-        .annotate(
-            verified=Count("pk", filter=Q(accepted=True)),
-            ended=Count("pk"),
+            verified=Count("instance", distinct=True, filter=ended & Q(verdict=Reference.Verdict.CORRECT)),
+            ended=Count("instance", distinct=True, filter=ended),
+            **deciders,
         )
         .order_by()
     )
     counts = {False: {}, True: {}}
-    for row in (*reference_rows, *instance_rows):
+    decided = dict.fromkeys(["", *known], 0)
+    for row in rows:
         is_multi = row.pop("multi")
+        for value in decided:
+            decided[value] += row.pop(f"decided_by_{value}")
         counts[is_multi].update(row)
     single, multi = Table2Column(**counts[False]), Table2Column(**counts[True])
     labels = dict(Reference.DecidedBy.choices)
-    deciders = references.values("decided_by").annotate(n=Count("pk")).order_by("decided_by")
-    decided_by = tuple((labels.get(row["decided_by"], "Not recorded"), row["n"]) for row in deciders)
+    decided_by = tuple((labels.get(value, "Not recorded"), n) for value, n in decided.items() if n)
     return Table2(overall=single + multi, single=single, multi=multi,
                   family_name=family.name if family is not None else "", decided_by=decided_by)
 

@@ -59,7 +59,11 @@ class WorkUnit(models.Model):
             models.UniqueConstraint(fields=["stage", "key"], name="work_unit_key_unique"),
             models.CheckConstraint(condition=Q(overlap__gte=1), name="work_unit_overlap_positive"),
         ]
-        indexes = [models.Index(fields=["stage", "status", "id"], name="work_unit_queue_idx")]
+        indexes = [
+            models.Index(fields=["stage", "status", "id"], name="work_unit_queue_idx"),
+            # The admin finds a unit by its key, pasted whole, without its stage.
+            models.Index(fields=["key"], name="work_unit_key_idx"),
+        ]
 
     def __str__(self):
         return f"{self.get_stage_display()} {self.key}"
