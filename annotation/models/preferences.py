@@ -319,6 +319,8 @@ class HumanJudgement(models.Model):
             models.UniqueConstraint(fields=["battle", "worker"],
                                     name="human_judgement_once_per_worker"),
         ]
+        # One tournament's judgements in their order (the admin's list filtered by tournament).
+        indexes = [models.Index(fields=["tournament", "id"], name="human_judgement_in_tournament")]
 
     def __str__(self):
         return f"{self.worker} on battle #{self.battle_id}"
