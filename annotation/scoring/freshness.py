@@ -119,8 +119,11 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
         instance_id__in=Battle.objects.filter(tournament=tournament).values("instance_id")).aggregate(
         edited=Max("updated_at"))
     # A family's name is a category of the board, and its flag says whether its instances are multi-image.
-    families = list(InstructionFamily.objects.filter(pk__in=Battle.objects.filter(tournament=tournament)
-                                                     .values("instance__family_id"))
+    # The ids first, in one pass over the battles: as a subquery PostgreSQL read every battle once
+    # per family (0.25 s at 50 families and 12,500 battles).
+    family_ids = list(Battle.objects.filter(tournament=tournament).order_by()
+                      .values_list("instance__family_id", flat=True).distinct())
+    families = list(InstructionFamily.objects.filter(pk__in=family_ids)
                     .order_by("id").values_list("id", "name", "is_multi_image"))
     rubrics = list(tournament.rubrics.order_by("id").values_list("family_id", "instance_id", "text"))
     parts = (COMPUTATION_VERSION, criterion, rounds, REFERENCE_MODEL_NAME, settings, human, left_out, judge, runs,

@@ -153,3 +153,27 @@ def test_lists_of_snapshots_leave_each_ones_instance_digests_unread(admin_client
         assert admin_client.get(url).status_code == 200
     assert not [query for query in queries if "instance_digests" in query["sql"]]
     assert len(Snapshot.objects.get(version=1).instance_digests) == 100  # still there when read
+
+
+def test_past_the_exact_limit_a_stages_median_time_is_the_whole_stages_kept_in_the_cache(monkeypatch, fresh_cache):
+    from django.utils import timezone
+
+    from annotation import worker_report
+    from annotation.models import Assignment
+    from tests.factories import WorkerFactory
+
+    instance = InstanceFactory()
+    worker, others = WorkerFactory(), [WorkerFactory() for _ in range(3)]
+    now = timezone.now()
+    for n, (who, seconds) in enumerate([(worker, 10), (others[0], 40), (others[1], 50), (others[2], 60)]):
+        unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"median-{n}", instance=instance,
+                                       family=instance.family)
+        Assignment.objects.create(unit=unit, worker=who, status=Assignment.Status.SUBMITTED, lease_expires_at=now,
+                                  submitted_at=now, active_seconds=seconds)
+    assert worker_report._others_median(Stage.CAPTION, worker) == 50  # exact: the three others
+
+    monkeypatch.setattr(worker_report, "EXACT_MEDIAN_UP_TO", 2)
+    assert worker_report._others_median(Stage.CAPTION, worker) == 45  # the whole stage's
+    with CaptureQueriesContext(connection) as queries:
+        assert worker_report._others_median(Stage.CAPTION, others[0]) == 45
+    assert len(queries) == 1  # the bounded count; the median came from the cache

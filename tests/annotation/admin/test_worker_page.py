@@ -152,14 +152,15 @@ def _many_pairwise_answers(worker, count):
 
 def test_the_page_costs_the_same_few_queries_for_a_worker_with_thousands_of_answers(
         the_crowd, researcher, django_assert_max_num_queries):
-    # 15: the session, the user and their permissions, their research groups (whether the review
-    # links may act, annotation/teams.py), nine aggregates and the worker models' estimates
+    # 16: the session, the user and their permissions, their research groups (whether the review
+    # links may act, annotation/teams.py), eight aggregates, a bounded count and the stage's median
+    # for each stage the worker answered in (one here), and the worker models' estimates
     # (annotation/worker_report.py), however many answers the worker has.
     busy = WorkerFactory()
     _many_pairwise_answers(busy, 2000)
     page_of(researcher, the_crowd.steady)  # SciPy's first import is the process's, not the page's
     started = time.perf_counter()
-    with django_assert_max_num_queries(15):
+    with django_assert_max_num_queries(16):
         text = page_of(researcher, busy)
     seconds = time.perf_counter() - started
     assert '<td>Pairwise preference</td><td class="number">2000</td>' in text
