@@ -177,3 +177,22 @@ def test_past_the_exact_limit_a_stages_median_time_is_the_whole_stages_kept_in_t
     with CaptureQueriesContext(connection) as queries:
         assert worker_report._others_median(Stage.CAPTION, others[0]) == 45
     assert len(queries) == 1  # the bounded count; the median came from the cache
+
+
+def test_a_page_past_an_estimate_that_fell_short_is_still_served_while_it_has_rows(monkeypatch):
+    from django.core.paginator import EmptyPage
+
+    monkeypatch.setattr(paging, "EXACT_COUNT_UP_TO", 5)
+    instance = InstanceFactory()
+    make = lambda first, count: WorkUnit.objects.bulk_create(  # noqa: E731
+        [WorkUnit(stage=Stage.CAPTION, key=f"unit-{n}", instance=instance, family=instance.family)
+         for n in range(first, first + count)])
+    make(0, 40)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE annotation_workunit")
+    make(40, 20)  # after the statistics: the planner expects fewer rows than there are
+    pages = paging.EstimatedCountPaginator(WorkUnit.objects.order_by("pk"), per_page=5)
+    assert pages.count < 60 and pages.count_is_estimated and pages.num_pages < 12
+    assert [unit.key for unit in pages.page(12)] == [f"unit-{n}" for n in range(55, 60)]
+    with pytest.raises(EmptyPage):
+        pages.page(13)
