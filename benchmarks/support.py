@@ -24,6 +24,20 @@ def fresh_database(server_url, name):
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
 
 
+def copy_of_database(server_url, name, template):
+    """Drop database `name` and create it again as a copy of `template` (a seeded world, kept
+    unchanged for the next benchmark); its URL. PostgreSQL copies only a database nobody is
+    connected to, so a template still being seeded is refused with the server's own message."""
+    import psycopg
+
+    parts = urlsplit(server_url)
+    admin_url = urlunsplit((parts.scheme, parts.netloc, "/postgres", "", ""))
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
+
+
 def set_up_django(database_url):
     """Django on the benchmark's own database, migrated."""
     os.environ["DATABASE_URL"] = database_url
