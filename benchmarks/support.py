@@ -82,17 +82,20 @@ def _free_port():
         return probe.getsockname()[1]
 
 
-def start_gunicorn(environment, workers):
-    """gunicorn as the compose file's `web` service runs it, once it answers: (process, base URL)."""
+def start_gunicorn(environment, workers, *, application="crowdbench.wsgi:application", python=sys.executable,
+                   cwd=ROOT, ready_path="/"):
+    """gunicorn as the compose file's `web` service runs it, once it answers: (process, base URL).
+    Another project's server (the Label Studio anchor) names its own `application`, the `python`
+    of its environment, the folder it runs in and a page that answers 200 once it is up."""
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind",
+        [python, "-m", "gunicorn", application, "--bind",
          f"127.0.0.1:{port}", "--workers", str(workers), "--backlog", "2048"],
-        cwd=ROOT, env=environment, stderr=subprocess.DEVNULL)
+        cwd=cwd, env=environment, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
-            with build_opener().open(base + "/", timeout=5):
+            with build_opener().open(base + ready_path, timeout=5):
                 break
         except OSError:
             time.sleep(0.2)
