@@ -17,8 +17,10 @@ next_unit_http.py's at 200 participants: 200 threads released together, each doi
 waiting a random time (uniform, mean 10 s) before each request. Ours arrive through the study link
 and submit a caption; Label Studio's send their token and ask `GET /api/projects/<id>/next`, then
 `POST /api/tasks/<id>/annotations/` a text-area result. The next-unit (next-task) request is timed
-on the client. The two alternate, --repeat times, which goes first swapping each round; it prints
-p50 and p95 of each, min and median over the rounds, and the load average after each.
+on the client. First one participant alone does 20 units without pausing on each (the request's
+own time, no queueing); then the two alternate, --repeat times, which goes first swapping each
+round; it prints p50 and p95 of each, min and median over the rounds, and the load average after
+each.
 """
 
 import argparse
@@ -54,6 +56,7 @@ LABEL_STUDIO = "label-studio==1.23.2"
 LABEL_STUDIO_DATABASE = "crowdbench_bench_label_studio"
 PARTICIPANTS, THINK, UNITS = LOADS[-1]  # next_unit_http.py's 200 participants
 WARM_UP = 8  # requests that load each worker's code before anything is timed
+ALONE = 20  # units one participant does with nobody else on the server and no pause: the request's own time
 CAPTION_RESULT = [{"from_name": "caption", "to_name": "image", "type": "textarea",
                    "value": {"text": ["A white cup of espresso on a red saucer, a spoon resting on the saucer, on a "
                                       "wooden table, seen from above at an angle."]}}]
@@ -142,7 +145,7 @@ def main():
     python = label_studio_python(args.venv)
     ls_environment = label_studio_environment(fresh_database(args.server, args.ls_database),
                                               f"/tmp/{args.ls_database}-data")
-    needed = PARTICIPANTS * UNITS * args.repeat
+    needed = PARTICIPANTS * UNITS * args.repeat + ALONE
     if args.tasks - args.labeled < needed + WARM_UP:
         parser.error(f"Label Studio needs at least {needed + WARM_UP} tasks not annotated yet")
     project, tokens = seed_label_studio(python=python, environment=ls_environment, tasks=args.tasks,
@@ -166,6 +169,7 @@ def main():
         warm_up_tokens = tokens[PARTICIPANTS:] + tokens[:PARTICIPANTS]
         load(theirs[1], "warm-up", WARM_UP, 0.0, 1,
              behaviour=partial(label_studio_annotator, project=project, tokens=warm_up_tokens))
+        alone = {name: run("alone", 1, 0.0, ALONE) for name, run in runs.items()}
         for repetition in range(args.repeat):
             order = list(runs) if repetition % 2 == 0 else list(reversed(runs))
             for name in order:
@@ -187,6 +191,9 @@ def main():
         print(f"{name:<34}{min(p50s):>9.1f} /{statistics.median(p50s):>7.1f}"
               f"{min(p95s):>11.1f} /{statistics.median(p95s):>7.1f}"
               f"{' '.join(f'{r[2]:.2f}' for r in rounds):>26}")
+    for name, (p50, p95, load_after) in alone.items():
+        print(f"{name}, one participant alone, {ALONE} units without pause: p50 {p50 * 1000:.1f} ms, "
+              f"p95 {p95 * 1000:.1f} ms (load {load_after:.2f})")
     print(f"{GOAL} (ours); {load_average()} at the end")
 
 

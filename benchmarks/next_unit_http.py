@@ -88,8 +88,8 @@ def load_average():
     return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
-def queries_per_request():
-    """Queries of a participant's next unit after a submit (the page the submit sends the browser
+def captured_requests():
+    """The SQL of a participant's next unit after a submit (the page the submit sends the browser
     to), and of their first arrival through the study link (admitting them as a new worker)."""
     from django.db import connection
     from django.test import Client
@@ -100,12 +100,34 @@ def queries_per_request():
     # Counted at once: the next request's start empties the connection's query log.
     with CaptureQueriesContext(connection) as arriving:
         first = browser.get(url)
-    first_arrival = len(arriving)
     saved = browser.post("/work/submit/", {"token": TOKEN.search(first.content.decode())[1],
                                            "caption-0": CAPTION})
     with CaptureQueriesContext(connection) as next_unit:
         browser.get(saved["Location"])
-    return len(next_unit), first_arrival
+    return [query["sql"] for query in next_unit], [query["sql"] for query in arriving]
+
+
+def queries_per_request():
+    """How many queries a next unit after a submit makes, and a first arrival."""
+    next_unit, arrival = captured_requests()
+    return len(next_unit), len(arrival)
+
+
+def explained(queries):
+    """EXPLAIN ANALYZE of each SELECT of `queries`, run again in a transaction rolled back (their
+    row locks are let go): (SQL, plan) pairs. Writes are left out, since replaying them would
+    collide with the rows they made."""
+    from django.db import connection, transaction
+
+    plans = []
+    for sql in queries:
+        if not sql.lstrip().upper().startswith("SELECT"):
+            continue
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+            plans.append((sql, "\n".join(row[0] for row in cursor.fetchall())))
+            transaction.set_rollback(True)
+    return plans
 
 
 def participant(base, name, think, units, barrier, next_unit_times, errors, index=None):
@@ -162,6 +184,8 @@ def main():
                                            f"or {SCALE_WORLD_COPY} with --world scale")
     parser.add_argument("--template", default=SCALE_DATABASE_NAME,
                         help="with --world scale, the seeded world to copy (nobody may be connected to it)")
+    parser.add_argument("--explain", action="store_true",
+                        help="print EXPLAIN ANALYZE of a next unit's and a first arrival's queries, and stop")
     parser.add_argument("--server", default=os.environ.get(
         "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
         help="a PostgreSQL URL; only its server is used")
@@ -170,6 +194,11 @@ def main():
     needed = sum(p * u for p, _, u in LOADS) * args.repeat * len(CONFIGURATIONS)
     database_url = prepare_world(server=args.server, world=args.world, units=needed + 50,
                                  database=args.database, template=args.template)
+    if args.explain:
+        for title, queries in zip(("next unit after a submit", "first arrival"), captured_requests(), strict=True):
+            for sql, plan in explained(queries):
+                print(f"--- {title}: {sql}\n{plan}\n")
+        return
     next_unit_queries, arrival_queries = queries_per_request()
 
     results = {}
