@@ -93,15 +93,15 @@ def label_studio_environment(database_url, data_folder):
 
 
 def seed_label_studio(*, python, environment, tasks, labeled, annotators):
-    """Label Studio's migrations, then its project: (project id, annotators' tokens)."""
+    """Label Studio's migrations, then its project: its id, the annotators' tokens and the queries of
+    one next-task request, as label_studio_world.py prints them."""
     folder = label_studio_folder(python)
     subprocess.run([python, str(Path(folder) / "manage.py"), "migrate", "--verbosity", "0"], env=environment,
                    check=True)
     seeded = subprocess.run([python, str(ROOT / "benchmarks" / "label_studio_world.py"), "--tasks", str(tasks),
                              "--labeled", str(labeled), "--annotators", str(annotators)],
                             env=environment, check=True, capture_output=True, text=True)
-    world = json.loads(seeded.stdout.strip().splitlines()[-1])
-    return world["project"], world["tokens"]
+    return json.loads(seeded.stdout.strip().splitlines()[-1])
 
 
 def label_studio_annotator(base, name, think, units, barrier, next_task_times, errors, index, *, project, tokens):
@@ -148,8 +148,9 @@ def main():
     needed = PARTICIPANTS * UNITS * args.repeat + ALONE
     if args.tasks - args.labeled < needed + WARM_UP:
         parser.error(f"Label Studio needs at least {needed + WARM_UP} tasks not annotated yet")
-    project, tokens = seed_label_studio(python=python, environment=ls_environment, tasks=args.tasks,
-                                        labeled=args.labeled, annotators=PARTICIPANTS + WARM_UP)
+    world = seed_label_studio(python=python, environment=ls_environment, tasks=args.tasks, labeled=args.labeled,
+                              annotators=PARTICIPANTS + WARM_UP)
+    project, tokens = world["project"], world["tokens"]
     database_url = prepare_world(server=args.server, world="scale", units=needed + WARM_UP + 50,
                                  database=args.database, template=args.template)
     next_unit_queries, _ = queries_per_request()
@@ -182,7 +183,8 @@ def main():
             server.wait(timeout=60)
 
     print(f"ours: {world_size()}; {next_unit_queries} queries per next unit after a submit")
-    print(f"Label Studio: {args.tasks:,} tasks, {args.labeled:,} annotated, {PARTICIPANTS} annotators with tokens")
+    print(f"Label Studio: {args.tasks:,} tasks, {args.labeled:,} annotated, {PARTICIPANTS} annotators with tokens; "
+          f"{world['next_task_queries']} queries per next task")
     print(f"gunicorn, {args.workers} sync workers each, DEBUG off, PostgreSQL on loopback, {os.cpu_count()} CPUs; "
           f"{PARTICIPANTS} participants thinking ~{THINK:g} s, {UNITS} units each; {args.repeat} rounds, alternating")
     print(f"{'server':<34}{'p50 ms min/median':>20}{'p95 ms min/median':>20}{'load after each round':>26}")

@@ -14,7 +14,8 @@ carry an annotation by one of 1,000 earlier annotators, as the world's done capt
 theirs, so the next task is looked for past them. Tasks and annotations are bulk inserted with
 the counters Label Studio's importer and annotation signals keep (`is_labeled`,
 `total_annotations`); the 200 annotators are made as its signup does (a user, its token, its
-membership). It prints one JSON line: the project's id and the annotators' tokens.
+membership). It prints one JSON line: the project's id, the annotators' tokens and how many
+queries one next-task request makes (counted in-process).
 """
 
 import argparse
@@ -98,6 +99,22 @@ def seed(*, tasks, labeled, annotators, seed_number):
     return project.pk, tokens
 
 
+def queries_of_next_task(project):
+    """How many queries Label Studio's next-task request makes, asked by the project's owner in-process
+    (the task it locks for them is one the annotators then skip, as they would on a live server)."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.get(user__email="admin@bench.example").key
+    with CaptureQueriesContext(connection) as next_task:
+        answer = Client(HTTP_AUTHORIZATION=f"Token {token}").get(f"/api/projects/{project}/next")
+    if answer.status_code != 200:
+        raise RuntimeError(f"next task: {answer.status_code} {answer.content[:200]!r}")
+    return len(next_task)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=100_000)
@@ -108,7 +125,7 @@ def main():
     set_up_label_studio()
     project, tokens = seed(tasks=args.tasks, labeled=min(args.labeled, args.tasks), annotators=args.annotators,
                            seed_number=args.seed)
-    print(json.dumps({"project": project, "tokens": tokens}))
+    print(json.dumps({"project": project, "tokens": tokens, "next_task_queries": queries_of_next_task(project)}))
 
 
 if __name__ == "__main__":
