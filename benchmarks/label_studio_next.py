@@ -134,6 +134,8 @@ def main():
     parser.add_argument("--venv", default="/tmp/ls-venv", help="Label Studio's own virtual environment")
     parser.add_argument("--template", default=SCALE_DATABASE_NAME, help="the seeded world to copy for ours")
     parser.add_argument("--database", default=SCALE_WORLD_COPY, help="our copy of it, (re)created")
+    parser.add_argument("--wait", type=float, default=0,
+                        help="minutes to wait for the template to be free (its seeding to end)")
     parser.add_argument("--ls-database", default=LABEL_STUDIO_DATABASE, help="Label Studio's database, (re)created")
     parser.add_argument("--tasks", type=int, default=100_000, help="Label Studio's project size")
     parser.add_argument("--labeled", type=int, default=95_000, help="of them, tasks annotated already")
@@ -152,7 +154,7 @@ def main():
                               annotators=PARTICIPANTS + WARM_UP)
     project, tokens = world["project"], world["tokens"]
     database_url = prepare_world(server=args.server, world="scale", units=needed + WARM_UP + 50,
-                                 database=args.database, template=args.template)
+                                 database=args.database, template=args.template, wait_minutes=args.wait)
     next_unit_queries, _ = queries_per_request()
 
     ours = start_gunicorn(server_environment(database_url), args.workers)

@@ -61,12 +61,14 @@ SCALE_WORLD_COPY = "crowdbench_bench_next_unit_scale"
 GOAL = "goal: p95 < 50 ms at 200 participants"
 
 
-def prepare_world(*, server, world, units, database=None, template=SCALE_DATABASE_NAME):
+def prepare_world(*, server, world, units, database=None, template=SCALE_DATABASE_NAME, wait_minutes=0):
     """The database the loads run on, with `units` caption units behind the benchmark's study, set
     up for this process's Django, analysed: its URL. `world` is "own" (a database of nothing else)
-    or "scale" (a copy of the campaign-sized world in `template`)."""
+    or "scale" (a copy of the campaign-sized world in `template`, waiting up to `wait_minutes` for
+    nobody to be connected to it)."""
     if world == "scale":
-        database_url = copy_of_database(server, database or SCALE_WORLD_COPY, template)
+        database_url = copy_of_database(server, database or SCALE_WORLD_COPY, template,
+                                        wait_seconds=60 * wait_minutes)
     else:
         database_url = fresh_database(server, database or DATABASE_NAME)
     set_up_django(database_url, 60)
@@ -184,6 +186,8 @@ def main():
                                            f"or {SCALE_WORLD_COPY} with --world scale")
     parser.add_argument("--template", default=SCALE_DATABASE_NAME,
                         help="with --world scale, the seeded world to copy (nobody may be connected to it)")
+    parser.add_argument("--wait", type=float, default=0,
+                        help="with --world scale, minutes to wait for the template to be free (its seeding to end)")
     parser.add_argument("--explain", action="store_true",
                         help="print EXPLAIN ANALYZE of a next unit's and a first arrival's queries, and stop")
     parser.add_argument("--server", default=os.environ.get(
@@ -193,7 +197,7 @@ def main():
 
     needed = sum(p * u for p, _, u in LOADS) * args.repeat * len(CONFIGURATIONS)
     database_url = prepare_world(server=args.server, world=args.world, units=needed + 50,
-                                 database=args.database, template=args.template)
+                                 database=args.database, template=args.template, wait_minutes=args.wait)
     if args.explain:
         for title, queries in zip(("next unit after a submit", "first arrival"), captured_requests(), strict=True):
             for sql, plan in explained(queries):

@@ -24,17 +24,26 @@ def fresh_database(server_url, name):
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
 
 
-def copy_of_database(server_url, name, template):
+def copy_of_database(server_url, name, template, *, wait_seconds=0):
     """Drop database `name` and create it again as a copy of `template` (a seeded world, kept
     unchanged for the next benchmark); its URL. PostgreSQL copies only a database nobody is
-    connected to, so a template still being seeded is refused with the server's own message."""
+    connected to: while somebody is (the seeding still running), it asks again every 10 s for up to
+    `wait_seconds`, then gives up with the server's own message."""
     import psycopg
 
     parts = urlsplit(server_url)
     admin_url = urlunsplit((parts.scheme, parts.netloc, "/postgres", "", ""))
+    deadline = time.monotonic() + wait_seconds
     with psycopg.connect(admin_url, autocommit=True) as connection:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        while True:
+            try:
+                connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+                break
+            except psycopg.errors.ObjectInUse:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(10)
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
 
 
