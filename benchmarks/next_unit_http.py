@@ -90,15 +90,16 @@ def load_average():
     return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
-def captured_requests():
+def captured_requests(participant_id="QUERY-COUNT"):
     """The SQL of a participant's next unit after a submit (the page the submit sends the browser
-    to), and of their first arrival through the study link (admitting them as a new worker)."""
+    to), and of their first arrival through the study link (admitting them as a new worker): a
+    participant id not seen before."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     browser = Client()
-    url = study_url("caption", "BENCH-CAPTION", "QUERY-COUNT")
+    url = study_url("caption", "BENCH-CAPTION", participant_id)
     # Counted at once: the next request's start empties the connection's query log.
     with CaptureQueriesContext(connection) as arriving:
         first = browser.get(url)
