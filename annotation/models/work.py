@@ -154,7 +154,7 @@ class Assignment(models.Model):
         indexes = [
             models.Index(fields=["unit", "status"], name="assignment_unit_status_idx"),
             # A worker's leases held or lapsed in a stage, which every next unit asks after: a worker
-            # averages 138 assignments on the campaign-sized world, so without the status beside the
+            # averages 135 assignments on the campaign-sized world, so without the status beside the
             # worker PostgreSQL found them from the family's open units instead (7 ms against 0.1 ms).
             models.Index(fields=["worker", "status"], name="assignment_worker_status_idx"),
             # The leaderboard's fingerprint finds the few judgements their state leaves out through it.
