@@ -24,6 +24,29 @@ def fresh_database(server_url, name):
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
 
 
+def copy_of_database(server_url, name, template, *, wait_seconds=0):
+    """Drop database `name` and create it again as a copy of `template` (a seeded world, kept
+    unchanged for the next benchmark); its URL. PostgreSQL copies only a database nobody is
+    connected to: while somebody is (the seeding still running), it asks again every 10 s for up to
+    `wait_seconds`, then gives up with the server's own message."""
+    import psycopg
+
+    parts = urlsplit(server_url)
+    admin_url = urlunsplit((parts.scheme, parts.netloc, "/postgres", "", ""))
+    deadline = time.monotonic() + wait_seconds
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        while True:
+            try:
+                connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+                break
+            except psycopg.errors.ObjectInUse:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(10)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
+
+
 def set_up_django(database_url):
     """Django on the benchmark's own database, migrated."""
     os.environ["DATABASE_URL"] = database_url
@@ -71,23 +94,26 @@ def _free_port():
         return probe.getsockname()[1]
 
 
-def start_gunicorn(environment, workers, *, address=None, prefix=(), **options):
+def start_gunicorn(environment, workers, *, address=None, prefix=(), application="crowdbench.wsgi:application",
+                   python=sys.executable, cwd=ROOT, ready_path="/", **options):
     """gunicorn as the compose file's `web` service runs it, once it answers: (process, base URL).
 
     It binds `address` (host, port), by default a free port on loopback; `prefix` is a command it
-    runs under (`ip netns exec NAME` puts it in a network namespace) and `options` go to Popen."""
+    runs under (`ip netns exec NAME` puts it in a network namespace) and `options` go to Popen.
+    Another project's server (the Label Studio anchor) names its own `application`, the `python`
+    of its environment, the folder it runs in and a page that answers 200 once it is up."""
     host, port = address or ("127.0.0.1", _free_port())
     options.setdefault("stderr", subprocess.DEVNULL)
     server = subprocess.Popen(
-        [*prefix, sys.executable, "-m", "gunicorn", "crowdbench.wsgi:application", "--bind",
+        [*prefix, python, "-m", "gunicorn", application, "--bind",
          f"{host}:{port}", "--workers", str(workers), "--backlog", "2048"],
-        cwd=ROOT, env=environment, **options)
+        cwd=cwd, env=environment, **options)
     base = f"http://{host}:{port}"
     for _ in range(300):
         if server.poll() is not None:
             raise RuntimeError(f"gunicorn on {base} exited ({server.returncode})")
         try:
-            with build_opener().open(base + "/", timeout=5):
+            with build_opener().open(base + ready_path, timeout=5):
                 break
         except OSError:
             time.sleep(0.2)
