@@ -57,3 +57,9 @@ def normalised_text(field):
     case and without spacing (a copy with a space added or dropped is still a copy). For grouping,
     not for showing."""
     return Lower(Trim(_WithoutSpace(Cast(field, TextField()))))
+
+
+def count_up_to(queryset, limit):
+    """How many rows `queryset` has, counted no further than `limit` and one more: a count that
+    stays cheap on a table of millions, and says (by exceeding `limit`) that there are more."""
+    return queryset.order_by().values("pk")[:limit + 1].count()

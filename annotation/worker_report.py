@@ -38,7 +38,7 @@ from annotation.models import (
     WorkerReliability,
     WorkState,
 )
-from annotation.sql import Median, normalised_text
+from annotation.sql import Median, count_up_to, normalised_text
 
 MIN_ANSWERS = 10
 # "Too fast": a median time per task below this share of the stage's median (other workers).
@@ -187,7 +187,7 @@ def _others_median(stage, worker):
     million answers took 1.7 s on every worker's page, and one worker among so many moves the
     median by nothing a flag could see."""
     answers = Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage=stage)
-    if answers.order_by().values("pk")[:EXACT_MEDIAN_UP_TO + 1].count() <= EXACT_MEDIAN_UP_TO:
+    if count_up_to(answers, EXACT_MEDIAN_UP_TO) <= EXACT_MEDIAN_UP_TO:
         return answers.exclude(worker=worker).aggregate(median=Median("active_seconds"))["median"]
     return cache.get_or_set(f"worker-report:stage-median:{stage}",
                             lambda: answers.aggregate(median=Median("active_seconds"))["median"],

@@ -8,6 +8,8 @@ from django.core.paginator import EmptyPage, Paginator
 from django.db import connections
 from django.utils.functional import cached_property
 
+from annotation.sql import count_up_to
+
 # Tables a research team fills by hand, a row per family, tournament, study or group: their lists
 # and selects stay short. Every other table of the project grows with the crowd's work, and its
 # admin takes LargeTableAdminMixin (tests/annotation/admin/test_admin_at_scale.py holds both rules).
@@ -64,12 +66,11 @@ class EstimatedCountPaginator(Paginator):
         queryset = self.object_list
         if getattr(queryset, "query", None) is None or connections[queryset.db].vendor != "postgresql":
             return super().count
-        rows = queryset.order_by().values("pk")
-        counted = rows[:EXACT_COUNT_UP_TO + 1].count()
+        counted = count_up_to(queryset, EXACT_COUNT_UP_TO)
         if counted <= EXACT_COUNT_UP_TO:
             return counted
         self.count_is_estimated = True
-        return max(counted, _planner_estimate(rows))
+        return max(counted, _planner_estimate(queryset.order_by().values("pk")))
 
 
 def _planner_estimate(rows):
