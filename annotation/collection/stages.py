@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import CharField, Count, Exists, F, OuterRef, Q, Sum, Value
+from django.db.models import CharField, Count, Exists, F, OuterRef, ProtectedError, Q, Subquery, Sum, Value
 from django.db.models.functions import Cast, Concat, Greatest
 from django.utils import timezone
 
@@ -216,6 +216,29 @@ def close_units_no_longer_owed(*, stage, **item):
     Answers already in are kept. Returns how many closed."""
     return WorkUnit.objects.filter(stage=stage, status=WorkUnit.Status.OPEN, **item) \
         .update(status=WorkUnit.Status.CANCELLED)
+
+
+def unbegin_caption_round(instance):
+    """Take back the caption round `instance` is in, when nobody was asked for it: no lease, no
+    caption, no listing on a crowd platform. Its unit goes as if it had never been made, so the
+    instance's units stay one per round it is in (the key names the round), and beginning the round
+    again makes its unit anew. `instance` is locked by the caller. Returns False, changing nothing,
+    when the round has begun."""
+    if instance.captions.filter(round=instance.caption_round).exists():
+        return False
+    current = Instance.objects.filter(pk=instance.pk).annotate(unit_key=CAPTION_KEY).values("unit_key")
+    # Locked before it is looked at, so a lease taking it now either came first (and is seen
+    # below) or finds it gone.
+    units = list(WorkUnit.objects.select_for_update().filter(stage=Stage.CAPTION, key=Subquery(current)))
+    if Assignment.objects.filter(unit__in=units).exists():
+        return False
+    try:
+        for unit in units:
+            unit.delete()
+    except ProtectedError:
+        # A crowd platform lists it (a HIT): the round was offered, so it stands.
+        return False
+    return True
 
 
 def unit_still_needed(unit):

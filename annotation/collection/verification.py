@@ -29,18 +29,17 @@ from annotation.collection.stages import (
     create_work_units,
     stage_config,
     trim_open_slots,
+    unbegin_caption_round,
 )
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Aggregation,
-    Assignment,
     Battle,
     Instance,
     Reference,
     Stage,
     StageConfig,
     Verification,
-    WorkUnit,
     counted_work,
 )
 from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
@@ -322,7 +321,7 @@ def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, pro
 def reopen_decision(*, reference, instance):
     """Undo a reference's decision because a vote it counted was rejected, while nothing was built
     on it but what can be undone: a verified instance, a discarded one (a replacement task nobody
-    took is closed again), or a new caption round nobody has started. Returns False when the
+    took is closed again), or a new caption round nobody was asked for. Returns False when the
     decision must stand. Both rows are locked by the caller; the reference's unit is reopened by
     the caller (review)."""
     if reference.verdict == Reference.Verdict.CORRECT and instance.status == Instance.Status.VERIFIED:
@@ -331,11 +330,8 @@ def reopen_decision(*, reference, instance):
         pass
     elif (reference.verdict == Reference.Verdict.INCORRECT and instance.status == Instance.Status.AWAITING_CAPTION
           and reference.caption is not None and instance.caption_round == reference.caption.round + 1):
-        started = Assignment.objects.holding_a_slot().filter(unit__instance=instance, unit__stage=Stage.CAPTION,
-                                                             unit__status=WorkUnit.Status.OPEN)
-        if started.exists() or instance.captions.filter(round=instance.caption_round).exists():
+        if not unbegin_caption_round(instance):
             return False
-        close_units_no_longer_owed(stage=Stage.CAPTION, instance=instance)
         instance.caption_round -= 1
         instance.current_caption = reference.caption
     else:
