@@ -40,15 +40,20 @@ run: install
 # Connections closed after each request in tests: the threads of the live server and of the
 # concurrency tests would otherwise keep theirs open past the test database's teardown.
 TEST_ENV = DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) DATABASE_CONN_MAX_AGE=0
+# One pytest-xdist worker per core, each with its own test database (pytest-django names it) and
+# its own redis-server (tests/conftest.py); a module's tests stay on one worker, so its browser and
+# fixtures start once. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= auto
+XDIST = -n $(TEST_WORKERS) --dist loadfile
 
 test: install-dev
 	scripts/ensure-services.sh
 	scripts/ensure-browser.sh
-	$(TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: install-dev
 	scripts/ensure-services.sh
-	$(TEST_ENV) $(PY) -m pytest -m "not browser and not integration" $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest $(XDIST) -m "not browser and not integration" $(PYTEST_ARGS)
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

@@ -10,6 +10,7 @@ from django.test import TransactionTestCase
 from crowdbench.celery import app
 from tests.celery_support import CeleryWorker
 from tests.factories import WorkerFactory
+from tests.redis_support import OwnRedis, use_broker
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -38,6 +39,24 @@ def _empty_every_table(self):
 
 _django_fixture_teardown = TransactionTestCase._fixture_teardown
 TransactionTestCase._fixture_teardown = _empty_every_table
+
+
+@pytest.fixture(scope="session", autouse=True)
+def broker_of_this_run(tmp_path_factory):
+    """Each test process (each pytest-xdist worker) queues its jobs on a redis-server of its own,
+    so two workers, or two runs on one machine, never take each other's jobs. Without redis-server
+    the configured CELERY_BROKER_URL is used as it is."""
+    if not django_settings.CELERY_BROKER_URL.startswith("redis") or not OwnRedis.installed():
+        yield
+        return
+    server = OwnRedis(tmp_path_factory.mktemp("redis")).start()
+    configured = django_settings.CELERY_BROKER_URL
+    django_settings.CELERY_BROKER_URL = server.url
+    use_broker(server.url)
+    yield
+    use_broker(configured)
+    django_settings.CELERY_BROKER_URL = configured
+    server.stop()
 
 
 @pytest.fixture

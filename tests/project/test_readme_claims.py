@@ -5,7 +5,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from django.test import Client
 from annotation.models import Stage, Worker
 from tests.frontend_support import qualification_test, study, verification_unit
 from tests.paths import PROJECT
+from tests.redis_support import free_port
 
 
 def says(page, sentence):
@@ -72,12 +72,6 @@ def test_the_admin_section_the_operations_page_sends_failed_jobs_to_exists(admin
     assert "Background jobs" in admin_client.get("/admin/").content.decode()
 
 
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.integration
 def test_make_run_serves_on_the_port_the_readme_names(tmp_path):
     """`make run PORT=...` hands PORT to scripts/run-local.sh (make passes a variable set on its
@@ -92,7 +86,7 @@ def test_make_run_serves_on_the_port_the_readme_names(tmp_path):
     (tmp_path / "var").mkdir()
     shutil.copy(PROJECT / "scripts" / "run-local.sh", tmp_path / "scripts")
     shutil.copy(PROJECT / "manage.py", tmp_path)
-    port = _free_port()
+    port = free_port()
     environment = {**os.environ, "PORT": str(port), "VENV": sys.prefix, "PYTHONPATH": str(PROJECT),
                    "DATABASE_URL": f"sqlite:///{tmp_path / 'run.sqlite3'}",
                    "CELERY_BROKER_URL": "memory://"}

@@ -2,15 +2,11 @@
 loopback server failing on command. Each ends with exact counts; the figures are printed (-s)."""
 
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import time
 from collections import Counter
 
 import pytest
-import redis
 from django.db import connection
 from django.test import Client
 
@@ -22,6 +18,7 @@ from tests.celery_support import wait_for
 from tests.factories import awaiting_reference
 from tests.frontend_support import caption_unit, mturk_query, published_hit
 from tests.openai_fake import completion
+from tests.redis_support import OwnRedis, use_broker
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -196,65 +193,18 @@ def test_a_storm_of_429_and_500_finishes_with_every_call_paid_once(start_worker,
 # --- Redis down while annotators submit -------------------------------------------------------------
 
 
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class OwnRedis:
-    """A redis-server of this test's own, without persistence, on its own port."""
-
-    def __init__(self, tmp_path):
-        self.port, self.dir, self.process = _free_port(), tmp_path, None
-
-    @property
-    def url(self):
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self):
-        self.process = subprocess.Popen(
-            [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(self.dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        pytest.fail("redis-server did not start")
-
-    def client(self):
-        return redis.Redis.from_url(self.url)
-
-    def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
-def _use_broker(url):
-    # Celery reads CELERY_BROKER_URL from the environment before its own configuration.
-    os.environ["CELERY_BROKER_URL"] = app.conf.broker_url = url
-    # The app keeps its pools of the broker it first met; kombu keeps one per broker address.
-    app._pool = None
-    app.amqp._producer_pool = None
-
-
 @pytest.fixture
 def own_redis(tmp_path, settings):
-    if not shutil.which("redis-server"):
+    if not OwnRedis.installed():
         pytest.skip("needs redis-server")
     server = OwnRedis(tmp_path)
     server.start()
     previous = app.conf.broker_url
     settings.CELERY_BROKER_URL = server.url
-    _use_broker(server.url)
+    use_broker(server.url)
     yield server
     server.stop()
-    _use_broker(previous)
+    use_broker(previous)
 
 
 def submit_caption(client, unit, text):
