@@ -161,8 +161,10 @@ def _undo(assignment):
         if reference is None or reference.verdict == Reference.Verdict.PENDING:
             return "", 0
         instance = Instance.objects.select_for_update().get(pk=reference.instance_id)
-        if not verification_stage.reopen_decision(reference=reference, instance=instance):
-            return (f"Instance #{instance.pk}'s decision stands: its new caption round has answers."), 0
+        try:
+            verification_stage.reopen_decision(reference=reference, instance=instance)
+        except verification_stage.DecisionStands as stands:
+            return str(stands), 0
         return "", 1
     if unit.stage == Stage.INSTRUCTION_GENERATION:
         instance = Instance.objects.select_for_update().filter(instruction_submission__assignment=assignment).first()

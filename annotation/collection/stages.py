@@ -273,6 +273,16 @@ def reopen_if_needed(unit):
     return True
 
 
+def room_for_another_instance(family):
+    """Whether the family's target has room for one more instance (a discarded one coming back)
+    beside its live instances and the open instruction tasks somebody holds, which may each still
+    bring one; open tasks nobody holds are closed to make room (`trim_open_slots`)."""
+    held = family.work_units.filter(stage=Stage.INSTRUCTION_GENERATION, status=WorkUnit.Status.OPEN).filter(
+        Exists(Assignment.objects.holding_a_slot().filter(unit=OuterRef("pk")))).count()
+    live = family.instances.exclude(status=Instance.Status.DISCARDED).count()
+    return live + held < family.target_instances
+
+
 def trim_open_slots(*, family):
     """Close open instruction-generation tasks nobody holds or answered, newest first, while the
     family's instances and its open tasks' room exceed its target (an instance came back from a

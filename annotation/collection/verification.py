@@ -27,6 +27,7 @@ from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.stages import (
     close_units_no_longer_owed,
     create_work_units,
+    room_for_another_instance,
     stage_config,
     trim_open_slots,
     unbegin_caption_round,
@@ -301,9 +302,7 @@ def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, pro
         if reference.verdict == Reference.Verdict.WITHDRAWN:
             raise AnnotationError(f"Reference #{reference.pk} was withdrawn: its caption was rejected.")
         if reference.verdict != Reference.Verdict.PENDING:
-            if not reopen_decision(reference=reference, instance=instance):
-                raise AnnotationError(f"Reference #{reference.pk}'s decision stands: a new caption round of its "
-                                      "instance has begun.")
+            reopen_decision(reference=reference, instance=instance)
             reference.refresh_from_db()
             instance.refresh_from_db()
         config = stage_config(family=instance.family, stage=Stage.VERIFICATION)
@@ -318,24 +317,32 @@ def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, pro
     return reference
 
 
+class DecisionStands(AnnotationError):
+    """A reference's decision that cannot be reopened: more was built on it than can be undone."""
+
+
 def reopen_decision(*, reference, instance):
     """Undo a reference's decision because a vote it counted was rejected, while nothing was built
-    on it but what can be undone: a verified instance, a discarded one (a replacement task nobody
-    took is closed again), or a new caption round nobody was asked for. Returns False when the
-    decision must stand. Both rows are locked by the caller; the reference's unit is reopened by
-    the caller (review)."""
+    on it but what can be undone: a verified instance; a discarded one while the family has room
+    for it again (a replacement task nobody holds is closed again, one that was answered or is
+    held keeps the family's target); or a new caption round nobody was asked for. Raises
+    DecisionStands, changing nothing, when the decision must stand. Both rows are locked by the
+    caller; the reference's unit is reopened by the caller (review)."""
+    stands = f"Instance #{instance.pk}'s decision stands"
     if reference.verdict == Reference.Verdict.CORRECT and instance.status == Instance.Status.VERIFIED:
         pass
     elif reference.verdict == Reference.Verdict.INCORRECT and instance.status == Instance.Status.DISCARDED:
-        pass
+        if not room_for_another_instance(instance.family):
+            raise DecisionStands(f"{stands}: its replacement was written or is being written, and the family "
+                                 "has all the instances it asks for.")
     elif (reference.verdict == Reference.Verdict.INCORRECT and instance.status == Instance.Status.AWAITING_CAPTION
           and reference.caption is not None and instance.caption_round == reference.caption.round + 1):
         if not unbegin_caption_round(instance):
-            return False
+            raise DecisionStands(f"{stands}: its new caption round was offered to workers.")
         instance.caption_round -= 1
         instance.current_caption = reference.caption
     else:
-        return False
+        raise DecisionStands(f"{stands}: more was built on it (it is {instance.get_status_display().lower()} now).")
     was_verified = instance.status == Instance.Status.VERIFIED
     was_discarded = instance.status == Instance.Status.DISCARDED
     reference.verdict = Reference.Verdict.PENDING

@@ -144,6 +144,54 @@ def test_a_rejected_instruction_discards_its_instance_and_its_task_asks_someone_
     assert stages.create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION) == 0
 
 
+def _discarded_by_a_vote(target_instances):
+    """A family's instance discarded by one "problem in the response" vote, whose replacement task
+    is open; the vote's assignment."""
+    instance, reference = reference_under_verification()
+    family = instance.family
+    family.target_instances = target_instances
+    family.save()
+    launch(family, Stage.INSTRUCTION_GENERATION)
+    vote = verify(is_correct=False, problem_in_response=True)
+    instance.refresh_from_db()
+    assert instance.status == Instance.Status.DISCARDED
+    return instance, vote
+
+
+def test_a_rejected_vote_brings_back_a_discarded_instance_while_its_replacement_is_untouched():
+    instance, vote = _discarded_by_a_vote(target_instances=1)
+    replacement = WorkUnit.objects.get(stage=Stage.INSTRUCTION_GENERATION, status=WorkUnit.Status.OPEN)
+
+    outcome = review.reject_work(assignments=[vote], reason="Careless.")
+    assert (outcome.decisions_reopened, outcome.standing) == (1, [])
+    instance.refresh_from_db()
+    replacement.refresh_from_db()
+    assert instance.status == Instance.Status.AWAITING_VERIFICATION
+    assert replacement.status == WorkUnit.Status.CANCELLED
+
+
+@pytest.mark.parametrize("replacement_submitted", [True, False])
+def test_a_discard_stands_once_its_replacement_was_written_or_is_being_written(replacement_submitted):
+    # Bringing the instance back would give the family more instances than its target: the
+    # replacement's writer is owed their task, and their instance counts.
+    instance, vote = _discarded_by_a_vote(target_instances=1)
+    writer = WorkerFactory()
+    lease = queue.next_assignment(worker=writer, stage=Stage.INSTRUCTION_GENERATION)
+    if replacement_submitted:
+        instructions.submit_instruction(assignment_id=lease.pk, worker=writer, images=[ImageAssetFactory()],
+                                        instruction="What is the woman holding?")
+
+    outcome = review.reject_work(assignments=[vote], reason="Careless.")
+    assert outcome.decisions_reopened == 0
+    assert outcome.standing == [f"Instance #{instance.pk}'s decision stands: its replacement was written or is "
+                                "being written, and the family has all the instances it asks for."]
+    instance.refresh_from_db()
+    assert instance.status == Instance.Status.DISCARDED
+    assert instance.family.instances.exclude(status=Instance.Status.DISCARDED).count() <= 1
+    lease.refresh_from_db()
+    assert lease.unit.status == (WorkUnit.Status.DONE if replacement_submitted else WorkUnit.Status.OPEN)
+
+
 def test_a_stage_that_counts_only_accepted_answers_decides_on_acceptance():
     instance, reference = reference_under_verification(counts_provisional=False)
     vote = verify(is_correct=True)
