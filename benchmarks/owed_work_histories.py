@@ -8,13 +8,15 @@ of every crowd stage, faults at random statements, every invariant after every s
 --examples histories of up to 50 steps in each of --processes pytest processes, each with its own
 test database on the server of DATABASE_URL and its own Hypothesis seed (--seed, --seed + 1, ...),
 so no two draw the same histories. It prints, per process, the histories drawn, the time taken and
-pass or the falsifying history Hypothesis printed; it exits non-zero when any process found one.
+pass, or the falsifying history Hypothesis printed (in full in a file it names); it exits non-zero
+when any process found one.
 """
 
 import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -51,7 +53,10 @@ def main():
         failed |= not passed
         print(f"| {seed} | {options.examples} | {seconds:,.0f} s | {'passed' if passed else 'FAILED'} |")
         if not passed:
-            print(output[-20000:])
+            # Hypothesis prints the whole falsifying history, often longer than a terminal keeps.
+            log = Path(tempfile.gettempdir()) / f"owed_work_histories_{seed}.log"
+            log.write_text(output)
+            print(f"The falsifying history, in full: {log}\n{output[-5000:]}")
     sys.exit(1 if failed else 0)
 
 
