@@ -21,10 +21,11 @@ from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
 from annotation.exceptions import AnnotationError
+from annotation.lock_order import DECIDED_MESSAGE, lock_lease
 from annotation.models import Assignment, Instance, Stage, StageConfig, Worker, WorkUnit
 from annotation.models.instances import page_images
 from annotation.platform_claims import bind_claim, check_claim
-from annotation.stopping import ask_what_is_needed, locked_unit
+from annotation.stopping import ask_what_is_needed
 from annotation.workforce.standing import may_work
 
 DEFAULT_LEASE_MINUTES = 30
@@ -245,11 +246,10 @@ def _earlier_leases(*, worker, stage, family, now, lapsed):
 def _renew(lease_id, *, worker, now):
     """Lease again, as the same assignment, a unit the worker held before, while its slot is free
     and they hold or answered nothing else about its item. True when it was renewed."""
-    lease = Assignment.objects.select_for_update(of=("self",)).select_related("unit").filter(
-        pk=lease_id, worker=worker).exclude(status=Assignment.Status.SUBMITTED).first()
-    if lease is None:
+    lease = lock_lease(lease_id, worker=worker)
+    if lease is None or lease.status == Assignment.Status.SUBMITTED:
         return False
-    unit = WorkUnit.objects.select_for_update().get(pk=lease.unit_id)
+    unit = lease.unit
     taken = unit.assignments.holding_a_slot(now).exclude(pk=lease.pk).count()
     item = ITEM_OF_STAGE[unit.stage]
     elsewhere = Assignment.objects.filter(
@@ -271,7 +271,9 @@ def keep_lease_alive(*, assignment):
     Returns the new expiry, or raises AnnotationError saying why the task is no longer theirs."""
     now = timezone.now()
     with transaction.atomic():
-        lease = Assignment.objects.select_for_update(of=("self",)).select_related("unit").get(pk=assignment.pk)
+        lease = lock_lease(assignment.pk)
+        if lease is None:
+            raise AnnotationError("This task is not known; please ask for a new one.")
         if lease.status == Assignment.Status.SUBMITTED:
             raise AnnotationError("This task is saved already.")
         if lease.status == Assignment.Status.RETURNED:
@@ -345,13 +347,6 @@ def _lease_if_room(lease, now):
     return lease
 
 
-# Refused, not stored as an answer beyond what the unit asked: a decided unit is paid for what
-# decided it. The page keeps what was typed and shows this beside it.
-DECIDED_MESSAGE = ("This task got all the answers it needs while you were working on it (the others' "
-                   "answers decided it), so yours was not saved. What you entered is still on this page; "
-                   "please ask for your next task.")
-
-
 def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="", rebind=False):
     """Lease one given unit (an MTurk HIT points at its unit), under the same rules as the queue.
 
@@ -402,44 +397,6 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="
                                          platform_listing_id=platform_listing_id)
 
 
-def lock_assignment_for_submission(*, assignment_id, worker, stage):
-    """Lock an assignment so its submission is stored once, and say whether it already was.
-
-    Returns (assignment, already_submitted). Must run inside a transaction.
-    """
-    try:
-        assignment = (
-            Assignment.objects.select_for_update(of=("self",))
-            .select_related("unit")
-            .get(pk=assignment_id)
-        )
-    except Assignment.DoesNotExist:
-        raise AnnotationError("This task is not known; please ask for a new one.") from None
-    if assignment.worker_id != worker.pk:
-        raise AnnotationError("This task was given to someone else.")
-    if assignment.unit.stage != stage:
-        raise AnnotationError("This answer does not belong to this kind of task.")
-    if assignment.status == Assignment.Status.SUBMITTED:
-        return assignment, True
-    if assignment.status == Assignment.Status.RETURNED:
-        raise AnnotationError("You returned this task; please ask for a new one.")
-    if assignment.unit.status == WorkUnit.Status.DONE:
-        raise AnnotationError(DECIDED_MESSAGE)
-    if assignment.unit.status != WorkUnit.Status.OPEN:
-        raise AnnotationError("This task has been closed; please ask for a new one.")
-    now = timezone.now()
-    if assignment.lease_expires_at <= now:
-        # A late submission is still welcome while its slot has not gone to somebody else.
-        WorkUnit.objects.select_for_update().filter(pk=assignment.unit_id).first()
-        others = assignment.unit.assignments.holding_a_slot(now).exclude(pk=assignment.pk).count()
-        if others >= assignment.unit.overlap:
-            raise AnnotationError(
-                "Your time for this task ran out and it went to someone else. "
-                "Your text is still on this page; please ask for a new task."
-            )
-    return assignment, False
-
-
 def stored_answer_for(worker, answer, *, author_id):
     """The answer already stored for an assignment submitted again, returned to its author only.
 
@@ -453,18 +410,17 @@ def stored_answer_for(worker, answer, *, author_id):
 
 def mark_submitted(assignment, *, active_seconds=None):
     """Record the submission and close the unit once it has all the answers it asks now (under ask
-    until decided, once they decide). Returns True if closed."""
+    until decided, once they decide). Returns True if closed. The assignment's unit was locked, in
+    the lock order, by `lock_assignment_for_submission`."""
     assignment.status = Assignment.Status.SUBMITTED
     assignment.submitted_at = timezone.now()
     if active_seconds is not None:
         assignment.active_seconds = max(0.0, float(active_seconds))
     assignment.save(update_fields=["status", "submitted_at", "active_seconds"])
-    unit = locked_unit(pk=assignment.unit_id, stage=assignment.unit.stage)
+    unit = assignment.unit
     ask_what_is_needed(unit)
-    # The caller decides from the unit it holds: it asks what the unit asks now.
-    assignment.unit.overlap = unit.overlap
     if unit.assignments.answered().count() >= unit.overlap:
-        unit.status = assignment.unit.status = WorkUnit.Status.DONE
+        unit.status = WorkUnit.Status.DONE
         unit.save(update_fields=["status"])
         return True
     return False

@@ -21,6 +21,7 @@ from annotation.collection import stages
 from annotation.collection import verification as verification_stage
 from annotation.collection.decisions import settle_unit
 from annotation.exceptions import AnnotationError
+from annotation.lock_order import lock_for_review
 from annotation.models import (
     Assignment,
     Battle,
@@ -74,6 +75,7 @@ def _clean_reason(reason, *, required):
 
 def _submitted(assignments):
     ids = [getattr(assignment, "pk", assignment) for assignment in assignments]
+    lock_for_review(ids)
     return (Assignment.objects.select_for_update(of=("self",)).filter(pk__in=ids, status=Assignment.Status.SUBMITTED)
             .select_related("unit", "unit__family").order_by("pk"))
 

@@ -9,7 +9,6 @@ says what it saw and needs MIN_ANSWERS answers before it says anything.
 
 from dataclasses import dataclass, field
 
-from django.core.cache import cache
 from django.db.models import (
     Avg,
     Case,
@@ -39,6 +38,7 @@ from annotation.models import (
     WorkState,
 )
 from annotation.sql import Median, count_up_to, normalised_text
+from crowdbench import shared_cache
 
 MIN_ANSWERS = 10
 # "Too fast": a median time per task below this share of the stage's median (other workers).
@@ -189,7 +189,7 @@ def _others_median(stage, worker):
     answers = Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage=stage)
     if count_up_to(answers, EXACT_MEDIAN_UP_TO) <= EXACT_MEDIAN_UP_TO:
         return answers.exclude(worker=worker).aggregate(median=Median("active_seconds"))["median"]
-    return cache.get_or_set(f"worker-report:stage-median:{stage}",
+    return shared_cache.get_or_set(f"worker-report:stage-median:{stage}",
                             lambda: answers.aggregate(median=Median("active_seconds"))["median"],
                             STAGE_MEDIAN_SECONDS)
 

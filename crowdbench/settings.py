@@ -128,6 +128,15 @@ DATABASE_KEEPALIVE_SECONDS = env.int("DATABASE_KEEPALIVE_SECONDS", default=60)
 # remembered in: shared by every web process in production (Redis, as compose sets), the process's
 # own memory for the embedded default, whose development server is one process.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+# Every use of the cache goes through crowdbench/shared_cache.py, which treats an unreachable cache
+# as a miss; these bound what finding it unreachable costs a request when its host is gone without
+# a word (redis-py waits on a silent peer for ever by default). Options in CACHE_URL win.
+if CACHES["default"]["BACKEND"].endswith("RedisCache"):
+    CACHES["default"].setdefault("OPTIONS", {})
+    for option in ("socket_connect_timeout", "socket_timeout"):
+        CACHES["default"]["OPTIONS"].setdefault(option, env.float("CACHE_TIMEOUT_SECONDS", default=0.5))
+# A count django-ratelimit could not read admits rather than refuses, as the cache's outage does.
+RATELIMIT_FAIL_OPEN = True
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default runs the web server and a worker side by side on one file.

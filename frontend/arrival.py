@@ -3,8 +3,9 @@ that lives in the browser (mturk/participants.py holds the rules)."""
 
 from axes.helpers import get_client_ip_address
 from django.conf import settings
-from django_ratelimit.core import _split_rate, is_ratelimited
+from django_ratelimit.core import _split_rate
 
+from crowdbench import shared_cache
 from mturk.participants import admit_participant
 
 # Seconds without input after which the active-time clock stops (frontend/static/.../annotator.js).
@@ -58,8 +59,9 @@ def remember_participants(get_response):
 def _may_admit_new(request, study):
     """Another new participant id from this client's address in this study, within
     STUDY_NEW_PARTICIPANTS_RATE (django-ratelimit, on the shared cache): one person with a study
-    link could otherwise open many made-up ids, hold many leases and decide majorities."""
-    return not is_ratelimited(request, group=f"crowdbench.study-arrivals.{study.pk}",
+    link could otherwise open many made-up ids, hold many leases and decide majorities. While the
+    cache is unreachable every new id is admitted: refusing them would stop a study for everyone."""
+    return not shared_cache.throttled(request, group=f"crowdbench.study-arrivals.{study.pk}",
                               key=lambda group, request: get_client_ip_address(request) or "unknown",
                               rate=settings.STUDY_NEW_PARTICIPANTS_RATE, increment=True)
 

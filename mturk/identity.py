@@ -8,12 +8,11 @@ Every refusal is an IdentityRefused whose message is for the claimant; nothing i
 import re
 from dataclasses import dataclass
 
-from django.core.cache import cache
-
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
 from annotation.platform_claims import binding_conflict
 from annotation.workforce.standing import platform_worker
+from crowdbench import shared_cache
 from crowdbench.security import mturk_submit_origin
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
@@ -165,12 +164,12 @@ def mturk_assignment_confirmed(worker, assignment_id):
                                  platform_assignment_id=assignment.platform_assignment_id).exists():
         return True
     key = f"crowdbench:mturk-confirmed:{worker.pk}:{assignment.platform_assignment_id}"
-    if cache.get(key):
+    if shared_cache.get(key):
         return True
     try:
         confirm_mturk_assignment(assignment_id=assignment.platform_assignment_id,
                                  worker_id=worker.external_id, hit_id=assignment.platform_listing_id)
     except IdentityRefused:
         return False
-    cache.set(key, True, 24 * 3600)
+    shared_cache.set(key, True, 24 * 3600)
     return True

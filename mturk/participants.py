@@ -17,7 +17,6 @@ otherwise buy a second round of work that no submission pays for.
 
 from dataclasses import replace
 
-from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -27,6 +26,7 @@ from annotation.models import Assignment, Worker
 from annotation.next_step import NextStep, Step, next_step
 from annotation.queue import return_held
 from annotation.workforce.standing import workers_with_standing
+from crowdbench import shared_cache
 from mturk import identity
 from mturk.models import StudyCompletion
 
@@ -133,14 +133,14 @@ def finished(*, worker, study, platform_session_id):
     if not platform_session_id or platform_session_id in sessions:
         return True
     key = f"crowdbench:new-study-session:{study.pk}:{worker.pk}:{platform_session_id}"
-    if cache.get(key):
+    if shared_cache.get(key):
         return False
     try:
         identity.confirm_participant(study=study, participant_id=worker.external_id,
                                      platform_session_id=platform_session_id)
     except identity.IdentityRefused:
         return True
-    cache.set(key, True, _SESSION_CONFIRMED_SECONDS)
+    shared_cache.set(key, True, _SESSION_CONFIRMED_SECONDS)
     return False
 
 

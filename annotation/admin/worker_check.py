@@ -5,7 +5,7 @@ forever. Asking the workers with `celery inspect ping` costs up to the timeout, 
 kept briefly and shared by every page of this process.
 """
 
-from django.core.cache import cache
+from crowdbench import shared_cache
 
 # The embedded default's file broker is polled once a second, so a worker's pong takes about a
 # second to arrive; the ping returns at the first pong (limit=1), so this is paid in full only
@@ -23,10 +23,10 @@ NO_WORKER_MESSAGE = (
 
 def workers_answering():
     """True when at least one worker answered a ping in the last half minute."""
-    answer = cache.get(_CACHE_KEY)
+    answer = shared_cache.get(_CACHE_KEY)
     if answer is None:
         answer = _ping()
-        cache.set(_CACHE_KEY, answer, ANSWER_CACHED_SECONDS)
+        shared_cache.set(_CACHE_KEY, answer, ANSWER_CACHED_SECONDS)
     return answer
 
 

@@ -8,13 +8,14 @@ from annotation import llm
 from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.stages import close_units_no_longer_owed, stage_config
 from annotation.exceptions import AnnotationError
+from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     Caption,
     Instance,
     Stage,
     counted_work,
 )
-from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from annotation.queue import mark_submitted, stored_answer_for
 from annotation.typed_text import (
     CAPTION_MAX_CHARS,
     clean_typed_text,
@@ -40,7 +41,7 @@ def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
         if already:
             caption = getattr(assignment, "caption", None)
             return stored_answer_for(worker, caption, author_id=caption and caption.author_id)
-        instance = Instance.objects.select_for_update().get(pk=assignment.unit.instance_id)
+        instance = assignment.unit.instance
         image_count = instance.instanceimage_set.count()
         if len(texts) != image_count:
             raise AnnotationError(f"Please write one caption for each of the {image_count} images.")

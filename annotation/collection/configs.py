@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from annotation.collection.decisions import settle_unit
 from annotation.collection.verification import WORKER_MODEL_JOB
+from annotation.lock_order import lock_unit_and_item
 from annotation.models import Aggregation, Assignment, Reference, Stage, WorkUnit
 from annotation.stopping import ask_what_is_needed
 from crowdbench.jobs import enqueue
@@ -67,7 +68,9 @@ def apply_stage_config(*, config, before):
         if changed & ASKING_FIELDS and config.stage != Stage.INSTRUCTION_GENERATION:
             if config.adaptive:
                 # Each open unit asks what its answers in need now, under the new rule.
-                for unit in units.select_for_update():
+                for unit in units:
+                    # Item first, as every submit locks them (annotation/lock_order.py).
+                    unit = lock_unit_and_item(unit)
                     before_overlap = unit.overlap
                     applied.units_resized += ask_what_is_needed(unit) != before_overlap
             else:

@@ -4,15 +4,16 @@ the stage's settings."""
 from annotation.collection.captions import settle_caption_round
 from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.verification import settle_reference
+from annotation.lock_order import lock_unit_and_item
 from annotation.models import Instance, Reference, Stage, Tournament, WorkUnit
-from annotation.stopping import ask_what_is_needed, locked_unit
+from annotation.stopping import ask_what_is_needed
 from crowdbench.jobs import enqueue
 
 
 def settle_unit(unit):
     """Close a unit that has all the answers it asks now (under ask until decided, once they
     decide), and decide what it completes. Returns (closed, decided)."""
-    unit = locked_unit(pk=unit.pk, stage=unit.stage)
+    unit = lock_unit_and_item(unit)
     ask_what_is_needed(unit)
     closed = unit.status == WorkUnit.Status.OPEN and unit.assignments.answered().count() >= unit.overlap
     if closed:

@@ -11,6 +11,7 @@ from annotation.collection.stages import create_work_units
 from annotation.collection.uploads import store_uploaded_image
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
+from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     ImageAsset,
     Instance,
@@ -18,7 +19,7 @@ from annotation.models import (
     InstructionSubmission,
     Stage,
 )
-from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from annotation.queue import mark_submitted, stored_answer_for
 from annotation.typed_text import (
     INSTRUCTION_MAX_CHARS,
     clean_typed_text,

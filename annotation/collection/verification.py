@@ -33,6 +33,7 @@ from annotation.collection.stages import (
     unbegin_caption_round,
 )
 from annotation.exceptions import AnnotationError
+from annotation.lock_order import lock_assignment_for_submission, lock_item
 from annotation.models import (
     Aggregation,
     Battle,
@@ -43,7 +44,7 @@ from annotation.models import (
     Verification,
     counted_work,
 )
-from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from annotation.queue import mark_submitted, stored_answer_for
 from annotation.stopping import Agreement
 from annotation.typed_text import (
     COMMENT_MAX_CHARS,
@@ -74,7 +75,7 @@ def submit_verification(*, assignment_id, worker, is_correct, problem_in_caption
             verification = getattr(assignment, "verification", None)
             return stored_answer_for(worker, verification,
                                      author_id=verification and verification.worker_id)
-        reference = Reference.objects.select_for_update().get(pk=assignment.unit.reference_id)
+        reference = assignment.unit.reference
         verification = Verification.objects.create(
             reference=reference, worker=worker, assignment=assignment, is_correct=is_correct,
             problem_in_caption=problem_in_caption, problem_in_response=problem_in_response,
@@ -149,7 +150,8 @@ def decide_by_worker_models():
     decided = 0
     for waiting in awaiting_worker_model():
         with transaction.atomic():
-            reference = Reference.objects.select_for_update().get(pk=waiting.pk)
+            lock_item(stage=Stage.VERIFICATION, instance_id=waiting.instance_id, reference_id=waiting.pk)
+            reference = Reference.objects.get(pk=waiting.pk)
             if reference.verdict != Reference.Verdict.PENDING:
                 continue
             config = stage_config(family=waiting.instance.family, stage=Stage.VERIFICATION)
@@ -297,8 +299,8 @@ def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, pro
     if not note:
         raise AnnotationError("Say why: the note is kept with the decision.")
     with transaction.atomic():
-        reference = Reference.objects.select_for_update().get(pk=reference.pk)
-        instance = Instance.objects.select_for_update().select_related("family").get(pk=reference.instance_id)
+        _, reference = lock_item(stage=Stage.VERIFICATION, instance_id=reference.instance_id, reference_id=reference.pk)
+        instance = Instance.objects.select_related("family").get(pk=reference.instance_id)
         if reference.verdict == Reference.Verdict.WITHDRAWN:
             raise AnnotationError(f"Reference #{reference.pk} was withdrawn: its caption was rejected.")
         if reference.verdict != Reference.Verdict.PENDING:

@@ -9,6 +9,7 @@ from django.db import transaction
 from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.decisions import ask_for_next_round
 from annotation.exceptions import AnnotationError
+from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     CHIRP_CRITERIA,
     Battle,
@@ -17,7 +18,7 @@ from annotation.models import (
     Stage,
     WorkUnit,
 )
-from annotation.queue import lock_assignment_for_submission, mark_submitted, stored_answer_for
+from annotation.queue import mark_submitted, stored_answer_for
 from crowdbench.jobs import enqueue
 
 RUBRIC_SCORES = range(1, 6)

@@ -2,7 +2,6 @@
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.cache import cache
 from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
@@ -15,6 +14,7 @@ from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import Worker, WorkerQualification
 from annotation.public_urls import placeholder_warning
+from crowdbench import shared_cache
 from mturk import client as mturk_client
 from mturk import pay
 from mturk.admin.common import PayPermissionMixin, form_step
@@ -149,13 +149,13 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
                   "balance": "", "balance_error": ""}
         # Asked at most once a minute: every visit to this list would otherwise call MTurk.
         key = f"mturk-balance:{banner['endpoint']}"
-        banner["balance"] = cache.get(key, "")
+        banner["balance"] = shared_cache.get(key, "")
         if not mturk_client.credentials_found():
             banner["balance_error"] = "not asked: no MTurk credentials were found"
         elif not banner["balance"]:
             try:
                 banner["balance"] = mturk_client.account_balance()
-                cache.set(key, banner["balance"], 60)
+                shared_cache.set(key, banner["balance"], 60)
             except PlatformError as error:
                 banner["balance_error"] = f"unavailable ({error})"
         if request.method == "GET":

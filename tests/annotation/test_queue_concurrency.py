@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from django.db import connection, transaction
 
-from annotation import queue
+from annotation import lock_order, queue
 from annotation.collection.instructions import submit_instruction
 from annotation.models import Assignment, Instance, Stage, Worker, WorkUnit
 from tests.factories import FamilyFactory, ImageAssetFactory, WorkerFactory, launch
@@ -103,7 +103,7 @@ def test_a_held_lease_submitted_from_another_tab_while_leasing_gives_the_next_un
 
     def submit_in_the_other_tab():
         with transaction.atomic():
-            assignment, _ = queue.lock_assignment_for_submission(
+            assignment, _ = lock_order.lock_assignment_for_submission(
                 assignment_id=held.pk, worker=worker, stage=Stage.CAPTION)
             queue.mark_submitted(assignment)
         connection.close()

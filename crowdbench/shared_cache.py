@@ -1,0 +1,70 @@
+"""The shared cache (CACHE_URL: Redis in production), used only through here, so that its outage
+degrades what used it and fails no request (issue 38: a Redis outage answered 500 to every new
+participant, from the arrival throttle).
+
+Nothing of record lives in the cache: every use holds a count that may start again or an answer
+that can be asked again. So an unreachable cache is a miss that is not remembered:
+
+- `throttled`: a throttle whose count cannot be kept lets the request in, with a warning logged;
+- `get` answers the default (a remembered answer is asked again: the platform's confirmation, the
+  MTurk balance, the worker ping), `set` remembers nothing;
+- `get_or_set` computes the figure without the cache (the stage's median on the worker page).
+
+What each use costs while the cache is down is in docs/operations.md ("Redis as the cache").
+The cache's client library raises its own types (redis-py's, pymemcache's), and a cache is never
+worth a failed request, so every error of a call to it is caught here.
+"""
+
+import logging
+import time
+
+from django.core.cache import cache
+from django_ratelimit.core import is_ratelimited
+
+logger = logging.getLogger(__name__)
+
+# One warning a minute per use is enough to tell an operator; a warning per request during an
+# outage under load would bury everything else in the log.
+_WARN_EVERY_SECONDS = 60
+_last_warned = {}
+
+
+def _unreachable(use, error):
+    now = time.monotonic()
+    if now - _last_warned.get(use, -_WARN_EVERY_SECONDS) >= _WARN_EVERY_SECONDS:
+        _last_warned[use] = now
+        logger.warning("The shared cache is unreachable (%s: %s); %s", type(error).__name__, error, use)
+
+
+def get(key, default=None):
+    try:
+        return cache.get(key, default)
+    except Exception as error:  # noqa: BLE001 - see the module's docstring
+        _unreachable("a remembered answer is asked again", error)
+        return default
+
+
+def set(key, value, timeout):  # noqa: A001 - the cache's own word, read as shared_cache.set
+    try:
+        cache.set(key, value, timeout)
+    except Exception as error:  # noqa: BLE001 - see the module's docstring
+        _unreachable("an answer is not remembered", error)
+
+
+def get_or_set(key, compute, timeout):
+    missing = object()
+    value = get(key, missing)
+    if value is missing:
+        value = compute()
+        set(key, value, timeout)
+    return value
+
+
+def throttled(request, **ratelimit):
+    """django-ratelimit's `is_ratelimited(request, **ratelimit)`, admitting the request (False)
+    when the cache that keeps the count is unreachable."""
+    try:
+        return is_ratelimited(request, **ratelimit)
+    except Exception as error:  # noqa: BLE001 - see the module's docstring
+        _unreachable(f"the throttle {ratelimit.get('group', '')} admits without counting", error)
+        return False

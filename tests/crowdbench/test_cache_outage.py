@@ -1,0 +1,93 @@
+"""The shared cache stopped (a real redis-server, killed): every use of it degrades as
+crowdbench/shared_cache.py states, and no request fails."""
+
+import logging
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from annotation import worker_report
+from annotation.admin import worker_check
+from annotation.collection import stages
+from annotation.models import Assignment, Stage, WorkUnit
+from crowdbench import shared_cache
+from mturk.models import CrowdStudy
+from tests.factories import FamilyFactory, InstanceFactory, WorkerFactory, launch
+from tests.redis_support import OwnRedis
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(not OwnRedis.installed(), reason="needs redis-server"),
+]
+STUDY_ID = "60f6acb180a7b59ac0621f9e"
+
+
+@pytest.fixture
+def cache_redis(settings, tmp_path):
+    """The cache on a redis-server of the test's own, as production has it; stop() to take it away."""
+    server = OwnRedis(tmp_path).start()
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": server.url,
+                                   "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}}
+    shared_cache._last_warned.clear()
+    yield server
+    server.stop()
+
+
+def prolific_study(units):
+    family = FamilyFactory()
+    for _ in range(units):
+        InstanceFactory(family=family)
+    launch(family, Stage.CAPTION)
+    stages.create_work_units(family=family, stage=Stage.CAPTION)
+    return CrowdStudy.objects.create(platform="prolific", stage=Stage.CAPTION, family=family, name="Captions",
+                                     external_id=STUDY_ID, completion_code="C1ABCD23", reward_usd=Decimal("0.75"))
+
+
+def link(n):
+    return f"/work/caption/?PROLIFIC_PID=60ffe5c8371090c7041d4{n:03d}&STUDY_ID={STUDY_ID}&SESSION_ID=sess{n:03d}"
+
+
+def test_the_study_link_admits_new_participants_and_logs_while_the_cache_is_down(cache_redis, settings, caplog):
+    settings.PUBLIC_BASE_URL = "https://crowdbench.example.org"
+    settings.STUDY_NEW_PARTICIPANTS_RATE = "1/h"
+    prolific_study(units=3)
+    assert Client().get(link(1)).status_code == 200
+    assert Client().get(link(2)).status_code == 429  # the throttle counts while the cache is up
+
+    cache_redis.stop()
+    with caplog.at_level(logging.WARNING, logger="crowdbench.shared_cache"):
+        pages = [Client().get(link(n)) for n in (3, 4)]
+
+    assert [page.status_code for page in pages] == [200, 200]
+    assert all(page.context["token"] for page in pages)  # each was leased a task
+    assert [record.message for record in caplog.records if "admits without counting" in record.message]
+
+
+def test_the_stage_median_is_computed_without_the_cache_while_it_is_down(cache_redis, monkeypatch):
+    monkeypatch.setattr(worker_report, "EXACT_MEDIAN_UP_TO", 2)
+    worker, now = WorkerFactory(), timezone.now()
+    family = FamilyFactory()
+    for n, seconds in enumerate([30, 40, 50, 60]):
+        unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"u{n}", family=family)
+        Assignment.objects.create(unit=unit, worker=WorkerFactory(), status=Assignment.Status.SUBMITTED,
+                                  lease_expires_at=now, submitted_at=now, active_seconds=seconds)
+    cache_redis.stop()
+
+    assert worker_report._others_median(Stage.CAPTION, worker) == 45
+
+
+def test_remembered_answers_are_asked_again_while_the_cache_is_down(cache_redis, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    from crowdbench.celery import app
+
+    app.conf.task_always_eager, eager_before = True, app.conf.task_always_eager
+    try:
+        cache_redis.stop()
+        shared_cache.set("crowdbench:anything", True, 60)  # remembers nothing, raises nothing
+        assert shared_cache.get("crowdbench:anything") is None
+        assert worker_check.workers_answering() is True  # asked, not remembered
+    finally:
+        app.conf.task_always_eager = eager_before
