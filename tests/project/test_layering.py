@@ -101,3 +101,27 @@ def test_imports_point_down_the_layers():
     upward = {(module, target) for module, targets in import_graph().items() for target in targets
               if layer(target) > layer(module)}
     assert sorted(upward) == []
+
+
+# What may reach the shared cache only through crowdbench/shared_cache.py, whose callers survive
+# the cache's outage (issue 38): the cache itself, per-view caching and the rate limiter's counts.
+CACHE_IMPORTS = ("django.core.cache", "django.views.decorators.cache", "django_ratelimit.decorators",
+                 "django_ratelimit.core.is_ratelimited", "django_ratelimit.core.get_usage")
+
+
+def _external_imports(path):
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_the_shared_cache_is_reached_only_through_its_one_door():
+    reaching = sorted(
+        (module, name) for module, path in modules().items() if module != "crowdbench.shared_cache"
+        for name in _external_imports(path) if name in CACHE_IMPORTS)
+    assert reaching == []
+    shared = set(_external_imports(modules()["crowdbench.shared_cache"]))
+    assert {"django.core.cache", "django_ratelimit.core.is_ratelimited"} <= shared
