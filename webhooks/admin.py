@@ -7,7 +7,7 @@ from annotation.admin.teams import GroupScopedAdminMixin
 from crowdbench.events import EVENTS
 from webhooks.models import ENDPOINT_GROUPS, Delivery, Endpoint, new_secret
 from webhooks.sending import send_again
-from webhooks.services import rotate_secret
+from webhooks.services import SCOPES, choosable, rotate_secret, scope_problem
 
 
 class EndpointForm(forms.ModelForm):
@@ -27,6 +27,13 @@ class EndpointForm(forms.ModelForm):
     def clean_secret(self):
         return self.cleaned_data.get("secret") or new_secret()
 
+    def clean(self):
+        data = super().clean()
+        problem = scope_problem(user=self.user, **{name: data.get(name) for name in SCOPES})
+        if problem:
+            raise forms.ValidationError(problem)
+        return data
+
 
 @admin.register(Endpoint)
 class EndpointAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
@@ -39,6 +46,16 @@ class EndpointAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     search_fields = ["url", "description"]
     raw_id_fields = ["family", "tournament", "study"]
     actions = ["rotate_secret"]
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.user = request.user
+        return form
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name in SCOPES:
+            kwargs["queryset"] = choosable(db_field.related_model, request.user, via=SCOPES[db_field.name])
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_fields(self, request, obj=None):
         fields = super().get_fields(request, obj)

@@ -14,7 +14,7 @@ from annotation.api.views import GroupScopedMixin
 from crowdbench.events import EVENTS
 from webhooks.models import ENDPOINT_GROUPS, Delivery, Endpoint
 from webhooks.sending import send_again
-from webhooks.services import rotate_secret
+from webhooks.services import SCOPES, choosable, rotate_secret, scope_problem
 
 
 class EndpointSerializer(serializers.ModelSerializer):
@@ -32,23 +32,21 @@ class EndpointSerializer(serializers.ModelSerializer):
         if request is None:  # the schema's generator, which reads fields only
             return
         # Another group's family, tournament or study is, to this caller, one that does not exist.
-        for name, via in zip(("family", "tournament", "study"), ("group", "group", "family__group"), strict=True):
+        for name, via in SCOPES.items():
             field = self.fields[name]
-            field.queryset = teams.changeable(field.queryset.model.objects.all(), request.user, via=via)
+            field.queryset = choosable(field.queryset.model, request.user, via=via)
 
     def validate_events(self, events):
         return list(dict.fromkeys(events))
 
     def validate(self, data):
-        scopes = {name: data.get(name, getattr(self.instance, name, None))
-                  for name in ("family", "tournament", "study")}
+        scopes = {name: data.get(name, getattr(self.instance, name, None)) for name in SCOPES}
         if sum(scope is not None for scope in scopes.values()) > 1:
             raise serializers.ValidationError("Choose one family, tournament or study, or none for everything.")
         request = self.context.get("request")
-        if request is not None and all(scope is None for scope in scopes.values()) and not teams.may_change(
-                request.user, None):
-            raise serializers.ValidationError("Choose one of your group's families, tournaments or studies: "
-                                              "events about everything are for staff outside research groups.")
+        problem = scope_problem(user=request.user if request is not None else None, **scopes)
+        if problem:
+            raise serializers.ValidationError(problem)
         return data
 
 
