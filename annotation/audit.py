@@ -41,10 +41,10 @@ def register_researcher_models():
     auditlog.register(WorkerQualification, include_fields=["status", "paused_at"])
 
 
-def register(model):
-    """Track a model's own fields and many-to-many choices (a tournament's families): left to itself
-    django-auditlog also lists every reverse relation ("Instances: annotation.Instance.None")."""
-    own = [field.name for field in model._meta.concrete_fields]
+def register(model, *, exclude=()):
+    """Track a model's own fields (but `exclude`) and many-to-many choices (a tournament's families):
+    left to itself django-auditlog also lists every reverse relation ("Instances: annotation.Instance.None")."""
+    own = [field.name for field in model._meta.concrete_fields if field.name not in exclude]
     many = [field.name for field in model._meta.many_to_many]
     auditlog.register(model, include_fields=own, m2m_fields=many)
 

@@ -15,6 +15,7 @@ import openai
 from django.conf import settings
 
 from annotation.exceptions import AnnotationError
+from crowdbench import outbound
 
 REFERENCE_KEY_MISSING = (
     "OPENAI_REFERENCE_MODEL is set but OPENAI_API_KEY is not. Set OPENAI_API_KEY (any non-empty "
@@ -37,9 +38,11 @@ TRANSIENT_ERRORS = (
 ONE_MILLION = Decimal(1_000_000)
 
 
-def client(*, api_key, base_url, missing_key):
+def client(*, api_key, base_url, missing_key, allowed_networks_setting=None):
     """The client for the server at `base_url`; `missing_key` is the researcher's message when no
-    key is set, raised before any request is made.
+    key is set, raised before any request is made. With `allowed_networks_setting`, the client
+    reaches public addresses and that setting's networks only (crowdbench/outbound.py): for a URL
+    a researcher typed.
 
     A process keeps one client per server and never closes it: its connections stay open from one
     judge chunk (one job) to the next, where a client per chunk opened all of them again and left
@@ -47,13 +50,17 @@ def client(*, api_key, base_url, missing_key):
     if not api_key:
         raise AnnotationError(missing_key)
     # Keyed by process too: a forked Celery or gunicorn child must not share its parent's sockets.
-    return _client(api_key, base_url, settings.OPENAI_MAX_RETRIES, settings.OPENAI_TIMEOUT_SECONDS, os.getpid())
+    return _client(api_key, base_url, settings.OPENAI_MAX_RETRIES, settings.OPENAI_TIMEOUT_SECONDS, os.getpid(),
+                   allowed_networks_setting)
 
 
 @lru_cache(maxsize=8)
-def _client(api_key, base_url, max_retries, timeout, process_id):
+def _client(api_key, base_url, max_retries, timeout, process_id, allowed_networks_setting):
     # The client retries rate limits and server errors itself, honouring retry-after, with backoff.
-    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout)
+    http_client = (outbound.client(setting=allowed_networks_setting, timeout=timeout)
+                   if allowed_networks_setting else None)
+    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout,
+                         http_client=http_client)
 
 
 def reference_model_configured():
@@ -75,7 +82,7 @@ def endpoint_client(endpoint):
     from the environment variable the endpoint names."""
     return client(
         api_key=os.environ.get(endpoint.api_key_env, ""), base_url=endpoint.base_url,
-        missing_key=endpoint_key_missing(endpoint),
+        missing_key=endpoint_key_missing(endpoint), allowed_networks_setting="ENDPOINT_MODEL_ALLOWED_NETWORKS",
     )
 
 

@@ -65,6 +65,17 @@ def _narrowed(queryset, paths, groups):
     return queryset.filter(owned)
 
 
+def owner(row, *, via="group"):
+    """The group that owns `row`, reached by `via` as in `visible`; None for a row of no group."""
+    for path in _paths(via):
+        value = row
+        for part in path.split("__"):
+            value = getattr(value, part, None) if value is not None else None
+        if value is not None:
+            return value
+    return None
+
+
 def may_change(user, group, *, roles=CHANGERS):
     """Whether `user` may change a row owned by `group` (None: owned by no group)."""
     if user is not None and user.is_superuser:

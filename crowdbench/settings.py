@@ -5,6 +5,7 @@ files. Production differs only in values read from the environment (DATABASE_URL
 CELERY_BROKER_URL, AWS_STORAGE_BUCKET_NAME, OPENAI_*), never in code paths.
 """
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 
@@ -460,3 +461,19 @@ WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=10)
 WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=30.0)
 WEBHOOK_RETRY_MAX_SECONDS = env.float("WEBHOOK_RETRY_MAX_SECONDS", default=900.0)
+
+
+def _networks(name, values):
+    for value in values:
+        try:
+            ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError as error:
+            raise ImproperlyConfigured(f"{name}: {error} (give CIDRs such as 10.0.0.0/8, comma-separated)") from None
+    return values
+
+
+# The networks (CIDRs) that webhook URLs and a tournament's endpoint models may reach although they
+# are internal (loopback, private, link-local, ...); empty: the public internet only (crowdbench/outbound.py).
+WEBHOOK_ALLOWED_NETWORKS = _networks("WEBHOOK_ALLOWED_NETWORKS", env.list("WEBHOOK_ALLOWED_NETWORKS", default=[]))
+ENDPOINT_MODEL_ALLOWED_NETWORKS = _networks("ENDPOINT_MODEL_ALLOWED_NETWORKS",
+                                            env.list("ENDPOINT_MODEL_ALLOWED_NETWORKS", default=[]))

@@ -34,6 +34,7 @@ class CeleryWorker:
             "DATABASE_URL": _test_database_url(),
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
             "OPENAI_BASE_URL": openai_base_url,
+            "ENDPOINT_MODEL_ALLOWED_NETWORKS": "127.0.0.0/8",
             "OPENAI_API_KEY": "test-key",
             "OPENAI_REFERENCE_MODEL": "gpt-4",
             **environment,

@@ -70,6 +70,8 @@ def openai_server(settings):
     from tests.openai_fake import FakeOpenAI
 
     server = FakeOpenAI().start()
+    # The server also plays a tournament's endpoint models, which reach loopback only when allowed.
+    settings.ENDPOINT_MODEL_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     settings.OPENAI_BASE_URL = server.base_url
     settings.OPENAI_API_KEY = "test-key"
     settings.OPENAI_REFERENCE_MODEL = "gpt-4"

@@ -1,6 +1,9 @@
 """A webhook receiver on loopback (a real HTTP server in a thread that answers each POST with the
-next of the statuses it was given, then 200, and keeps what it received and when), and the
-sending of due deliveries here and now, as the delivery job does."""
+next of the statuses it was given, then 200, with a Location if given one, and keeps what it
+received and when), and the sending of due deliveries here and now, as the delivery job does.
+
+Loopback is refused to webhooks unless WEBHOOK_ALLOWED_NETWORKS names it: a test that sends to a
+receiver here sets it to LOOPBACK."""
 
 import threading
 import time
@@ -9,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from webhooks.models import Delivery
 from webhooks.sending import attempt
+
+LOOPBACK = ["127.0.0.0/8"]
 
 
 @dataclass
@@ -19,8 +24,9 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, statuses=()):
+    def __init__(self, statuses=(), location=None):
         self.statuses = list(statuses)
+        self.location = location
         self.received = []
         self._lock = threading.Lock()
         receiver = self
@@ -32,6 +38,8 @@ class Receiver:
                     receiver.received.append(Received(time.monotonic(), dict(self.headers), body))
                     status = receiver.statuses.pop(0) if receiver.statuses else 200
                 self.send_response(status)
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
                 self.send_header("Content-Type", "text/plain")
                 self.end_headers()
                 self.wfile.write(b"ok" if status < 300 else b"receiver is down")

@@ -12,5 +12,6 @@ class WebhooksConfig(AppConfig):
         from webhooks import recording  # noqa: F401
         from webhooks.models import Endpoint
 
-        # Who registered, changed or removed a URL that events are sent to.
-        register(Endpoint)
+        # Who registered, changed or removed a URL that events are sent to; never the signing secret,
+        # which anyone who reads the trail could sign deliveries with (webhooks/services.py logs its rotation).
+        register(Endpoint, exclude=["secret"])

@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from crowdbench.events import EVENTS
+from crowdbench.outbound import PublicAddressValidator
 
 
 def new_secret():
@@ -23,7 +24,8 @@ class Endpoint(models.Model):
     """A researcher's URL, told of the chosen events about one family, tournament or study (or,
     with none chosen, about everything)."""
 
-    url = models.URLField(max_length=500, validators=[URLValidator(schemes=["http", "https"])],
+    url = models.URLField(max_length=500, validators=[URLValidator(schemes=["http", "https"]),
+                                                      PublicAddressValidator("WEBHOOK_ALLOWED_NETWORKS")],
                           help_text="Where events are POSTed as JSON.")
     secret = models.CharField(
         max_length=128, default=new_secret,

@@ -12,6 +12,7 @@ import hmac
 import json
 import time
 from datetime import timedelta
+from http import HTTPStatus
 
 import httpx
 from django.conf import settings
@@ -19,6 +20,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from crowdbench import outbound
 from crowdbench.events import EVENTS
 from crowdbench.jobs import enqueue
 from webhooks.models import Delivery
@@ -63,14 +65,27 @@ def _post(delivery):
         SIGNATURE_HEADER: f"t={timestamp},v1={signature(secret=endpoint.secret, timestamp=timestamp, body=content)}",
     }
     try:
-        # Redirects are not followed: the signature was made for the URL the researcher gave.
-        response = httpx.post(endpoint.url, content=content, headers=headers,
-                              timeout=settings.WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False)
+        # Redirects are not followed: the signature was made for the URL the researcher gave, and a
+        # redirect could lead where the address check never looked.
+        with outbound.client(setting="WEBHOOK_ALLOWED_NETWORKS", timeout=settings.WEBHOOK_TIMEOUT_SECONDS) as http, \
+                http.stream("POST", endpoint.url, content=content, headers=headers) as response:
+            # The body is never read: an internal service's answer must not reach the delivery log.
+            delivery.response_status = response.status_code
+    except httpx.InvalidURL as error:
+        raise DeliveryError(f"Invalid URL: {error}") from error
     except httpx.HTTPError as error:
-        raise DeliveryError(f"{type(error).__name__}: {error}") from error
-    delivery.response_status = response.status_code
-    if not 200 <= response.status_code < 300:
-        raise DeliveryError(f"HTTP {response.status_code}: {response.text[:500]}")
+        refused = outbound.refusal(error)
+        raise DeliveryError(f"Refused: {refused}" if refused else f"{type(error).__name__}: {error}") from error
+    if not 200 <= delivery.response_status < 300:
+        raise DeliveryError(f"HTTP {delivery.response_status} {_phrase(delivery.response_status)}".rstrip())
+
+
+def _phrase(status):
+    # The standard phrase, not the receiver's: what the log says is ours, never the answer's.
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def email_text(payload):

@@ -16,6 +16,7 @@ from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 
+from annotation import teams
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.family_workflow import family_workflow
 from annotation.admin.images import thumbnail_html
@@ -198,10 +199,10 @@ class VisitBenchImportForm(forms.Form):
 SHEET_KINDS = (layouts.SINGLE_IMAGE, layouts.MULTI_IMAGE)
 
 
-def family_sheets():
-    """[{family_id, family, kind, kind_name, rows}] for every family and kind of sheet that its
-    verified instances fill, by family name."""
-    counts = (streams.published_instances().order_by()
+def family_sheets(user):
+    """[{family_id, family, kind, kind_name, rows}] for every family `user` may see and kind of
+    sheet that its verified instances fill, by family name."""
+    counts = (teams.visible(streams.published_instances(), user, via="family__group").order_by()
               .annotate(multi=ExpressionWrapper(multi_image_q(), output_field=BooleanField()))
               .values("family_id", "family__name", "multi").annotate(rows=Count("pk"))
               .order_by("family__name", "family_id", "multi"))
@@ -318,7 +319,8 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
     def sheet_view(self, request, family_id, kind):
         """The family's verified instances as a benchmark sheet: the file a researcher adds
         "<model> prediction" columns to before importing it as predictions.csv."""
-        family = get_object_or_404(InstructionFamily, pk=family_id)
+        # Another group's family is, to this user, one that does not exist.
+        family = get_object_or_404(teams.visible(InstructionFamily.objects.all(), request.user), pk=family_id)
         if kind not in SHEET_KINDS:
             raise Http404(f"There is no {kind} sheet; a family's sheet is {' or '.join(SHEET_KINDS)}.")
         if not self.has_view_permission(request, family):

@@ -118,7 +118,7 @@ class ModelResponseAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.Mode
             **self.admin_site.each_context(request),
             "form": form,
             "good": good,
-            "sheets": family_sheets(),
+            "sheets": family_sheets(request.user),
             "opts": self.model._meta,
             "title": "Import model predictions",
         }

@@ -30,13 +30,7 @@ class GroupScopedAdminMixin:
         return super().get_actions(request)
 
     def _owner(self, obj):
-        for path in teams._paths(self.group_path):
-            value = obj
-            for part in path.split("__"):
-                value = getattr(value, part, None) if value is not None else None
-            if value is not None:
-                return value
-        return None
+        return teams.owner(obj, via=self.group_path)
 
     def has_change_permission(self, request, obj=None):
         if not super().has_change_permission(request, obj):

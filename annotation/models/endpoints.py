@@ -12,6 +12,7 @@ from django.db import models
 
 from annotation.models.instances import Instance
 from annotation.models.preferences import REFERENCE_MODEL_NAME, Tournament
+from crowdbench.outbound import PublicAddressValidator
 
 # The name of an environment variable, as shells and docker compose write them.
 ENV_VAR_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
@@ -83,7 +84,8 @@ class ModelEndpoint(models.Model):
     tournament = models.ForeignKey(Tournament, on_delete=models.CASCADE, related_name="endpoint_models")
     model_name = models.CharField(
         max_length=200, help_text="The model's name on the leaderboard and in the exports.")
-    base_url = models.URLField(max_length=500, help_text="e.g. https://api.openai.com/v1 or a vLLM server's /v1.")
+    base_url = models.URLField(max_length=500, validators=[PublicAddressValidator("ENDPOINT_MODEL_ALLOWED_NETWORKS")],
+                               help_text="e.g. https://api.openai.com/v1 or a vLLM server's /v1.")
     model = models.CharField(max_length=200, help_text="The model as the endpoint names it, e.g. gpt-4o.")
     api_key_env = models.CharField(
         max_length=128, verbose_name="API key environment variable",

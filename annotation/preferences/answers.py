@@ -26,6 +26,7 @@ from annotation import llm
 from annotation.exceptions import AnnotationError
 from annotation.models import EndpointCall, Instance, ModelEndpoint, ModelResponse
 from annotation.preferences.eligible import eligible_instances
+from crowdbench import outbound
 from crowdbench.jobs import enqueue
 
 logger = logging.getLogger(__name__)
@@ -240,7 +241,8 @@ def _ask(endpoint, client, calls, bodies):
                         transient.append(error)
                     else:
                         permanent.append(call)
-                        if isinstance(error, (openai.AuthenticationError, openai.PermissionDeniedError)):
+                        if isinstance(error, (openai.AuthenticationError, openai.PermissionDeniedError)) or \
+                                outbound.refusal(error):
                             waiting.clear()  # every other call would be refused the same way
                     continue
                 if _store_answer(endpoint, call, response):
@@ -304,7 +306,8 @@ def _answer_text(response):
 
 def _record_failure(endpoint, call, error):
     """Record why the call failed; True when a later attempt may succeed (it stays owed)."""
-    transient = isinstance(error, llm.TRANSIENT_ERRORS)
+    # A refused address is refused again until the researcher fixes the URL or an operator allows it.
+    transient = isinstance(error, llm.TRANSIENT_ERRORS) and not outbound.refusal(error)
     EndpointCall.objects.filter(pk=call.pk).update(
         status=EndpointCall.Status.PENDING if transient else EndpointCall.Status.FAILED,
         error=_explain(endpoint, error))
@@ -313,6 +316,9 @@ def _record_failure(endpoint, call, error):
 
 def _explain(endpoint, error):
     where = endpoint.base_url
+    refused = outbound.refusal(error)
+    if refused:
+        return f"Refused: {refused}"
     if isinstance(error, openai.AuthenticationError):
         return (f"401 from {where}: the key in {endpoint.api_key_env} was refused ({_message(error)}).")
     if isinstance(error, openai.PermissionDeniedError):

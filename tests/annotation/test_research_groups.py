@@ -5,6 +5,7 @@ staff outside groups work as before groups existed."""
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -206,3 +207,60 @@ def test_the_command_makes_a_group_and_adds_a_member_with_a_role(capsys):
         call_command("research_group", "add", "Robotics", "nobody")
     with pytest.raises(CommandError, match="exists already"):
         call_command("research_group", "create", "Robotics")
+
+
+# --- sheets, the predictions page and webhooks (issue 37) ----------------------------------------
+
+def _published(family, instruction="What does the sign say?"):
+    instance = verified_instance(family=family, instruction=instruction)
+    instance.references.create(caption=instance.current_caption, model="gpt-4", text="It says stop.",
+                               verdict="correct")
+    return instance
+
+
+def _sheet(client, family):
+    return client.get(reverse("admin:annotation_instructionfamily_sheet", args=[family.pk, "single_image"]))
+
+
+@pytest.mark.parametrize("role", Role.values)
+def test_another_group_s_family_sheet_does_not_download(lab, role):
+    _published(lab.family, "What is written on the vision lab's sign?")
+    client = Client()
+    speech_member = get_user_model().objects.create_user(f"speech-lab-{role}", password="pw")
+    teams.add_member(group=lab.speech, user=speech_member, role=role)
+    lab.client_of(speech_member, client)
+    assert _sheet(client, lab.family).status_code == 404
+
+    lab.client_of(lab.people[role], client)
+    mine = _sheet(client, lab.family)
+    assert mine.status_code == 200 and "vision lab's sign" in mine.content.decode()
+    lab.client_of(get_user_model().objects.create_superuser("lead", password="pw"), client)
+    assert _sheet(client, lab.family).status_code == 200
+
+
+def test_the_import_predictions_page_lists_only_the_user_s_groups_families(lab, client):
+    _published(lab.family)
+    _published(lab.other_family)
+    lab.client_of(lab.outsider, client)
+    page = client.get(reverse("admin:annotation_modelresponse_import")).content.decode()
+    assert "Street signs" in page and "Recipes" not in page
+    assert reverse("admin:annotation_instructionfamily_sheet", args=[lab.family.pk, "single_image"]) not in page
+
+
+def test_a_group_researcher_saves_a_webhook_endpoint_only_about_their_group_s_rows(lab, client):
+    from mturk.models import CrowdStudy
+    from webhooks.models import Endpoint
+
+    lab.client_of(lab.people[Role.RESEARCHER], client)
+    body = {"url": "https://hooks.example.org/vision", "events": ["stage.launched"], "active": "on"}
+    refused = client.post(reverse("admin:webhooks_endpoint_add"), body)
+    assert refused.status_code == 200 and "your group" in refused.content.decode()
+    theirs = CrowdStudy.objects.create(platform="prolific", stage=Stage.CAPTION, family=lab.other_family,
+                                       name="Speech study")
+    for scope in ({"family": lab.other_family.pk}, {"tournament": lab.other_tournament.pk},
+                  {"study": theirs.pk}):
+        assert client.post(reverse("admin:webhooks_endpoint_add"), {**body, **scope}).status_code == 200
+    assert not Endpoint.objects.exists()
+
+    made = client.post(reverse("admin:webhooks_endpoint_add"), {**body, "family": lab.family.pk})
+    assert made.status_code == 302 and Endpoint.objects.get().family == lab.family

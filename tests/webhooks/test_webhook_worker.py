@@ -10,7 +10,7 @@ from annotation.models import Stage
 from tasks import outbox
 from tests.celery_support import wait_for
 from tests.factories import FamilyFactory
-from tests.webhook_support import Receiver
+from tests.webhook_support import LOOPBACK, Receiver
 from webhooks.models import Delivery, Endpoint
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -29,7 +29,7 @@ def delivered(delivery_id):
 
 def test_the_worker_sends_a_launch_to_a_receiver_that_fails_twice_waiting_longer_each_time(start_worker, receiver):
     receiver.statuses = [500, 502]
-    worker = start_worker(WEBHOOK_RETRY_BASE_SECONDS="1")
+    worker = start_worker(WEBHOOK_RETRY_BASE_SECONDS="1", WEBHOOK_ALLOWED_NETWORKS=",".join(LOOPBACK))
     family = FamilyFactory()
     Endpoint.objects.create(url=receiver.url, events=["stage.launched"], family=family)
 
@@ -53,7 +53,7 @@ def test_the_sweep_sends_again_a_delivery_whose_message_was_lost(start_worker, r
         stages.launch_stage(family=family, stage=Stage.CAPTION)
     # The broker loses the delivery's message (and the unit-making job's) before any worker runs.
     redis.Redis.from_url(settings.CELERY_BROKER_URL).delete("celery")
-    worker = start_worker()
+    worker = start_worker(WEBHOOK_ALLOWED_NETWORKS=",".join(LOOPBACK))
     delivery = Delivery.objects.get()
     assert delivery.status == Delivery.Status.PENDING and receiver.received == []
 

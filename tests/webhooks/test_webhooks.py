@@ -32,7 +32,7 @@ from tests.factories import (
 from tests.mturk_wire import make_researcher
 from tests.openai_fake import completion
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
-from tests.webhook_support import Receiver, deliver_due
+from tests.webhook_support import LOOPBACK, Receiver, deliver_due
 from webhooks.models import Delivery, Endpoint
 from webhooks.sending import attempt
 
@@ -42,7 +42,8 @@ CAPTION = "A man in a red coat waves from the top of a parade float."
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = LOOPBACK
     server = Receiver()
     yield server
     server.stop()
@@ -71,7 +72,7 @@ def documented_verify():
 
 
 def test_a_receiver_that_fails_twice_gets_the_event_on_the_third_attempt_after_the_backoff(settings):
-    settings.WEBHOOK_RETRY_BASE_SECONDS = 0.3
+    settings.WEBHOOK_RETRY_BASE_SECONDS, settings.WEBHOOK_ALLOWED_NETWORKS = 0.3, LOOPBACK
     receiver = Receiver(statuses=[500, 503])
     family = FamilyFactory()
     endpoint_for(receiver, "stage.launched", family=family)
@@ -178,7 +179,7 @@ def test_attempts_spent_fail_the_delivery_and_send_again_starts_over(settings, r
 
 
 def test_a_receiver_that_cannot_be_reached_is_a_failed_attempt_with_its_reason(settings):
-    settings.WEBHOOK_TIMEOUT_SECONDS = 2
+    settings.WEBHOOK_TIMEOUT_SECONDS, settings.WEBHOOK_ALLOWED_NETWORKS = 2, LOOPBACK
     gone = Receiver()
     gone.stop()
     family = FamilyFactory()

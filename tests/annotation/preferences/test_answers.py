@@ -117,6 +117,21 @@ def test_a_missing_key_variable_is_refused_with_its_name_before_any_request(open
     assert openai_server.requests == []
 
 
+def test_an_endpoint_model_on_an_internal_address_is_refused_and_never_asked(openai_server, endpoint_key, settings):
+    settings.ENDPOINT_MODEL_ALLOWED_NETWORKS = []
+    verified_instance()
+    tournament, endpoint = endpoint_tournament(openai_server)
+
+    with pytest.raises(AnnotationError, match="1 of 1 call"):
+        generate_answers(tournament=tournament)
+
+    assert openai_server.requests == []
+    call = EndpointCall.objects.get(endpoint=endpoint)
+    assert call.status == EndpointCall.Status.FAILED
+    assert call.error.startswith("Refused: 127.0.0.1 is a loopback address")
+    assert "ENDPOINT_MODEL_ALLOWED_NETWORKS" in call.error
+
+
 def test_a_refused_key_is_recorded_on_the_call_and_not_retried(openai_server, endpoint_key):
     verified_instance()
     tournament, endpoint = endpoint_tournament(openai_server)
@@ -188,6 +203,8 @@ def test_battles_wait_for_the_endpoint_models_answers(openai_server, endpoint_ke
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("base_url", "ftp://models.example.org/v1", "http(s) URL"),
     ("base_url", "https://user:secret@models.example.org/v1", "must not hold credentials"),
+    ("base_url", "http://169.254.169.254/v1", "points inside our network"),
+    ("base_url", "http://[::1]:8000/v1", "points inside our network"),
     ("api_key_env", "sk-live-1234", "NAME of an environment variable"),
     ("parameters", {"temprature": 0.2}, "“temprature” is not a generation parameter"),
     ("parameters", {"temperature": "hot"}, "“temperature” must be a number from 0 to 2"),
