@@ -9,10 +9,10 @@ from tasks.models import Job
 class JobAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     """Every background job's latest attempt: a failure shows its reason here."""
 
-    list_display = ["key", "status", "error", "attempts", "queued_at", "updated_at"]
+    list_display = ["key", "status", "error", "note", "attempts", "queued_at", "updated_at"]
     list_filter = ["status", "task"]
     search_fields = ["key", "error"]
-    readonly_fields = ["key", "task", "args", "status", "error", "attempts", "queued_at", "updated_at"]
+    readonly_fields = ["key", "task", "args", "status", "error", "note", "attempts", "queued_at", "updated_at"]
     actions = ["queue_again"]
 
     def has_add_permission(self, request):

@@ -45,7 +45,7 @@ def record_sending(sender, *, name, args, sent, **kwargs):
         # queued_at stays empty when the broker refused: the sweep sends such a job at once.
         Job.objects.update_or_create(
             key=job_key(name, args),
-            defaults={"task": name, "args": list(args), "status": Job.Status.QUEUED, "error": "",
+            defaults={"task": name, "args": list(args), "status": Job.Status.QUEUED, "error": "", "note": "",
                       "queued_at": timezone.now() if sent else None},
         )
     except DatabaseError:

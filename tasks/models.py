@@ -22,6 +22,8 @@ class Job(models.Model):
     args = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True, help_text="Why the latest attempt failed.")
+    note = models.CharField(max_length=300, blank=True,
+                            help_text="Why the outbox sweep closed the job, when it did.")
     attempts = models.PositiveIntegerField(default=0)
     queued_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -29,6 +29,13 @@ from webhooks.models import Delivery
 logger = logging.getLogger(__name__)
 
 
+# The tasks whose work owed_jobs reads from domain state: a row of one of them that is not owed is
+# not waiting for anything.
+SWEPT_TASKS = ("tasks.generate_reference", "tasks.create_work_units", "tasks.run_judge", "tasks.generate_answers",
+               WORKER_MODEL_JOB, NEXT_ROUND_JOB, "tasks.build_snapshot", freshness.JOB, "webhooks.deliver")
+UNFINISHED = (Job.Status.QUEUED, Job.Status.RETRYING, Job.Status.RUNNING)
+
+
 def owed_jobs():
     """(task name, args, lease kind, lease number, owed since) of every piece of owed work."""
     owed = []
@@ -113,7 +120,24 @@ def requeue_owed():
             continue
         logger.info("Owed and not in hand: queuing %s%s again.", name, args)
         sent += send(name, *args)
+    close_done_elsewhere(owed_keys={job_key(name, args) for name, args, *_ in owed}, cutoff=cutoff)
     return sent
+
+
+def close_done_elsewhere(*, owed_keys, cutoff):
+    """Close the job rows that still say queued, retrying or running although nothing of their
+    work is owed any more: its message was lost and another path did the work (a researcher pasted
+    the reference, a later job made the units), or the work is no longer asked for. Left open, such
+    a row says forever that the job is on its way. Rows touched since `cutoff` may still be in
+    hand. Returns how many closed."""
+    stale = (Job.objects.filter(task__in=SWEPT_TASKS, status__in=UNFINISHED, updated_at__lt=cutoff)
+             .exclude(key__in=owed_keys))
+    note = (f"Closed by the sweep on {timezone.now():%Y-%m-%d %H:%M} UTC: nothing of this job was owed any "
+            "more (its work was done another way, or is no longer asked for).")
+    closed = stale.update(status=Job.Status.DONE, note=note, updated_at=timezone.now())
+    if closed:
+        logger.info("Closed %d job row(s) whose work was no longer owed.", closed)
+    return closed
 
 
 @app.task(name="tasks.requeue_owed")

@@ -97,6 +97,30 @@ def test_sweep_sends_at_once_a_job_the_broker_refused(broker, openai_server):
     assert queued_tasks(broker) == ["tasks.generate_reference"]
 
 
+def test_sweep_closes_a_job_row_whose_work_was_done_another_way_and_says_why(broker, openai_server):
+    # The reference job's message was lost; meanwhile a researcher pasted the reference, so the
+    # instance waits for nothing, and the row would say "queued" for good.
+    lost, recent = awaiting_reference(), awaiting_reference()
+    for instance in (lost, recent):
+        Job.objects.create(key=job_key("tasks.generate_reference", [instance.pk]), task="tasks.generate_reference",
+                           args=[instance.pk], queued_at=timezone.now())
+        Instance.objects.filter(pk=instance.pk).update(status=Instance.Status.AWAITING_VERIFICATION)
+    unrelated = Job.objects.create(key="tasks.export_preferences:1", task="tasks.export_preferences", args=[1],
+                                   queued_at=timezone.now())
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Job.objects.exclude(args=[recent.pk]).update(updated_at=an_hour_ago)
+
+    assert outbox.requeue_owed() == 0
+    closed = Job.objects.get(key=job_key("tasks.generate_reference", [lost.pk]))
+    assert closed.status == Job.Status.DONE
+    assert "nothing of this job was owed any more (its work was done another way" in closed.note
+    # One queued a moment ago may still be in hand; a job the sweep cannot read the work of is left.
+    assert Job.objects.get(key=job_key("tasks.generate_reference", [recent.pk])).status == Job.Status.QUEUED
+    unrelated.refresh_from_db()
+    assert (unrelated.status, unrelated.note) == (Job.Status.QUEUED, "")
+    assert queued_tasks(broker) == []
+
+
 def test_sweep_leaves_a_failed_job_and_one_another_worker_holds(broker, openai_server,
                                                                 other_session):
     failed, running = awaiting_reference(), awaiting_reference()
