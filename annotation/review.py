@@ -5,9 +5,10 @@ reviewed. A rejection takes the answer out of every aggregate (decisions, Table 
 agreement, snapshots: they read only counted work, `counted_work`), gives its slot back so its unit
 asks a different worker, and undoes what was built on it while nothing more was built on that: a
 rejected caption that went to the model withdraws its reference, a rejected vote reopens its
-reference's decision (its battles leave the ratings until it is decided again). Where more was built
-(a reference verified on a rejected caption, a later caption round with answers) the decision
-stands, and the outcome says so. Platforms' approve and reject calls are the
+reference's decision (its battles leave the ratings until it is decided again), and a rejected caption
+an instance was verified on takes it out of the benchmark (annotation/benchmark.py) until it is
+captioned and verified again. Where more was built (a later caption round, a discarded instance) the
+decision stands, and the outcome says so. Platforms' approve and reject calls are the
 crowd platforms' part (mturk/services/reviewing.py), which calls these.
 """
 
@@ -47,6 +48,7 @@ class ReviewOutcome:
     decisions_reopened: int = 0
     decided: int = 0
     standing: list = field(default_factory=list)
+    left_benchmark: list = field(default_factory=list)
 
     def message(self, verb):
         parts = [f"{self.changed} answer(s) {verb}"]
@@ -59,6 +61,8 @@ class ReviewOutcome:
         if self.decided:
             parts.append(f"{self.decided} decision(s) made")
         text = "; ".join(parts) + "."
+        if self.left_benchmark:
+            text += " " + " ".join(self.left_benchmark)
         if self.standing:
             text += " Left as they were: " + " ".join(self.standing)
         return text
@@ -136,7 +140,7 @@ def _after_acceptance(assignment, before, outcome):
 
 
 def _after_rejection(assignment, before, outcome):
-    stands, reopened = _undo(assignment)
+    stands, reopened = _undo(assignment, outcome)
     if stands:
         outcome.standing.append(stands)
     outcome.decisions_reopened += reopened
@@ -151,13 +155,13 @@ def _set_state(assignment, state, reviewer, reason):
     assignment.save(update_fields=["work_state", "review_reason", "reviewed_by", "reviewed_at"])
 
 
-def _undo(assignment):
+def _undo(assignment, outcome):
     """Undo what a rejected answer decided, when nothing more was built on it: (why it stands or
     "", how many decisions reopened)."""
     unit = assignment.unit
     if unit.stage == Stage.CAPTION:
         caption = Caption.objects.filter(assignment=assignment).first()
-        return _withdraw_caption(caption) if caption is not None else ("", 0)
+        return _withdraw_caption(caption, outcome) if caption is not None else ("", 0)
     if unit.stage == Stage.VERIFICATION:
         reference = Reference.objects.select_for_update().filter(pk=unit.reference_id).first()
         if reference is None or reference.verdict == Reference.Verdict.PENDING:
@@ -182,19 +186,31 @@ def _undo(assignment):
     return "", 0
 
 
-def _withdraw_caption(caption):
+def _withdraw_caption(caption, outcome):
     instance = Instance.objects.select_for_update().get(pk=caption.instance_id)
     used = instance.current_caption_id == caption.pk or caption.references.exists()
     if not used:
         return "", 0
-    decided = instance.status in (Instance.Status.VERIFIED, Instance.Status.DISCARDED)
-    if decided or instance.caption_round != caption.round:
+    if instance.caption_round != caption.round or instance.status == Instance.Status.DISCARDED:
         return (f"Instance #{instance.pk} stays {instance.get_status_display().lower()}: its rejected caption "
                 "was already verified on."), 0
-    withdrawn = caption.references.filter(verdict=Reference.Verdict.PENDING)
+    # A reference verified on a rejected caption is withdrawn with it, and the instance leaves the
+    # benchmark until it is captioned and verified again: the sheets give the caption a candidate
+    # was written from, and the LLM judge reads it, so a row without it, or with a caption nobody
+    # vouches for, would not say what was verified.
+    was_verified = instance.status == Instance.Status.VERIFIED
+    withdrawn = caption.references.exclude(verdict=Reference.Verdict.WITHDRAWN)
     for reference in withdrawn:
         stages.close_units_no_longer_owed(stage=Stage.VERIFICATION, reference=reference)
+        if instance.reference_output == reference.text:
+            instance.reference_output = ""
     withdrawn.update(verdict=Reference.Verdict.WITHDRAWN)
     instance.status, instance.current_caption = Instance.Status.AWAITING_CAPTION, None
-    instance.save(update_fields=["status", "current_caption", "updated_at"])
+    instance.save(update_fields=["status", "current_caption", "reference_output", "updated_at"])
+    if not was_verified:
+        return "", 1
+    verification_stage.battles_count_changed(instance)
+    outcome.left_benchmark.append(
+        f"Instance #{instance.pk} leaves the benchmark (later snapshots, Table 2, the leaderboard) and is "
+        "asked for a new caption: its rejected caption was already verified on.")
     return "", 1

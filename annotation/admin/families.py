@@ -23,10 +23,11 @@ from annotation.admin.images import thumbnail_html
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_family_action
+from annotation.benchmark import benchmark_instances
 from annotation.collection import configs, progress, stages
 from annotation.collection.uploads import store_uploaded_image
 from annotation.collection.verification import WORKER_MODEL_JOB
-from annotation.datasets import exports, formats, imports, layouts, streams
+from annotation.datasets import exports, formats, imports, layouts
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     ImageAsset,
@@ -201,8 +202,8 @@ SHEET_KINDS = (layouts.SINGLE_IMAGE, layouts.MULTI_IMAGE)
 
 def family_sheets(user):
     """[{family_id, family, kind, kind_name, rows}] for every family `user` may see and kind of
-    sheet that its verified instances fill, by family name."""
-    counts = (teams.visible(streams.published_instances(), user, via="family__group").order_by()
+    sheet that its benchmark instances fill, by family name."""
+    counts = (teams.visible(benchmark_instances(), user, via="family__group").order_by()
               .annotate(multi=ExpressionWrapper(multi_image_q(), output_field=BooleanField()))
               .values("family_id", "family__name", "multi").annotate(rows=Count("pk"))
               .order_by("family__name", "family_id", "multi"))
@@ -329,7 +330,7 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
         response["Content-Disposition"] = content_disposition_header(
             True, f"{slugify(family.name) or 'family'}-{family.pk}-{formats.SHEETS[kind].name}.csv")
         exports.export_sheet(kind=kind, csv_file=response,
-                             instances=streams.published_instances().filter(family=family))
+                             instances=benchmark_instances().filter(family=family))
         return response
 
     def import_view(self, request):

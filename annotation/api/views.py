@@ -19,6 +19,7 @@ from annotation import scoring, teams
 from annotation.api import serializers
 from annotation.api.filters import FilterSet
 from annotation.api.numbers import ID_PATH_PATTERN, IdFilter, query_number
+from annotation.benchmark import benchmark_instances
 from annotation.collection import progress
 from annotation.datasets import downloads, manifest, snapshots
 from annotation.models import (
@@ -89,6 +90,7 @@ class InstanceFilter(FilterSet):
     family_name = django_filters.CharFilter(field_name="family__name")
     is_multi_image = django_filters.BooleanFilter(method="filter_multi_image")
     instruction = django_filters.CharFilter(lookup_expr="icontains")
+    in_benchmark = django_filters.BooleanFilter(method="filter_in_benchmark")
 
     class Meta:
         model = Instance
@@ -97,6 +99,10 @@ class InstanceFilter(FilterSet):
     def filter_multi_image(self, queryset, name, value):
         multi = multi_image_q()
         return queryset.filter(multi) if value else queryset.exclude(multi)
+
+    def filter_in_benchmark(self, queryset, name, value):
+        inside = Q(pk__in=benchmark_instances().values("pk"))
+        return queryset.filter(inside) if value else queryset.exclude(inside)
 
 
 class InstanceViewSet(ReadOnlyViewSet):

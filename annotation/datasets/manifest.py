@@ -9,6 +9,7 @@ from importlib.metadata import version
 from django.conf import settings
 from django.db.models import Count, Q
 
+from annotation.benchmark import benchmark_instances
 from annotation.collection.progress import table2
 from annotation.datasets import formats, layouts, licences, streams
 from annotation.exceptions import AnnotationError
@@ -108,7 +109,7 @@ def _family_counts(group):
 
 
 def build_manifest(*, snapshot, tournaments, files, content_sha256):
-    published = streams.published_instances(group=snapshot.group)
+    published = benchmark_instances(group=snapshot.group)
     exported = {entry["table"]: entry["rows"] for entry in files}
     table = table2(group=snapshot.group)
     image_licences = licences.image_licences(instances=published)

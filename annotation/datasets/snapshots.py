@@ -21,6 +21,7 @@ from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 from django.utils import timezone
 
+from annotation.benchmark import benchmark_instances
 from annotation.datasets import exports, formats, streams
 from annotation.datasets.manifest import (
     CARD_NAME,
@@ -284,7 +285,7 @@ def _rows_for(output, snapshot, tournaments, digests):
     """(table, rows) of one output; a sheet's rows also record each instance's digest."""
     if output.sheet_kind is not None:
         # The whole benchmark, or a group's part of it, keeps an imported layout where it can.
-        table, sheet_rows = streams.sheet_export(output.sheet_kind, streams.published_instances(group=snapshot.group),
+        table, sheet_rows = streams.sheet_export(output.sheet_kind, benchmark_instances(group=snapshot.group),
                                                  keep_imported_layout=True)
 
         def rows():

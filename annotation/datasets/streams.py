@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q
 
+from annotation.benchmark import benchmark_instances, benchmark_references
 from annotation.datasets import cells, layouts, licences
 from annotation.datasets.formats import SHEETS, sheet_table
 from annotation.exceptions import AnnotationError
@@ -24,7 +25,6 @@ from annotation.models import (
     HumanJudgement,
     ImportedRow,
     ImportedSheet,
-    Instance,
     InstanceImage,
     JudgeJudgement,
     JudgeRun,
@@ -50,28 +50,7 @@ def _image_cell(urls):
 
 
 def _decided_references():
-    return Reference.objects.exclude(verdict=Reference.Verdict.PENDING).order_by("instance_id", "-id")
-
-
-def published_instances(*, group=None):
-    """Instances that go into the benchmark sheets (of the families `group` owns, when given).
-
-    Verified instances, and the instances of published sheets we re-imported: those sheets keep
-    rows whose candidate was rated incorrect (the human_ratings_* columns say so), and a snapshot
-    must give back what was published. Instances our own verifiers discarded, or a reference
-    flagged harmful, never leave.
-    """
-    decided = _decided_references().filter(instance=OuterRef("pk"))
-    instances = Instance.objects.all() if group is None else Instance.objects.filter(family__group=group)
-    return (
-        instances.filter(
-            Q(status=Instance.Status.VERIFIED)
-            | Q(status=Instance.Status.DISCARDED, imported_from__gt=""),
-            Exists(decided),
-        )
-        .exclude(Exists(Reference.objects.filter(instance=OuterRef("pk"), flagged_harmful=True)))
-        .order_by("id")
-    )
+    return benchmark_references().order_by("instance_id", "-id")
 
 
 def _content_prefetches(prefix=""):
@@ -124,8 +103,8 @@ def instance_contents(instances, *, chunk_size=None):
 
 
 def sheet_instances(kind, instances=None):
-    """The published instances a sheet of this kind holds (the fully annotated sheet: single-image)."""
-    instances = published_instances() if instances is None else instances
+    """The benchmark instances a sheet of this kind holds (the fully annotated sheet: single-image)."""
+    instances = benchmark_instances() if instances is None else instances
     multi = multi_image_q()
     return instances.filter(multi) if kind == layouts.MULTI_IMAGE else instances.exclude(multi)
 

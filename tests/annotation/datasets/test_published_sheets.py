@@ -10,12 +10,13 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from annotation.benchmark import benchmark_instances
 from annotation.collection.progress import table2
 from annotation.datasets import snapshots
 from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
 from annotation.models import ImportedRow, Instance, InstructionFamily, Reference
-from tests.published_data import ANNOTATED, MULTI, SHEETS, SINGLE
+from tests.published_data import ANNOTATED, MULTI, SHEETS, SINGLE, benchmark_part
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -102,7 +103,8 @@ def test_published_sheet_imported_alone_comes_back_byte_for_byte_through_a_snaps
 
     snapshot = _built_snapshot()
 
-    assert _stored(snapshot, SNAPSHOT_FILE[path]) == path.read_bytes()
+    # Byte for byte, less the rows rated incorrect without a reference: they are not in the benchmark.
+    assert _stored(snapshot, SNAPSHOT_FILE[path]) == benchmark_part(path).encode()
 
 
 def test_fully_annotated_layout_is_a_snapshot_file_for_every_single_image_instance():
@@ -114,24 +116,27 @@ def test_fully_annotated_layout_is_a_snapshot_file_for_every_single_image_instan
                         keep_default_na=False)
     assert list(frame.columns) == ["image_url", "image_dense_caption", "instruction_category",
                                    "instruction", "output_human_annotated", "instance_id"]
-    assert len(frame) == 577
+    assert len(frame) == 577 - 34  # less the instances rated incorrect without a reference
     assert "visit_fully_annotated.parquet" in {entry["name"] for entry in snapshot.files}
 
 
 def test_a_changed_verdict_is_written_in_the_sheets_own_spelling_and_the_rest_stays_as_published():
     import_visit_bench(path_or_file=SINGLE)
-    header, published = _rows(SINGLE)
-    instance = ImportedRow.objects.get(number=2).instance
+    header, *published = csv.reader(io.StringIO(benchmark_part(SINGLE), newline=""))
+    # Row 73 was rated incorrect and kept for its human-written reference: it is in the benchmark.
+    instance = ImportedRow.objects.get(number=73).instance
     Reference.objects.filter(instance=instance).update(verdict=Reference.Verdict.CORRECT)
 
     exported = _stored(_built_snapshot(), "visit_bench_single_image.csv").decode()
 
     rows = list(csv.reader(io.StringIO(exported, newline="")))
+    changed = next(number for number, row in enumerate(rows) if row[header.index("instruction")]
+                   == instance.instruction)
     assert rows[0] == header
-    assert rows[1][header.index("human_ratings_gpt4_correct")] == "TRUE"
-    assert published[0][header.index("human_ratings_gpt4_correct")] == "FALSE"
-    assert rows[2:] == published[1:]
-    assert exported.count("\r\n") == SINGLE.read_bytes().count(b"\r\n")
+    assert rows[changed][header.index("human_ratings_gpt4_correct")] == "TRUE"
+    assert published[changed - 1][header.index("human_ratings_gpt4_correct")] == "FALSE"
+    assert rows[1:changed] + rows[changed + 1:] == published[:changed - 1] + published[changed:]
+    assert exported.count("\r\n") == benchmark_part(SINGLE).count("\r\n")
 
 
 def test_a_sheet_mixing_imported_and_crowd_instances_is_written_in_the_published_layout_with_keys():
@@ -233,16 +238,17 @@ def test_import_command_refuses_a_file_that_is_not_a_sheet(tmp_path):
 
 
 def test_a_familys_part_of_an_imported_sheet_is_written_with_the_stable_key():
-    from annotation.datasets import exports, formats, layouts, streams
+    from annotation.datasets import exports, formats, layouts
 
     import_visit_bench(path_or_file=SINGLE)
     family = InstructionFamily.objects.get(name="Board Games")
     handle = io.StringIO(newline="")
 
     exports.export_sheet(kind=layouts.SINGLE_IMAGE, csv_file=handle,
-                         instances=streams.published_instances().filter(family=family))
+                         instances=benchmark_instances().filter(family=family))
 
     frame = pd.read_csv(io.StringIO(handle.getvalue()), keep_default_na=False, dtype=str)
     assert list(frame.columns) == formats.SINGLE_IMAGE_SHEET.header
-    assert sorted(map(int, frame["instance_id"])) == sorted(family.instances.values_list("pk", flat=True))
+    assert sorted(map(int, frame["instance_id"])) == sorted(
+        benchmark_instances().filter(family=family).values_list("pk", flat=True))
     assert set(frame["human_ratings_gpt4_correct"]) <= {"TRUE", "FALSE"}
