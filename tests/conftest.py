@@ -1,3 +1,4 @@
+import uuid
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,18 @@ def _empty_every_table(self):
 
 _django_fixture_teardown = TransactionTestCase._fixture_teardown
 TransactionTestCase._fixture_teardown = _empty_every_table
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, request):
+    """Each run's test databases are its own: pytest-django names one per xdist worker
+    (`test_crowdbench_gw0`), and the run's id (shared by its workers) is added, so a second run on
+    the same server, a developer's beside CI's, never drops the first one's databases."""
+    from pytest_django.fixtures import _set_suffix_to_test_databases
+
+    xdist = request.config.pluginmanager.hasplugin("xdist")
+    run = request.getfixturevalue("testrun_uid") if xdist else uuid.uuid4().hex
+    _set_suffix_to_test_databases(suffix=run[:8])
 
 
 @pytest.fixture(scope="session", autouse=True)

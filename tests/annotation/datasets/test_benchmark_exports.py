@@ -187,8 +187,9 @@ def test_every_hugging_face_config_holds_exactly_the_benchmark(world):
             assert all(verified), name
 
 
-def test_every_family_sheet_the_admin_offers_holds_exactly_the_familys_benchmark(world, admin_client):
-    offered = family_sheets()
+def test_every_family_sheet_the_admin_offers_holds_exactly_the_familys_benchmark(world, admin_client,
+                                                                                admin_user):
+    offered = family_sheets(admin_user)
     for sheet in offered:
         response = admin_client.get(reverse("admin:annotation_instructionfamily_sheet",
                                             args=[sheet["family_id"], sheet["kind"]]))
