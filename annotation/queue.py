@@ -10,7 +10,8 @@ Which platform assignment a lease is worked under, and refusing claims that disa
 annotation/platform_claims.py's; what an annotator is shown next is annotation/next_step.py's.
 """
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
@@ -96,6 +97,21 @@ def lease_expiry(*, now, lease_minutes, leased_at=None):
     leased_at = leased_at or now
     return min(now + timedelta(minutes=settings.LEASE_IDLE_MINUTES),
                leased_at + timedelta(minutes=lease_minutes))
+
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    """What a task's page is told of its lease, so that it warns from the server's word rather than
+    a guess of its own."""
+    expires_at: datetime
+    renewable: bool
+    """Signs of life can still move `expires_at` later; false once it is the stage's lease limit."""
+
+
+def lease_terms(lease):
+    """The terms of `lease` as stored (its `unit` loaded)."""
+    limit = lease.leased_at + timedelta(minutes=lease_minutes_for(lease.unit))
+    return LeaseTerms(expires_at=lease.lease_expires_at, renewable=lease.lease_expires_at < limit)
 
 
 # What a stage's page shows besides the unit itself, fetched with it so rendering asks nothing more.

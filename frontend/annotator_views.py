@@ -23,7 +23,6 @@ from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -31,7 +30,7 @@ from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
 from annotation.next_step import Step, next_step
 from annotation.platform_claims import ClaimConflict
-from annotation.queue import keep_lease_alive, lease_unit, locked_for_leasing, return_assignment
+from annotation.queue import keep_lease_alive, lease_terms, lease_unit, locked_for_leasing, return_assignment
 from annotation.workforce.standing import local_worker, local_workers
 from crowdbench.security import annotator_page
 from frontend import tokens
@@ -42,7 +41,15 @@ from frontend.arrival import (
     study_participant,
 )
 from frontend.qualification_views import qualify_url, render_gold, submit_gold
-from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_stage_page, with_notice
+from frontend.rendering import (
+    NOTICES,
+    lease_for_page,
+    page_or_404,
+    problem_page,
+    refusal,
+    render_stage_page,
+    with_notice,
+)
 from mturk import identity, links
 from mturk.models import CrowdStudy
 from mturk.participants import (
@@ -308,15 +315,17 @@ def heartbeat(request):
     except tokens.TokenRefused as error:
         return JsonResponse({"ok": False, "error": str(error)}, status=403)
     assignment = Assignment.objects.filter(pk=grant.assignment_id, worker_id=grant.worker_id) \
-        .select_related("worker").first()
+        .select_related("worker", "unit").first()
     if assignment is None or (assignment.worker.platform == Worker.Platform.LOCAL
                               and assignment.worker.user_id != request.user.pk):
         return JsonResponse({"ok": False, "error": tokens.FORGED_MESSAGE}, status=403)
     try:
-        expires = keep_lease_alive(assignment=assignment)
+        keep_lease_alive(assignment=assignment)
     except AnnotationError as error:
         return JsonResponse({"ok": False, "error": str(error)}, status=409)
-    return JsonResponse({"ok": True, "expires_in": max(0, int((expires - timezone.now()).total_seconds()))})
+    # Read again: a lease taken back after it lapsed has a new start, and with it a new limit.
+    assignment.refresh_from_db(fields=["leased_at", "lease_expires_at"])
+    return JsonResponse({"ok": True, **lease_for_page(lease_terms(assignment))})
 
 
 # Exempt from CSRF for the reason given at `submit`: the task's signed token is the defence.
