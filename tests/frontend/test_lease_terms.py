@@ -17,6 +17,7 @@ def test_a_task_page_is_told_its_lease_expiry_and_the_heartbeat_renews_it(settin
     page = ann.get(f"/work/{Stage.CAPTION}/")
     lease = page.context["config"]["lease"]
     assert 295 <= lease["expires_in"] <= 300 and lease["renewable"] is True
+    assert b'data-lease-notice role="status" aria-live="polite"' in page.content
     beat = ann.post("/work/heartbeat/", {"token": page.context["token"]}).json()
     assert beat["ok"] and 295 <= beat["expires_in"] <= 300 and beat["renewable"] is True
     assert beat["expires_at"] >= lease["expires_at"]

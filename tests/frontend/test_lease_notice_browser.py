@@ -1,0 +1,95 @@
+"""Issue 38, item 5 in headless Chromium: the task page warns before its lease lapses and says
+plainly when it has, from the expiry the server gives it. Screenshots go to /tmp/lease38-*.png
+for a person to look at."""
+
+import os
+
+import pytest
+from django.utils import timezone
+
+from annotation.models import Assignment, StageConfig
+from tests.frontend.test_annotator_moving_on_browser import CAPTION, log_in
+from tests.frontend_support import caption_unit
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+NOTICE = "[data-lease-notice]"
+WARNING = "text=Your hold on this task ends in"
+LAPSED = "text=Your hold on this task has ended"
+
+
+def shot(page, name):
+    page.screenshot(path=f"/tmp/lease38-{name}.png", full_page=False)
+
+
+def test_an_idle_page_warns_before_its_lease_lapses_and_says_when_it_has(page, live_server, settings):
+    settings.LEASE_IDLE_MINUTES = 0.2  # twelve seconds after the last sign of life
+    settings.LEASE_WARNING_SECONDS = 8
+    caption_unit()
+    log_in(page, live_server)
+    page.click("a:has-text('Start') >> nth=0")
+    page.locator("#caption-0").wait_for()
+    lease = Assignment.objects.get()
+    notice = page.locator(NOTICE)
+    assert notice.get_attribute("aria-live") == "polite"
+    assert not notice.is_visible()
+    page.fill("#caption-0", CAPTION[:40])
+
+    page.locator(WARNING).wait_for(timeout=15000)
+    lease.refresh_from_db()
+    assert lease.status == Assignment.Status.LEASED and lease.lease_expires_at > timezone.now()
+    assert "keep working to keep it" in notice.inner_text()
+    shot(page, "warning-desktop")
+
+    # Working again is a sign of life: the page renews the lease at once and the warning goes.
+    page.type("#caption-0", " on a")
+    notice.wait_for(state="hidden", timeout=5000)
+    lease.refresh_from_db()
+    assert (lease.lease_expires_at - timezone.now()).total_seconds() > 8
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator(WARNING).wait_for(timeout=15000)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    shot(page, "warning-390")
+
+    page.locator(LAPSED).wait_for(timeout=15000)
+    lease.refresh_from_db()
+    # The page is told whole seconds, rounded down: it may say "ended" up to a second early, never late.
+    assert (lease.lease_expires_at - timezone.now()).total_seconds() < 1
+    text = notice.inner_text()
+    assert "only if nobody else has taken it" in text and "kept in this browser as a draft" in text
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    shot(page, "lapsed-390")
+    page.locator("[data-submit]").scroll_into_view_if_needed()
+    assert page.locator(LAPSED).is_visible()  # still in view down at the answer, where they type
+    shot(page, "lapsed-390-scrolled")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    shot(page, "lapsed-desktop")
+
+    # Nobody took the slot meanwhile: working again takes the task back, and the answer counts.
+    page.type("#caption-0", " saucer, steam rising from the cup and a spoon beside it on the table.")
+    page.locator("text=This task is yours again").wait_for(timeout=5000)
+    lease.refresh_from_db()
+    assert lease.status == Assignment.Status.LEASED and lease.lease_expires_at > timezone.now()
+    page.click("[data-submit]")
+    page.locator("text=Nothing waiting").wait_for()
+    lease.refresh_from_db()
+    assert lease.status == Assignment.Status.SUBMITTED
+    assert page.errors == []
+
+
+def test_a_lease_at_the_stage_limit_asks_to_submit_before_it_ends(page, live_server, settings):
+    settings.LEASE_IDLE_MINUTES = 5
+    caption_unit()
+    StageConfig.objects.update(lease_minutes=1)  # shorter than the idle limit: no sign of life extends it
+    log_in(page, live_server)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.click("a:has-text('Start') >> nth=0")
+    page.locator(WARNING).wait_for(timeout=5000)
+    text = page.locator(NOTICE).inner_text()
+    assert "about 1 minute" in text and "Please submit before then" in text
+    assert "keep working" not in text
+    shot(page, "limit-390")
+    assert page.errors == []
+
