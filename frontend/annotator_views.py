@@ -54,6 +54,7 @@ from mturk import identity, links
 from mturk.models import CrowdStudy
 from mturk.participants import (
     TooManyNewParticipants,
+    done_in_study,
     earned_code,
     finish_participating,
     next_step_in_study,
@@ -120,6 +121,8 @@ def stage_page(request, stage):
     page = page_or_404(stage)
     shows_gold = page.gold_context is not None
     given_back_too = request.GET.get("after") != "given-back"
+    if not given_back_too and "take" not in request.GET:
+        return _offer_after_giving_back(request, page)
     if "continue" in request.GET:
         try:
             session = tokens.read_session(request.GET["continue"])
@@ -173,6 +176,26 @@ def stage_page(request, stage):
         step = next_step(worker=worker, stage=stage, family=family, given_back_too=given_back_too,
                          shows_gold=shows_gold)
     return _shown(request, page, step, worker=worker, next_url=request.get_full_path())
+
+
+def _offer_after_giving_back(request, page):
+    """After a give-back, the next task waits for the worker to ask: leased at once, it was held
+    from others while they took a break or left (issue 38: the last open caption, for 5 minutes).
+    The button asks for this same URL with `take`, so the unit given back still comes last."""
+    finish_token = ""
+    if "continue" in request.GET:
+        try:
+            session = tokens.read_session(request.GET["continue"])
+        except tokens.TokenRefused as error:
+            return problem_page(request, str(error), status=403)
+        study = CrowdStudy.objects.filter(pk=session.study_id, stage=page.stage).first()
+        worker = Worker.objects.filter(pk=session.worker_id).first()
+        if study and worker and bound_to_browser(request, worker.pk) and done_in_study(worker, study):
+            finish_token = request.GET["continue"]
+    return render(request, "annotator/given_back.html", {
+        "page": page, "query": [(name, value) for name, value in request.GET.items() if name != "take"],
+        "finish_token": finish_token, "in_house": "continue" not in request.GET,
+    })
 
 
 def _chosen_family(request, stage):
@@ -334,7 +357,8 @@ def heartbeat(request):
 @require_POST
 def give_back(request):
     """The worker gives the task on screen back: its lease ends now, so the slot is free for someone
-    else at once, and the worker moves on to their next task (on MTurk: returns the HIT there)."""
+    else at once, and the worker is offered their next task, leased when they ask (on MTurk: asked
+    to return the HIT there)."""
     wants_json = "application/json" in request.headers.get("Accept", "")
     try:
         grant = tokens.read_form_grant(request.POST.get("token", ""))

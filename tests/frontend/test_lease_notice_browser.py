@@ -1,6 +1,6 @@
 """Issue 38, item 5 in headless Chromium: the task page warns before its lease lapses and says
-plainly when it has, from the expiry the server gives it. Screenshots go to /tmp/lease38-*.png
-for a person to look at."""
+plainly when it has, from the expiry the server gives it; giving a task back takes no new one
+until the annotator asks. Screenshots go to /tmp/lease38-*.png for a person to look at."""
 
 import os
 
@@ -93,3 +93,23 @@ def test_a_lease_at_the_stage_limit_asks_to_submit_before_it_ends(page, live_ser
     shot(page, "limit-390")
     assert page.errors == []
 
+
+def test_giving_a_task_back_takes_no_new_task_until_asked(page, live_server):
+    caption_unit(), caption_unit()
+    log_in(page, live_server)
+    page.click("a:has-text('Start') >> nth=0")
+    page.locator("#caption-0").wait_for()
+    given = Assignment.objects.get()
+    page.click("button:has-text('Give this task back')")
+    page.locator("[data-notice]:has-text('Task given back')").wait_for()
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    shot(page, "given-back-390")
+    page.wait_for_timeout(500)
+    assert list(Assignment.objects.values_list("pk", "status")) == [(given.pk, Assignment.Status.RETURNED)]
+
+    page.click("button:has-text('Take the next task')")
+    page.locator("#caption-0").wait_for()
+    taken = Assignment.objects.exclude(pk=given.pk).get()
+    assert taken.status == Assignment.Status.LEASED and taken.unit_id != given.unit_id
+    assert page.errors == []
