@@ -3,6 +3,7 @@ plainly when it has, from the expiry the server gives it; giving a task back tak
 until the annotator asks. Screenshots go to /tmp/lease38-*.png for a person to look at."""
 
 import os
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -112,4 +113,56 @@ def test_giving_a_task_back_takes_no_new_task_until_asked(page, live_server):
     page.locator("#caption-0").wait_for()
     taken = Assignment.objects.exclude(pk=given.pk).get()
     assert taken.status == Assignment.Status.LEASED and taken.unit_id != given.unit_id
+    assert page.errors == []
+
+
+@pytest.fixture
+def mturk_frame(settings):
+    """A stand-in for MTurk's worker page on another site (localhost, the pages being on
+    127.0.0.1), framing the task as an ExternalQuestion does: GET /?src=<task URL>."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+    from urllib.parse import parse_qs, urlsplit
+
+    from django.utils.html import escape
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            src = parse_qs(urlsplit(self.path).query)["src"][0]
+            body = (f'<!doctype html><meta name="viewport" content="width=device-width">'
+                    f'<body style="margin:0"><iframe src="{escape(src)}" title="HIT" '
+                    f'style="border:0;width:100%;height:100vh"></iframe>')
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://localhost:{server.server_address[1]}"
+    settings.ANNOTATOR_FRAME_ANCESTORS = [origin]
+    yield origin
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_lease_notice_shows_inside_mturks_iframe_on_a_phone(page, live_server, settings, external_submit,
+                                                               mturk_frame):
+    from urllib.parse import quote
+
+    from tests.frontend_support import unit_url
+
+    settings.LEASE_IDLE_MINUTES = 0.1  # six seconds
+    settings.LEASE_WARNING_SECONDS = 4
+    origin, _ = external_submit
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{mturk_frame}/?src={quote(live_server.url + unit_url(caption_unit(), turk_submit_to=origin))}")
+    task = page.frame_locator("iframe")
+    task.locator(WARNING).wait_for(timeout=10000)
+    task.locator(LAPSED).wait_for(timeout=10000)
+    assert Assignment.objects.get().lease_expires_at <= timezone.now() + timedelta(seconds=1)
+    shot(page, "lapsed-mturk-iframe-390")
     assert page.errors == []
