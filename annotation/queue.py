@@ -10,7 +10,8 @@ Which platform assignment a lease is worked under, and refusing claims that disa
 annotation/platform_claims.py's; what an annotator is shown next is annotation/next_step.py's.
 """
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
@@ -89,6 +90,12 @@ def lease_minutes_for(unit):
     return config.lease_minutes if config else DEFAULT_LEASE_MINUTES
 
 
+def _stage_lease_minutes():
+    """An assignment's stage lease minutes, as a subquery of the statement that fetches it."""
+    config = StageConfig.objects.filter(family_id=OuterRef("unit__family_id"), stage=OuterRef("unit__stage"))
+    return Coalesce(Subquery(config.values("lease_minutes")[:1]), DEFAULT_LEASE_MINUTES)
+
+
 def lease_expiry(*, now, lease_minutes, leased_at=None):
     """When a lease lapses: LEASE_IDLE_MINUTES after the last sign of life from its page (the page
     sends one while the worker is active, `keep_lease_alive`), and at the latest the stage's lease
@@ -96,6 +103,24 @@ def lease_expiry(*, now, lease_minutes, leased_at=None):
     leased_at = leased_at or now
     return min(now + timedelta(minutes=settings.LEASE_IDLE_MINUTES),
                leased_at + timedelta(minutes=lease_minutes))
+
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    """What a task's page is told of its lease, so that it warns from the server's word rather than
+    a guess of its own."""
+    expires_at: datetime
+    renewable: bool
+    """Signs of life can still move `expires_at` later; false once it is the stage's lease limit."""
+
+
+def lease_terms(lease):
+    """The terms of `lease` as stored (its `unit` loaded). The stage's lease minutes are read from
+    `lease.lease_minutes` when the query that fetched the lease read them too (the task page's
+    requests count their round trips), and asked for otherwise."""
+    minutes = getattr(lease, "lease_minutes", None)
+    limit = lease.leased_at + timedelta(minutes=minutes if minutes is not None else lease_minutes_for(lease.unit))
+    return LeaseTerms(expires_at=lease.lease_expires_at, renewable=lease.lease_expires_at < limit)
 
 
 # What a stage's page shows besides the unit itself, fetched with it so rendering asks nothing more.
@@ -223,6 +248,7 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
                 passed_over.append(unit.pk)
                 continue
             _keep_page_images(unit, unit.page_images)
+            lease.lease_minutes = unit.lease_minutes
             return lease
 
 
@@ -298,7 +324,7 @@ def _resumed(*, worker, stage, family, now, platform_assignment_id, platform_lis
         leases = leases.filter(pk=held_lease_id)
     held = (
         leases.select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS[stage]))
-        .annotate(page_images=page_images("unit__instance")).first()
+        .annotate(page_images=page_images("unit__instance"), lease_minutes=_stage_lease_minutes()).first()
     )
     if held is None:
         return None
@@ -362,7 +388,8 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="
     now = timezone.now()
     with transaction.atomic():
         Worker.objects.select_for_update().filter(pk=worker.pk).first()
-        mine = Assignment.objects.filter(unit=unit, worker=worker).first()
+        mine = (Assignment.objects.filter(unit=unit, worker=worker)
+                .annotate(lease_minutes=_stage_lease_minutes()).first())
         if platform_assignment_id:
             check_claim(worker=worker, unit=unit, platform_assignment_id=platform_assignment_id,
                         platform_listing_id=platform_listing_id, rebind=rebind)
@@ -384,17 +411,20 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="
             taken = taken.exclude(pk=mine.pk)
         if locked.status != WorkUnit.Status.OPEN or taken.count() >= locked.overlap:
             raise AnnotationError("This task already has all the answers it needs.")
-        expires = lease_expiry(now=now, lease_minutes=lease_minutes_for(locked))
+        lease_minutes = lease_minutes_for(locked)
+        expires = lease_expiry(now=now, lease_minutes=lease_minutes)
         if mine is not None:
             # An expired or returned lease of this worker's own is renewed rather than duplicated.
             mine.status, mine.leased_at, mine.lease_expires_at = Assignment.Status.LEASED, now, expires
             mine.save(update_fields=["status", "leased_at", "lease_expires_at"])
             bind_claim(mine, platform_assignment_id=platform_assignment_id, platform_listing_id=platform_listing_id)
             return mine
-        return Assignment.objects.create(unit=locked, worker=worker, leased_at=now,
-                                         lease_expires_at=expires,
-                                         platform_assignment_id=platform_assignment_id,
-                                         platform_listing_id=platform_listing_id)
+        lease = Assignment.objects.create(unit=locked, worker=worker, leased_at=now,
+                                          lease_expires_at=expires,
+                                          platform_assignment_id=platform_assignment_id,
+                                          platform_listing_id=platform_listing_id)
+        lease.lease_minutes = lease_minutes
+        return lease
 
 
 def stored_answer_for(worker, answer, *, author_id):

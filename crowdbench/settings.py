@@ -344,6 +344,9 @@ LEASE_IDLE_MINUTES = env.float("LEASE_IDLE_MINUTES", default=5.0)
 # New participant ids a study admits from one client address (django-ratelimit's "count/period").
 STUDY_NEW_PARTICIPANTS_RATE = env("STUDY_NEW_PARTICIPANTS_RATE", default="10/h")
 LEASE_HEARTBEAT_SECONDS = env.int("LEASE_HEARTBEAT_SECONDS", default=60)
+# The task page tells its worker this long before their lease lapses (issue 38): an idle worker
+# then has time to come back before the task can go to someone else.
+LEASE_WARNING_SECONDS = env.int("LEASE_WARNING_SECONDS", default=120)
 CLOUDRESEARCH_COMPLETE_URL = "https://connect.cloudresearch.com/participant/project/{code}/complete"
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 

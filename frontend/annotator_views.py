@@ -23,7 +23,6 @@ from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -31,7 +30,7 @@ from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
 from annotation.next_step import Step, next_step
 from annotation.platform_claims import ClaimConflict
-from annotation.queue import keep_lease_alive, lease_unit, locked_for_leasing, return_assignment
+from annotation.queue import keep_lease_alive, lease_terms, lease_unit, locked_for_leasing, return_assignment
 from annotation.workforce.standing import local_worker, local_workers
 from crowdbench.security import annotator_page
 from frontend import tokens
@@ -42,11 +41,20 @@ from frontend.arrival import (
     study_participant,
 )
 from frontend.qualification_views import qualify_url, render_gold, submit_gold
-from frontend.rendering import NOTICES, page_or_404, problem_page, refusal, render_stage_page, with_notice
+from frontend.rendering import (
+    NOTICES,
+    lease_for_page,
+    page_or_404,
+    problem_page,
+    refusal,
+    render_stage_page,
+    with_notice,
+)
 from mturk import identity, links
 from mturk.models import CrowdStudy
 from mturk.participants import (
     TooManyNewParticipants,
+    done_in_study,
     earned_code,
     finish_participating,
     next_step_in_study,
@@ -113,6 +121,8 @@ def stage_page(request, stage):
     page = page_or_404(stage)
     shows_gold = page.gold_context is not None
     given_back_too = request.GET.get("after") != "given-back"
+    if not given_back_too and "take" not in request.GET:
+        return _offer_after_giving_back(request, page)
     if "continue" in request.GET:
         try:
             session = tokens.read_session(request.GET["continue"])
@@ -166,6 +176,26 @@ def stage_page(request, stage):
         step = next_step(worker=worker, stage=stage, family=family, given_back_too=given_back_too,
                          shows_gold=shows_gold)
     return _shown(request, page, step, worker=worker, next_url=request.get_full_path())
+
+
+def _offer_after_giving_back(request, page):
+    """After a give-back, the next task waits for the worker to ask: leased at once, it was held
+    from others while they took a break or left (issue 38: the last open caption, for 5 minutes).
+    The button asks for this same URL with `take`, so the unit given back still comes last."""
+    finish_token = ""
+    if "continue" in request.GET:
+        try:
+            session = tokens.read_session(request.GET["continue"])
+        except tokens.TokenRefused as error:
+            return problem_page(request, str(error), status=403)
+        study = CrowdStudy.objects.filter(pk=session.study_id, stage=page.stage).first()
+        worker = Worker.objects.filter(pk=session.worker_id).first()
+        if study and worker and bound_to_browser(request, worker.pk) and done_in_study(worker, study):
+            finish_token = request.GET["continue"]
+    return render(request, "annotator/given_back.html", {
+        "page": page, "query": [(name, value) for name, value in request.GET.items() if name != "take"],
+        "finish_token": finish_token, "in_house": "continue" not in request.GET,
+    })
 
 
 def _chosen_family(request, stage):
@@ -308,15 +338,17 @@ def heartbeat(request):
     except tokens.TokenRefused as error:
         return JsonResponse({"ok": False, "error": str(error)}, status=403)
     assignment = Assignment.objects.filter(pk=grant.assignment_id, worker_id=grant.worker_id) \
-        .select_related("worker").first()
+        .select_related("worker", "unit").first()
     if assignment is None or (assignment.worker.platform == Worker.Platform.LOCAL
                               and assignment.worker.user_id != request.user.pk):
         return JsonResponse({"ok": False, "error": tokens.FORGED_MESSAGE}, status=403)
     try:
-        expires = keep_lease_alive(assignment=assignment)
+        keep_lease_alive(assignment=assignment)
     except AnnotationError as error:
         return JsonResponse({"ok": False, "error": str(error)}, status=409)
-    return JsonResponse({"ok": True, "expires_in": max(0, int((expires - timezone.now()).total_seconds()))})
+    # Read again: a lease taken back after it lapsed has a new start, and with it a new limit.
+    assignment.refresh_from_db(fields=["leased_at", "lease_expires_at"])
+    return JsonResponse({"ok": True, **lease_for_page(lease_terms(assignment))})
 
 
 # Exempt from CSRF for the reason given at `submit`: the task's signed token is the defence.
@@ -325,7 +357,8 @@ def heartbeat(request):
 @require_POST
 def give_back(request):
     """The worker gives the task on screen back: its lease ends now, so the slot is free for someone
-    else at once, and the worker moves on to their next task (on MTurk: returns the HIT there)."""
+    else at once, and the worker is offered their next task, leased when they ask (on MTurk: asked
+    to return the HIT there)."""
     wants_json = "application/json" in request.headers.get("Accept", "")
     try:
         grant = tokens.read_form_grant(request.POST.get("token", ""))

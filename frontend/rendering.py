@@ -6,7 +6,9 @@ from django.conf import settings
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 
+from annotation.queue import lease_terms
 from frontend import tokens
 from frontend.arrival import IDLE_SECONDS
 from frontend.stage_pages import PAGES
@@ -41,6 +43,7 @@ def render_stage_page(request, page, unit, *, assignment=None, grant=None, previ
                  study=None, posted=None, error="", status=200):
     context = page.context(unit, posted, assignment)
     session = grant.session if grant else None
+    keeps_lease = bool(assignment and grant and not preview)
     context.update({
         "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
         "can_give_back": bool(grant) and not preview,
@@ -62,11 +65,21 @@ def render_stage_page(request, page, unit, *, assignment=None, grant=None, previ
             "idleSeconds": IDLE_SECONDS,
             "allowedImageHosts": settings.IMAGE_URL_ALLOWED_HOSTS,
             # A leased task's page keeps its lease alive while its worker is active.
-            "heartbeatUrl": reverse("frontend:heartbeat") if assignment and grant and not preview else "",
+            "heartbeatUrl": reverse("frontend:heartbeat") if keeps_lease else "",
             "heartbeatSeconds": settings.LEASE_HEARTBEAT_SECONDS,
+            "lease": lease_for_page(lease_terms(assignment)) if keeps_lease else None,
+            "leaseWarningSeconds": settings.LEASE_WARNING_SECONDS,
         },
     })
     return render(request, page.template, context, status=status)
+
+
+def lease_for_page(terms):
+    """A lease's terms as the task page and its heartbeat read them. The page counts down from
+    `expires_in`, not from the time: the worker's clock may be minutes off ours."""
+    return {"expires_at": terms.expires_at.isoformat(),
+            "expires_in": max(0, int((terms.expires_at - timezone.now()).total_seconds())),
+            "renewable": terms.renewable}
 
 
 def refusal(request, message, *, wants_json):

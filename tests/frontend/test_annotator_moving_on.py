@@ -22,16 +22,24 @@ CAPTION = "A white cup of coffee with latte art in the shape of a heart, steam r
 JSON = {"Accept": "application/json"}
 
 
+def take_next(client, offer):
+    """What the offer after a give-back's "Take the next task" button asks for."""
+    return client.get(offer.wsgi_request.path, {**dict(offer.context["query"]), "take": "1"})
+
+
 def test_an_in_house_annotator_gives_a_task_back_and_its_slot_is_free_at_once():
     first, second = caption_unit(), caption_unit()
     alice = logged_in("alice")
     page = alice.get(f"/work/{Stage.CAPTION}/")
     held = page.context["assignment"]
     assert b"Give this task back" in page.content
-    moved_on = alice.post("/work/give-back/", {"token": page.context["token"]}, follow=True)
+    offer = alice.post("/work/give-back/", {"token": page.context["token"]}, follow=True)
     held.refresh_from_db()
     assert held.status == Assignment.Status.RETURNED
-    assert "Task given back" in moved_on.content.decode()
+    assert "Task given back" in offer.content.decode()
+    # The next task waits for them to ask (issue 38): nothing else is leased meanwhile.
+    assert Assignment.objects.count() == 1
+    moved_on = take_next(alice, offer)
     assert moved_on.context["assignment"].unit != held.unit
     # Someone else gets the unit that was given back, without waiting for the lease to run out.
     bob = Worker.objects.create(platform=Worker.Platform.LOCAL, external_id="bob")
@@ -47,7 +55,9 @@ def test_a_study_participant_gives_a_task_back_and_stays_in_the_study():
     page = browser.get(prolific_link(Stage.VERIFICATION))
     result = browser.post("/work/give-back/", {"token": page.context["token"]}, headers=JSON).json()
     assert result["ok"] and "continue=" in result["next"]
-    following = browser.get(result["next"])
+    offer = browser.get(result["next"])
+    assert b"Take the next task" in offer.content and Assignment.objects.count() == 1
+    following = take_next(browser, offer)
     assert following.context["assignment"].unit != page.context["assignment"].unit
     assert Assignment.objects.get(pk=page.context["assignment"].pk).status == Assignment.Status.RETURNED
 

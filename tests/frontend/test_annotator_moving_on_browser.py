@@ -38,6 +38,7 @@ def test_give_back_frees_the_slot_and_moves_on_then_a_submit_says_saved_then_log
     page.locator("[data-notice]:has-text('Task given back')").wait_for()
     first.refresh_from_db()
     assert first.status == Assignment.Status.RETURNED
+    page.click("button:has-text('Take the next task')")  # issue 38: taken only when asked
     page.fill("#caption-0", CAPTION)
     page.click("[data-submit]")
     page.locator("[data-notice]:has-text('Saved. Your answer is stored')").wait_for()
@@ -46,6 +47,7 @@ def test_give_back_frees_the_slot_and_moves_on_then_a_submit_says_saved_then_log
     first.refresh_from_db()
     assert first.status == Assignment.Status.LEASED
     page.click("button:has-text('Give this task back')")
+    page.click("button:has-text('Take the next task')")
     page.locator("text=Nothing waiting").wait_for()
     page.click("[data-logout]")
     page.locator("text=Log in to annotate").wait_for()

@@ -41,27 +41,91 @@
   ["keydown", "pointerdown", "pointermove", "wheel", "scroll", "input", "touchstart"].forEach(function (name) {
     window.addEventListener(name, function () {
       lastInput = Date.now();
-      beatIfDue();
+      // Warned, or lapsed: the worker is back, so the server hears it now rather than within a minute.
+      if (lease.state === "held") { beatIfDue(); } else if (lease.state !== "gone") { beat(); }
     }, { passive: true, capture: true });
   });
 
   // --- the lease: a sign of life while the worker is active, so it lapses soon after they stop ---
   var beatMs = (config.heartbeatSeconds || 60) * 1000;
   var lastBeat = Date.now();
+  var beating = false;
   function beat() {
-    if (!config.heartbeatUrl || !form || submitting) { return; }
+    if (!config.heartbeatUrl || !form || submitting || beating) { return; }
     lastBeat = Date.now();
+    beating = true;
+    var sent = Date.now();
     var data = new FormData();
     data.set("token", form.elements.token.value);
     fetch(config.heartbeatUrl, { method: "POST", body: data, headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (response) { return response.json(); })
-      .then(function (result) { if (!result.ok) { showError(result.error); } })
-      .catch(function () { /* offline for a moment: the next beat tries again */ });
+      .then(function (result) {
+        if (result.ok) { leaseKept(result, sent); } else { leaseGone(result.error); }
+      })
+      .catch(function () { /* offline for a moment: the next beat tries again */ })
+      .then(function () { beating = false; });
   }
   function beatIfDue() {
     // Back from a pause: the lease is renewed at once (taken again if it lapsed and is still free).
     if (config.heartbeatUrl && Date.now() - lastBeat > beatMs) { beat(); }
   }
+  // --- the lease, told: a calm notice shortly before it lapses, and a plain one once it has ---
+  // Counted down from the seconds the server gave (config.lease, each heartbeat's answer), from
+  // when they were asked for, so a wrong clock on the worker's device changes nothing.
+  var lease = { state: "held", deadline: 0, renewable: true, shown: "" };
+  var leaseBox = document.querySelector("[data-lease-notice]");
+  var warnMs = (config.leaseWarningSeconds || 120) * 1000;
+  var againTimer = 0;
+  function showLease(text, kind) {
+    if (!leaseBox || text === lease.shown) { return; }
+    lease.shown = text;
+    leaseBox.textContent = "";
+    if (!text) { return; }
+    var line = document.createElement("p");
+    line.className = "banner lease-" + kind;
+    line.textContent = text;
+    leaseBox.appendChild(line);
+  }
+  function inAbout(ms) {
+    var minutes = Math.round(ms / 60000);
+    return minutes < 1 ? "in less than a minute" : "in about " + minutes + (minutes === 1 ? " minute" : " minutes");
+  }
+  function drawLease() {
+    if (lease.state === "gone" || !lease.deadline) { return; }
+    var left = lease.deadline - Date.now();
+    if (left <= 0) {
+      lease.state = "lapsed";
+      showLease("Your hold on this task has ended. You can still submit: your answer is saved only if " +
+        "nobody else has taken it meanwhile. " + (store && draftKey ? "What you typed is kept in this browser as a draft." :
+        "What you typed is still on this page; please keep it open."), "lapsed");
+    } else if (left <= warnMs) {
+      lease.state = "warned";
+      showLease("Your hold on this task ends " + inAbout(left) + (lease.renewable ? "; keep working to keep it." :
+        ". Please submit before then: after that your answer is saved only if nobody else has taken the task."), "warning");
+    } else if (lease.state !== "held") {
+      var back = lease.state === "lapsed";
+      lease.state = "held";
+      showLease(back ? "This task is yours again; your hold runs on while you work." : "", "held");
+      window.clearTimeout(againTimer);
+      if (back) { againTimer = window.setTimeout(function () { if (lease.state === "held") { showLease("", "held"); } }, 10000); }
+    }
+  }
+  function leaseKept(terms, since) {
+    lease.deadline = since + terms.expires_in * 1000;
+    lease.renewable = terms.renewable;
+    drawLease();
+  }
+  function leaseGone(message) {
+    lease.state = "gone";
+    showLease(message, "lapsed");
+  }
+  function setUpLeaseNotice() {
+    if (!config.lease) { return; }
+    leaseKept(config.lease, Date.now());
+    window.setInterval(drawLease, 1000);
+    document.addEventListener("visibilitychange", drawLease);
+  }
+
   function setUpHeartbeat() {
     if (!config.heartbeatUrl) { return; }
     window.setInterval(function () {
@@ -396,6 +460,7 @@
     }, 1000);
     document.addEventListener("keydown", onKey);
     setUpHeartbeat();
+    setUpLeaseNotice();
     form.setAttribute("data-ready", ""); // shortcuts and drafts are live from here on
     function typedSomething() {
       return draftFields().some(function (element) { return element.type !== "radio" && element.type !== "checkbox" && element.value; });
