@@ -114,6 +114,13 @@ def test_make_run_serves_on_the_port_the_readme_names(tmp_path):
         os.killpg(server.pid, signal.SIGINT)
         try:
             server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            # What still runs, and what the worker said, so a stop that hangs says where.
+            still = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,args", "-g", str(server.pid)],
+                                   capture_output=True, text=True).stdout
+            worker_log = (tmp_path / "var" / "worker.log").read_text(errors="replace")[-3000:]
+            pytest.fail(f"Ctrl-C did not stop make run within 30 s. Still running:\n{still}\n"
+                        f"The end of var/worker.log:\n{worker_log}")
         finally:
             try:
                 os.killpg(server.pid, signal.SIGKILL)  # whatever of the group outlived it
