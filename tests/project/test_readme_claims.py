@@ -72,6 +72,14 @@ def test_the_admin_section_the_operations_page_sends_failed_jobs_to_exists(admin
     assert "Background jobs" in admin_client.get("/admin/").content.decode()
 
 
+def _as_from_a_terminal():
+    # A terminal delivers Ctrl-C; a test run started in the background of a shell inherits SIGINT
+    # ignored, which bash cannot trap and runserver keeps, so Ctrl-C would be tried on a process
+    # that cannot hear it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 @pytest.mark.integration
 def test_make_run_serves_on_the_port_the_readme_names(tmp_path):
     """`make run PORT=...` hands PORT to scripts/run-local.sh (make passes a variable set on its
@@ -92,7 +100,7 @@ def test_make_run_serves_on_the_port_the_readme_names(tmp_path):
                    "CELERY_BROKER_URL": "memory://"}
     server = subprocess.Popen([str(tmp_path / "scripts" / "run-local.sh")], cwd=tmp_path,
                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, start_new_session=True)
+                              text=True, start_new_session=True, preexec_fn=_as_from_a_terminal)
     try:
         printed = []
         for line in server.stdout:
