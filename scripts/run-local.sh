@@ -16,18 +16,10 @@ log_start=$(wc -c <var/worker.log)
     --schedule var/celerybeat-schedule >>var/worker.log 2>&1 &
 worker_pid=$!
 
-# A warm shutdown lets the job in hand finish; one that is still running after ten seconds (a
-# sweep on a busy machine) is stopped cold: jobs are acknowledged late, and the sweep queues again
-# whatever an interrupted job owed, so Ctrl-C never leaves the terminal waiting.
 stop_worker() {
     if kill -0 "$worker_pid" 2>/dev/null; then
         echo "Stopping the Celery worker (pid $worker_pid)..."
         kill -TERM "$worker_pid" 2>/dev/null || true
-        for _ in $(seq 1 20); do
-            kill -0 "$worker_pid" 2>/dev/null || break
-            sleep 0.5
-        done
-        kill -QUIT "$worker_pid" 2>/dev/null || true
         wait "$worker_pid" 2>/dev/null || true
     fi
 }
