@@ -111,6 +111,21 @@ def study(*, platform, stage, external_id="STUDY123", code="C0DE42", family=None
                                      completion_code=code)
 
 
+# A real-looking Prolific study id, and a caption study behind it with `units` instances waiting.
+PROLIFIC_STUDY_ID = "60f6acb180a7b59ac0621f9e"
+
+
+def prolific_caption_study(units):
+    family = FamilyFactory()
+    for _ in range(units):
+        InstanceFactory(family=family)
+    launch(family, Stage.CAPTION)
+    create_work_units(family=family, stage=Stage.CAPTION)
+    return CrowdStudy.objects.create(platform="prolific", stage=Stage.CAPTION, family=family, name="Captions",
+                                     external_id=PROLIFIC_STUDY_ID, completion_code="C1ABCD23",
+                                     reward_usd=Decimal("0.75"))
+
+
 def prolific_link(stage, *, participant="P1", study_id="STUDY123", session="S1"):
     """The study link a Prolific participant arrives by (the study made by `study`)."""
     return f"/work/{stage}/?" + urlencode(

@@ -2,7 +2,6 @@
 crowdbench/shared_cache.py states, and no request fails."""
 
 import logging
-from decimal import Decimal
 
 import pytest
 from django.test import Client
@@ -10,18 +9,17 @@ from django.utils import timezone
 
 from annotation import worker_report
 from annotation.admin import worker_check
-from annotation.collection import stages
 from annotation.models import Assignment, Stage, WorkUnit
 from crowdbench import shared_cache
-from mturk.models import CrowdStudy
-from tests.factories import FamilyFactory, InstanceFactory, WorkerFactory, launch
+from tests.factories import FamilyFactory, WorkerFactory
+from tests.frontend_support import PROLIFIC_STUDY_ID, prolific_caption_study
 from tests.redis_support import OwnRedis
 
 pytestmark = [
     pytest.mark.django_db,
     pytest.mark.skipif(not OwnRedis.installed(), reason="needs redis-server"),
 ]
-STUDY_ID = "60f6acb180a7b59ac0621f9e"
+STUDY_ID = PROLIFIC_STUDY_ID
 
 
 @pytest.fixture
@@ -36,16 +34,6 @@ def cache_redis(settings, tmp_path):
     server.stop()
 
 
-def prolific_study(units):
-    family = FamilyFactory()
-    for _ in range(units):
-        InstanceFactory(family=family)
-    launch(family, Stage.CAPTION)
-    stages.create_work_units(family=family, stage=Stage.CAPTION)
-    return CrowdStudy.objects.create(platform="prolific", stage=Stage.CAPTION, family=family, name="Captions",
-                                     external_id=STUDY_ID, completion_code="C1ABCD23", reward_usd=Decimal("0.75"))
-
-
 def link(n):
     return f"/work/caption/?PROLIFIC_PID=60ffe5c8371090c7041d4{n:03d}&STUDY_ID={STUDY_ID}&SESSION_ID=sess{n:03d}"
 
@@ -53,7 +41,7 @@ def link(n):
 def test_the_study_link_admits_new_participants_and_logs_while_the_cache_is_down(cache_redis, settings, caplog):
     settings.PUBLIC_BASE_URL = "https://crowdbench.example.org"
     settings.STUDY_NEW_PARTICIPANTS_RATE = "1/h"
-    prolific_study(units=3)
+    prolific_caption_study(units=3)
     assert Client().get(link(1)).status_code == 200
     assert Client().get(link(2)).status_code == 429  # the throttle counts while the cache is up
 

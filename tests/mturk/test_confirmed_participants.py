@@ -1,23 +1,21 @@
 """Confirmed participants: new ids from one address are throttled, and a sync confirms work the
 platform's own record shows and quarantines (rejects, asks again) the rest."""
 
-from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
 from django.test import Client
 
 from annotation import queue
-from annotation.collection import stages
 from annotation.models import Assignment, Caption, Stage, WorkState, WorkUnit
 from mturk.models import CrowdStudy
 from mturk.services import syncing
-from tests.factories import FamilyFactory, InstanceFactory, WorkerFactory, launch
-from tests.frontend_support import caption_unit, unit_url
+from tests.factories import WorkerFactory
+from tests.frontend_support import PROLIFIC_STUDY_ID, caption_unit, prolific_caption_study, unit_url
 from tests.mturk_wire import assignment as mturk_assignment
 
 pytestmark = pytest.mark.django_db
-STUDY_ID = "60f6acb180a7b59ac0621f9e"
+STUDY_ID = PROLIFIC_STUDY_ID
 CAPTION = "A white cup of coffee with latte art in the shape of a heart, steam rising, on a saucer."
 
 
@@ -29,16 +27,6 @@ def fresh_throttle(settings):
     cache.clear()
 
 
-def prolific_study(units):
-    family = FamilyFactory()
-    for _ in range(units):
-        InstanceFactory(family=family)
-    launch(family, Stage.CAPTION)
-    stages.create_work_units(family=family, stage=Stage.CAPTION)
-    return CrowdStudy.objects.create(platform="prolific", stage=Stage.CAPTION, family=family, name="Captions",
-                                     external_id=STUDY_ID, completion_code="C1ABCD23", reward_usd=Decimal("0.75"))
-
-
 def link(pid, session):
     return f"/work/caption/?PROLIFIC_PID={pid}&STUDY_ID={STUDY_ID}&SESSION_ID={session}"
 
@@ -46,7 +34,7 @@ def link(pid, session):
 def test_made_up_ids_from_one_address_are_throttled_and_a_sync_quarantines_those_prolific_never_saw(
         prolific, settings):
     settings.STUDY_NEW_PARTICIPANTS_RATE = "5/h"
-    prolific_study(units=10)
+    prolific_caption_study(units=10)
     answered, refused = {}, []
     for n in range(20):
         pid, session = f"60ffe5c8371090c7041d4{n:03d}", f"sess{n:03d}"
@@ -94,7 +82,7 @@ def test_made_up_ids_from_one_address_are_throttled_and_a_sync_quarantines_those
 
 def test_a_participant_already_admitted_is_not_throttled_again(settings):
     settings.STUDY_NEW_PARTICIPANTS_RATE = "1/h"
-    prolific_study(units=3)
+    prolific_caption_study(units=3)
     browser = Client()
     assert browser.get(link("60ffe5c8371090c7041d4001", "s1")).status_code == 200
     assert browser.get(link("60ffe5c8371090c7041d4001", "s1")).status_code == 200
