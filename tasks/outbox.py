@@ -107,10 +107,11 @@ def requeue_owed():
     """Queue again what is owed and lost; returns how many jobs were sent."""
     cutoff = timezone.now() - timedelta(seconds=settings.JOB_REQUEUE_AFTER_SECONDS)
     owed = owed_jobs()
-    jobs = Job.objects.in_bulk([job_key(name, args) for name, args, *_ in owed], field_name="key")
+    owed_keys = [job_key(name, args) for name, args, *_ in owed]
+    jobs = Job.objects.in_bulk(owed_keys, field_name="key")
     sent = 0
-    for name, args, kind, number, since in owed:
-        if not _due(jobs.get(job_key(name, args)), owed_since=since, cutoff=cutoff):
+    for (name, args, kind, number, since), key in zip(owed, owed_keys, strict=True):
+        if not _due(jobs.get(key), owed_since=since, cutoff=cutoff):
             continue
         if kind is not None and leased_elsewhere(kind, number):
             continue
@@ -120,7 +121,7 @@ def requeue_owed():
             continue
         logger.info("Owed and not in hand: queuing %s%s again.", name, args)
         sent += send(name, *args)
-    close_done_elsewhere(owed_keys={job_key(name, args) for name, args, *_ in owed}, cutoff=cutoff)
+    close_done_elsewhere(owed_keys=owed_keys, cutoff=cutoff)
     return sent
 
 
