@@ -164,6 +164,10 @@ def _undo(assignment, outcome):
         return _withdraw_caption(caption, outcome) if caption is not None else ("", 0)
     if unit.stage == Stage.VERIFICATION:
         reference = Reference.objects.select_for_update().filter(pk=unit.reference_id).first()
+        if reference is not None and reference.held_for_review:
+            # Held because a model contradicted every vote: the votes changed, so the evidence is asked again.
+            reference.held_for_review = ""
+            reference.save(update_fields=["held_for_review"])
         if reference is None or reference.verdict == Reference.Verdict.PENDING:
             return "", 0
         instance = Instance.objects.select_for_update().get(pk=reference.instance_id)

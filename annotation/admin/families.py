@@ -27,6 +27,7 @@ from annotation.benchmark import benchmark_instances
 from annotation.collection import configs, progress, stages
 from annotation.collection.uploads import store_uploaded_image
 from annotation.collection.verification import WORKER_MODEL_JOB
+from annotation.collection.waiting import settle_family
 from annotation.datasets import exports, formats, imports, layouts
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -165,7 +166,8 @@ class StageConfigInline(admin.TabularInline):
     model = StageConfig
     extra = 0
     fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation", "adaptive",
-              "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional"]
+              "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional", "model_min_answers",
+              "model_min_posterior"]
     readonly_fields = ["launched_at"]
 
 
@@ -254,6 +256,19 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
             return super().response_add(request, obj, post_url_continue)
         self.message_user(request, f"The family “{obj.name}” was added. Its steps are below.", messages.SUCCESS)
         return redirect("admin:annotation_instructionfamily_workflow", obj.pk)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        if change and "target_instances" in form.changed_data:
+            # A changed target reaches the work at once: a raised one makes its instruction tasks, a
+            # lowered one closes the tasks nobody holds beyond it.
+            family = form.instance
+            closed = stages.trim_open_slots(family=family)
+            settled = settle_family(family)
+            said = settled.message() or ("no new task needed" if not closed else "")
+            if closed:
+                said = "; ".join(filter(None, [said, f"{closed} open task(s) nobody held closed"]))
+            self.message_user(request, f"Target {family.target_instances}: {said}.", messages.INFO)
 
     def save_formset(self, request, form, formset, change):
         if formset.model is StageConfig:
@@ -390,7 +405,8 @@ class StageConfigAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin)
                     "adaptive", "aggregation", "on_incorrect"]
     list_filter = ["stage", "verification_rule", "aggregation"]
     fields = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation",
-              "adaptive", "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional"]
+              "adaptive", "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional",
+              "model_min_answers", "model_min_posterior"]
     readonly_fields = ["launched_at"]
     actions = ["refit_worker_models"]
 

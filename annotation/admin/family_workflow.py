@@ -22,9 +22,12 @@ from annotation.admin.workflow_steps import (
     plural,
     recent_jobs,
 )
+from annotation.benchmark import benchmark_instances
 from annotation.collection import progress
+from annotation.collection.waiting import Waits, waits_for
 from annotation.models import (
     REFERENCE_MODEL_NAME,
+    DecisionChange,
     Instance,
     InstructionFamily,
     JudgeRun,
@@ -106,11 +109,16 @@ def family_workflow(family):
                                                           "status__exact": S.AWAITING_REFERENCE}),
         "Instances awaiting a reference",
     ))
+    waits = waits_for(family)
+    in_benchmark = list(benchmark_instances().filter(family=family).values_list("pk", flat=True))
     steps.append(Step(
         "verification", "Verification",
         stage_state(Stage.VERIFICATION, with_reference > 0 and not awaiting_verification),
-        f"{verified} verified, {discarded} discarded, {awaiting_verification} awaiting verification"
+        f"{verified} verified ({len(in_benchmark)} in the benchmark), {discarded} discarded, "
+        f"{awaiting_verification} awaiting verification"
         + ("" if Stage.VERIFICATION in launched else "; not launched")
+        + _waiting_text(waits)
+        + _changed_by_refits(family)
         + _asking(family)
         + f"; verifiers' agreement: Krippendorff's {progress.verification_agreement(family=family).text('reference')}",
         admin_url("instructionfamily_table2") + f"?family={family.pk}", "Table 2 for this family",
@@ -123,21 +131,64 @@ def family_workflow(family):
         admin_url("modelresponse_import"), "Import predictions",
     ))
     steps.extend(tournament_steps(tournament, family=family) if tournament else _no_tournament_steps())
+    steps = [_snapshot_step(in_benchmark) if step.key == "snapshot" else step for step in steps]
 
     jobs = collection_jobs(family, captioned=captioned, with_reference=with_reference)
     if tournament:
         runs = JudgeRun.objects.filter(tournament__in=tournaments).select_related("tournament")
         jobs += recent_jobs(list(runs), list(Snapshot.objects.filter(tournaments__in=tournaments).distinct()))
 
-    collecting = bool(sum(open_units.values())) or awaiting_caption or awaiting_verification
+    collecting = bool(sum(open_units.values())) or waits.crowd_at_work
     next_action = _family_next_action(
         family, launched=launched, is_new=is_new, total=total, awaiting_reference=awaiting_reference,
         collecting=collecting, verified=verified, response_count=response_count, tournament=tournament,
+        waits=waits,
     )
     example = {"instruction": family.seed_instruction, "response": family.seed_response,
                "images": [seed.image for seed in family.seedimage_set.select_related("image")]}
     return Workflow(title=f"Workflow of “{family.name}”", steps=steps, next_action=next_action,
                     jobs=jobs, warnings=job_warnings(jobs), example=example)
+
+
+def _waiting_text(waits):
+    """What the undecided instances wait for, from the one definition (collection/waiting.py)."""
+    counts = waits.counts()
+    parts = [f"{counts[wait]} for {wait.value}" for wait in Waits
+             if counts[wait] and wait not in (Waits.DECIDED, Waits.DISCARDED, Waits.NO_NEXT_STEP)]
+    if counts[Waits.NO_NEXT_STEP]:
+        parts.append(f"{counts[Waits.NO_NEXT_STEP]} with no next step")
+    if waits.slots_missing:
+        parts.append(f"{waits.slots_missing} instance(s) of the target with no task asking for them")
+    return f"; waiting: {', '.join(parts)}" if parts else ""
+
+
+def _changed_by_refits(family):
+    """How many worker-model decisions a later fit changed (or would have, where they stand)."""
+    changes = DecisionChange.objects.filter(reference__instance__family=family)
+    applied = changes.filter(applied=True).count()
+    standing = changes.filter(applied=False).count()
+    if not applied and not standing:
+        return ""
+    text = f"; {applied} worker-model decision(s) revised by a later fit"
+    if standing:
+        text += f", {standing} left standing (more was built on them)"
+    return text
+
+
+def _snapshot_step(in_benchmark):
+    """The latest snapshot holding any of the family's benchmark instances, whichever way it was
+    built (a tournament's workflow, the snapshot page, the command)."""
+    holding = (Snapshot.objects.filter(instance_digests__has_any_keys=[str(pk) for pk in in_benchmark])
+               if in_benchmark else Snapshot.objects.none())
+    latest = holding.order_by("-version").first()
+    if latest is None:
+        return Step("snapshot", "Snapshot", "todo", "no snapshot holds this family yet")
+    held = sum(1 for pk in in_benchmark if str(pk) in latest.instance_digests)
+    state = {Snapshot.Status.DONE: "done", Snapshot.Status.FAILED: "todo"}.get(latest.status, "active")
+    return Step("snapshot", "Snapshot", state,
+                f"{latest}: {latest.get_status_display().lower()}, holds {held} of the "
+                f"{len(in_benchmark)} instance(s) in the benchmark now",
+                admin_url("snapshot_change", latest.pk), "Files")
 
 
 def _asking(family):
@@ -156,7 +207,7 @@ def _no_tournament_steps():
 
 
 def _family_next_action(family, *, launched, is_new, total, awaiting_reference, collecting, verified,
-                        response_count, tournament):
+                        response_count, tournament, waits):
     if not is_new and not total:
         return NextAction("import", "Import a VisIT-Bench sheet",
                           "This family is reformatted from an existing dataset: its instances come "
@@ -177,6 +228,24 @@ def _family_next_action(family, *, launched, is_new, total, awaiting_reference, 
                           f"{plural(awaiting_reference, 'instance')} await a reference and no "
                           "reference model is configured, so references are pasted by hand.",
                           url=admin_url("instance_add_reference", first.pk))
+    if waits.stuck or waits.slots_missing:
+        stuck = len(waits.stuck) + waits.slots_missing
+        return NextAction("settle", f"Give {plural(stuck, 'waiting item')} a next step",
+                          "Some items wait for nothing: no task asks for them and nothing will decide them "
+                          "(a rejection or a changed setting left them so). This asks each again what its "
+                          "answers decide and makes the tasks they still need.")
+    counts = waits.counts()
+    if counts[Waits.REVIEWER]:
+        return NextAction("review", f"Review: {plural(counts[Waits.REVIEWER], 'instance')} wait for a reviewer",
+                          "A worker model disagreed with every vote on a reference, or the stage counts only "
+                          "accepted answers: a reviewer decides.",
+                          url=admin_url("reference_changelist") + "?" + urlencode({
+                              "instance__family__id__exact": family.pk, "verdict__exact": "pending"}))
+    if counts[Waits.WORKER_MODEL]:
+        return NextAction("wait_for_worker_model", "See the worker models",
+                          f"{plural(counts[Waits.WORKER_MODEL], 'reference')} have all their answers and wait "
+                          "for the worker-model job, which runs a few minutes after answers come in.",
+                          url=admin_url("stageconfig_changelist") + f"?family__id__exact={family.pk}")
     if collecting:
         return NextAction("wait_for_annotators", "See what annotators see",
                           "Annotators are at work; this page updates as they submit. Nothing to "

@@ -18,6 +18,7 @@ from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow_steps import WORKFLOW_JUDGE_MODE, plural
 from annotation.collection import captions, stages
+from annotation.collection.waiting import settle_family
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run
@@ -48,6 +49,9 @@ def perform_family_action(*, family, key):
         for instance_id in waiting:
             captions.queue_reference_generation(instance_id=instance_id)
         return f"Queued reference generation for {plural(len(waiting), 'instance')}.", True
+    if key == "settle":
+        settled = settle_family(family)
+        return f"Every item of “{family.name}” asked again: {settled.message() or 'nothing needed changing'}.", False
     raise AnnotationError(f"“{action.label}” is done on its own page.")
 
 

@@ -11,13 +11,16 @@ from django.utils import timezone
 
 from annotation.collection.decisions import settle_unit
 from annotation.collection.verification import WORKER_MODEL_JOB
+from annotation.collection.waiting import settle_family
 from annotation.lock_order import lock_unit_and_item
-from annotation.models import Aggregation, Assignment, Reference, Stage, WorkUnit
+from annotation.models import Aggregation, Assignment, Instance, Reference, Stage, WorkUnit
 from annotation.stopping import ask_what_is_needed
 from crowdbench.jobs import enqueue
 
 APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional", "adaptive",
-                  "agree_to_decide", "aggregation")
+                  "agree_to_decide", "aggregation", "model_min_answers", "model_min_posterior")
+# What a worker model's decisions rest on: a change is fitted and decided again in its job.
+MODEL_FIELDS = {"aggregation", "model_min_answers", "model_min_posterior"}
 # What changes how many answers a unit asks.
 ASKING_FIELDS = {"overlap", "adaptive", "agree_to_decide"}
 
@@ -29,6 +32,8 @@ class Applied:
     units_resized: int = 0
     units_completed: int = 0
     decided: int = 0
+    units_reopened: int = 0
+    units_made: int = 0
     leases_shortened: int = 0
     pending_decisions: int = 0
     rule_changed: bool = False
@@ -44,12 +49,14 @@ class Applied:
             parts.append(f"{self.decided} decision(s) made")
         if self.leases_shortened:
             parts.append(f"{self.leases_shortened} lease(s) held now end at the new lease length")
-        if self.rule_changed:
-            parts.append(f"{self.pending_decisions} reference(s) still waiting will be decided by the new rule; "
-                         "those decided already keep their decision")
-        if self.aggregation:
-            parts.append(f"references still waiting are decided by {self.aggregation}; those decided already "
-                         "keep their decision")
+        if self.units_reopened:
+            parts.append(f"{self.units_reopened} task(s) back in the queue: their answers no longer suffice")
+        if self.units_made:
+            parts.append(f"{self.units_made} new task(s) made")
+        if self.rule_changed or self.aggregation:
+            rule = f"by {self.aggregation}" if self.aggregation else "by the new rule"
+            parts.append(f"{self.pending_decisions} reference(s) still undecided will be decided {rule} as their "
+                         "answers come in; those decided already keep their decision")
         return "; ".join(parts) + "." if parts else "No open task needed changing."
 
 
@@ -86,19 +93,20 @@ def apply_stage_config(*, config, before):
                 Q(lease_expires_at__gt=now) & Q(lease_expires_at__gt=longest),
                 unit__family=config.family, unit__stage=config.stage, status=Assignment.Status.LEASED,
             ).update(lease_expires_at=Least(F("lease_expires_at"), longest))
+        # Every undecided item is asked again under the new settings, done units too: answers that
+        # now suffice decide, units whose answers no longer suffice reopen, missing units are made.
+        settled = settle_family(config.family)
+        applied.decided += settled.decided
+        applied.units_reopened += settled.units_reopened
+        applied.units_made += settled.units_made
         if changed & {"verification_rule", "adaptive", "agree_to_decide"} and config.stage == Stage.VERIFICATION:
             applied.rule_changed = True
-            applied.pending_decisions = Reference.objects.filter(
-                instance__family=config.family, verdict=Reference.Verdict.PENDING).count()
         if "aggregation" in changed and config.stage == Stage.VERIFICATION:
             applied.aggregation = config.get_aggregation_display()
-            if config.aggregation == Aggregation.VOTES:
-                # References complete but waiting for a worker model are decided by votes now; their
-                # units are done, so the open units above did not reach them.
-                waiting = WorkUnit.objects.filter(family=config.family, stage=Stage.VERIFICATION,
-                                                  reference__verdict=Reference.Verdict.PENDING)
-                for unit in waiting:
-                    applied.decided += settle_unit(unit)[1]
-            else:
-                enqueue(WORKER_MODEL_JOB)
+        if changed & MODEL_FIELDS and config.stage == Stage.VERIFICATION and config.aggregation != Aggregation.VOTES:
+            enqueue(WORKER_MODEL_JOB)
+        if config.stage == Stage.VERIFICATION:
+            applied.pending_decisions = Reference.objects.filter(
+                instance__family=config.family, verdict=Reference.Verdict.PENDING,
+                instance__status=Instance.Status.AWAITING_VERIFICATION).count()
     return applied

@@ -9,16 +9,24 @@ reference whose answers are complete waits, pending, for the worker-model job
 (`decide_by_worker_models`): it fits the models the stages use and decides each waiting reference
 by the fitted label, recording the model (`Reference.decided_by`) and its posterior.
 
-A decision stands once made, as it does when a researcher changes the verification rule: a later
-fit (more answers, other workers' reliability better known) does not flip it behind anyone's back.
-What reopens a decision is what reopens one under votes: a rejected answer (review), or a
-reviewer's adjudication. So the job is idempotent: run twice on the same answers, it decides
-nothing the second time. A fit that saw a different set of a reference's counted answers than
-the database holds when it decides (an answer came in or was rejected meanwhile) leaves the
-reference for the next run, so no decision rests on answers that no longer count.
+A model decides only on evidence (`model_decision`): its label counts when every verifier of the
+reference has enough counted answers in the fit (the stage's `model_min_answers`, or a known
+accuracy on gold items) and its posterior reaches the stage's `model_min_posterior`; below that
+the verification rule decides from the votes. A label that contradicts every counted vote is never
+applied silently: the reference is held for a reviewer (`Reference.held_for_review`), who
+adjudicates.
+
+A model's decision stays revisable until a snapshot publishes its instance: each run fits again
+and, where the evidence now decides otherwise, reopens and decides the reference again, recording
+the change (`DecisionChange`, before and after). What a snapshot published stands, as does a
+decision something was built on (`reopen_decision`). So the job is idempotent: run twice on the
+same answers, it decides and changes nothing the second time. A fit that saw a different set of a
+reference's counted answers than the database holds (an answer came in or was rejected meanwhile)
+leaves the reference for the next run, so no decision rests on answers that no longer count.
 """
 
 import logging
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -37,11 +45,14 @@ from annotation.lock_order import lock_assignment_for_submission, lock_item
 from annotation.models import (
     Aggregation,
     Battle,
+    DecisionChange,
     Instance,
     Reference,
+    Snapshot,
     Stage,
     StageConfig,
     Verification,
+    WorkerQualification,
     counted_work,
 )
 from annotation.queue import mark_submitted, stored_answer_for
@@ -101,11 +112,7 @@ def settle_reference(*, reference, unit):
     if reference.verdict != Reference.Verdict.PENDING:
         return None
     config = stage_config(family=unit.family, stage=Stage.VERIFICATION)
-    votes = counted_votes(reference, config)
-    if config.adaptive:
-        if _agreed(votes, config) is None and len(votes) < config.overlap:
-            return None
-    elif len(votes) < unit.overlap:
+    if not votes_complete(counted_votes(reference, config), config, unit):
         return None
     if config.aggregation != Aggregation.VOTES:
         enqueue(WORKER_MODEL_JOB)
@@ -113,20 +120,79 @@ def settle_reference(*, reference, unit):
     return decide_reference(reference=reference)
 
 
-def awaiting_worker_model():
+def votes_complete(votes, config, unit):
+    """Whether a reference's counted `votes` are all its stage asks: as many as its unit asks, or,
+    under ask until decided, once they agree or reach the most it asks. The one definition the
+    submit, a review, the worker-model job and the benchmark check read."""
+    if config.adaptive:
+        return _agreed(votes, config) is not None or len(votes) >= config.overlap
+    return unit is not None and len(votes) >= unit.overlap
+
+
+def awaiting_worker_model(*, family=None):
     """Pending references of families whose verification stage decides by a worker model, whose
-    counted answers are all in (the job decides them)."""
+    counted answers are all in and which no reviewer holds (the job decides them)."""
     families = StageConfig.objects.filter(stage=Stage.VERIFICATION).exclude(aggregation=Aggregation.VOTES)
-    pending = (Reference.objects.filter(verdict=Reference.Verdict.PENDING,
+    pending = (Reference.objects.filter(verdict=Reference.Verdict.PENDING, held_for_review="",
+                                        instance__status=Instance.Status.AWAITING_VERIFICATION,
                                         instance__family__in=families.values("family_id"))
                .select_related("instance__family").order_by("pk"))
+    if family is not None:
+        pending = pending.filter(instance__family=family)
     waiting = []
     for reference in pending:
         config = stage_config(family=reference.instance.family, stage=Stage.VERIFICATION)
         unit = reference.work_units.filter(stage=Stage.VERIFICATION).first()
-        if unit is not None and len(counted_votes(reference, config)) >= unit.overlap:
+        if votes_complete(counted_votes(reference, config), config, unit):
             waiting.append(reference)
     return waiting
+
+
+def revisable_by_worker_models():
+    """References a worker model decided that a later fit may still revise: not adjudicated, and
+    whose instance no finished snapshot has published."""
+    published = set()
+    for digests in Snapshot.objects.filter(status=Snapshot.Status.DONE).values_list("instance_digests", flat=True):
+        published.update(int(instance_id) for instance_id in digests)
+    models = [value for value in Aggregation.values if value != Aggregation.VOTES]
+    return (Reference.objects.filter(decided_by__in=models, adjudicated_by__isnull=True,
+                                     verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT])
+            .exclude(instance_id__in=published).select_related("instance__family").order_by("pk"))
+
+
+@dataclass(frozen=True)
+class ModelDecision:
+    """What the evidence decides for a reference under a worker model: `by` a model (its label and
+    posterior), by the votes (the model's evidence is too thin), or held for a reviewer (`held`, why)."""
+
+    by: str
+    is_correct: bool | None = None
+    posterior: float | None = None
+    held: str = ""
+
+
+def model_decision(*, fit, votes, config, known_accuracy=frozenset()):
+    """Decide from a fit only on evidence (see the module's docstring). `known_accuracy`: workers
+    whose accuracy on gold items is known."""
+    label, posterior = fit.label_of(votes[0].reference_id)
+    is_correct = label == "correct"
+    model_name = Reference.DecidedBy(fit.model).label
+    if all(vote.is_correct != is_correct for vote in votes):
+        said = "correct" if is_correct else "incorrect"
+        return ModelDecision(by=Reference.DecidedBy.REVIEWER, held=(
+            f"{model_name} says {said} (posterior {posterior:.2f}) where every counted vote "
+            f"({len(votes)}) says the opposite."))
+    thin = [vote.worker_id for vote in votes
+            if fit.answers.get(vote.worker_id, 0) < config.model_min_answers and vote.worker_id not in known_accuracy]
+    if thin or posterior < config.model_min_posterior:
+        return ModelDecision(by=Aggregation.VOTES)
+    return ModelDecision(by=fit.model, is_correct=is_correct, posterior=posterior)
+
+
+def _workers_of_known_accuracy():
+    return frozenset(WorkerQualification.objects.filter(qualification__stage=Stage.VERIFICATION,
+                                                        live_accuracy__isnull=False)
+                     .values_list("worker_id", flat=True))
 
 
 def decide_by_worker_models():
@@ -147,23 +213,90 @@ def decide_by_worker_models():
             worker_models.store_reliabilities(stage=Stage.VERIFICATION, model=model, reliability=fit.reliability,
                                               answers=fit.answers)
             fits[model] = fit
+    known = _workers_of_known_accuracy()
     decided = 0
     for waiting in awaiting_worker_model():
         with transaction.atomic():
             lock_item(stage=Stage.VERIFICATION, instance_id=waiting.instance_id, reference_id=waiting.pk)
             reference = Reference.objects.get(pk=waiting.pk)
-            if reference.verdict != Reference.Verdict.PENDING:
+            if reference.verdict != Reference.Verdict.PENDING or reference.held_for_review:
                 continue
             config = stage_config(family=waiting.instance.family, stage=Stage.VERIFICATION)
-            fit = fits.get(config.aggregation)
-            votes = counted_votes(reference, config)
-            if fit is None or fit.voters.get(reference.pk) != frozenset(vote.worker_id for vote in votes):
+            votes = _votes_the_fit_saw(fits.get(config.aggregation), reference, config)
+            if votes is None:
                 continue
-            label, posterior = fit.label_of(reference.pk)
-            decide_reference(reference=reference, by=config.aggregation,
-                             is_correct=label == worker_models.CORRECT, posterior=posterior)
-            decided += 1
+            decided += _apply(reference, model_decision(fit=fits[config.aggregation], votes=votes, config=config,
+                                                        known_accuracy=known))
+    for decision in revisable_by_worker_models():
+        with transaction.atomic():
+            revise_decision(decision, fits, known)
     return decided
+
+
+def _votes_the_fit_saw(fit, reference, config):
+    """The reference's counted votes when `fit` saw exactly these, else None (wait for the next fit)."""
+    votes = counted_votes(reference, config)
+    if fit is None or not votes or fit.voters.get(reference.pk) != frozenset(vote.worker_id for vote in votes):
+        return None
+    return votes
+
+
+def _apply(reference, decision):
+    """Decide a pending reference as `decision` says, or hold it for a reviewer. Returns 1 when decided."""
+    if decision.held:
+        reference.held_for_review = decision.held
+        reference.save(update_fields=["held_for_review"])
+        return 0
+    if decision.by == Aggregation.VOTES:
+        decide_reference(reference=reference)
+    else:
+        decide_reference(reference=reference, by=decision.by, is_correct=decision.is_correct,
+                         posterior=decision.posterior)
+    return 1
+
+
+def revise_decision(stale, fits, known):
+    """Decide again a model's decision the latest fit disagrees with, when nothing published or built
+    on it stops that; record the change (before and after) either way. Returns the DecisionChange
+    or None when the evidence still decides as before."""
+    _, reference = lock_item(stage=Stage.VERIFICATION, instance_id=stale.instance_id, reference_id=stale.pk)
+    if reference.decided_by != stale.decided_by or reference.verdict != stale.verdict:
+        return None
+    config = stage_config(family=stale.instance.family, stage=Stage.VERIFICATION)
+    fit = fits.get(reference.decided_by)
+    votes = _votes_the_fit_saw(fit, reference, config)
+    if votes is None:
+        return None
+    decision = model_decision(fit=fit, votes=votes, config=config, known_accuracy=known)
+    is_correct = reference.verdict == Reference.Verdict.CORRECT
+    if decision.held:
+        after = Reference.Verdict.PENDING
+    elif decision.by == Aggregation.VOTES:
+        is_correct_now = _verdict(votes, config)
+        if is_correct_now == is_correct:
+            return None
+        after = Reference.Verdict.CORRECT if is_correct_now else Reference.Verdict.INCORRECT
+    else:
+        if decision.is_correct == is_correct:
+            return None
+        after = Reference.Verdict.CORRECT if decision.is_correct else Reference.Verdict.INCORRECT
+    change = DecisionChange(reference=reference, model=reference.decided_by, before=reference.verdict, after=after,
+                            posterior_before=reference.posterior, posterior_after=decision.posterior)
+    instance = Instance.objects.select_related("family").get(pk=reference.instance_id)
+    try:
+        reopen_decision(reference=reference, instance=instance)
+    except DecisionStands as stands:
+        if reference.decision_changes.filter(applied=False, before=change.before, after=change.after).exists():
+            return None  # recorded at an earlier run; the decision still stands
+        change.applied, change.note = False, str(stands)[:300]
+        change.save()
+        return change
+    reference.refresh_from_db()
+    _apply(reference, decision)
+    change.applied = True
+    change.note = decision.held[:300] if decision.held else ""
+    change.save()
+    return change
 
 
 def _agreed(votes, config):
@@ -314,6 +447,7 @@ def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, pro
         reference.decided_at = timezone.now()
         reference.decided_by, reference.posterior = Reference.DecidedBy.REVIEWER, None
         reference.adjudicated_by, reference.adjudication_note = reviewer, note
+        reference.held_for_review = ""
         reference.save()
         _settle_instance(instance=instance, reference=reference, config=config)
     return reference
@@ -351,8 +485,9 @@ def reopen_decision(*, reference, instance):
     reference.problem_in_caption = reference.problem_in_response = reference.flagged_harmful = False
     reference.decided_at = None
     reference.decided_by, reference.posterior = "", None
+    reference.held_for_review = ""
     reference.save(update_fields=["verdict", "problem_in_caption", "problem_in_response", "flagged_harmful",
-                                  "decided_at", "decided_by", "posterior"])
+                                  "decided_at", "decided_by", "posterior", "held_for_review"])
     if instance.reference_output == reference.text:
         instance.reference_output = ""
     instance.status = Instance.Status.AWAITING_VERIFICATION

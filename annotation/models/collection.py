@@ -91,6 +91,9 @@ class Reference(models.Model):
     # verdict when it decided. Blank while pending.
     decided_by = models.CharField(max_length=20, choices=DecidedBy.choices, blank=True)
     posterior = models.FloatField(null=True, blank=True)
+    # Why a reviewer must decide it (a worker model's label contradicts every counted vote): while
+    # set, the reference waits for an adjudication, and no model decides it.
+    held_for_review = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -142,3 +145,24 @@ class Verification(models.Model):
 
     def __str__(self):
         return f"{'Correct' if self.is_correct else 'Incorrect'}: reference #{self.reference_id} by {self.worker}"
+
+
+class DecisionChange(models.Model):
+    """A worker model's decision that a later fit revised (or would have, where more was built on it),
+    with the verdict and posterior before and after, so a researcher sees what a refit changed."""
+
+    reference = models.ForeignKey(Reference, on_delete=models.CASCADE, related_name="decision_changes")
+    model = models.CharField(max_length=20)
+    before = models.CharField(max_length=10, choices=Reference.Verdict.choices)
+    after = models.CharField(max_length=10, choices=Reference.Verdict.choices)
+    posterior_before = models.FloatField(null=True, blank=True)
+    posterior_after = models.FloatField(null=True, blank=True)
+    applied = models.BooleanField(help_text="False: the decision stands, more was built on it (see note).")
+    note = models.CharField(max_length=300, blank=True)
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self):
+        return f"Reference #{self.reference_id}: {self.before} → {self.after} ({self.model})"

@@ -226,7 +226,17 @@ class StageConfig(models.Model):
         max_length=20, choices=Aggregation.choices, default=Aggregation.VOTES,
         help_text="Verification: how counted answers decide a reference. A worker model decides in a "
                   "background job, a few minutes after a reference's answers are in; references decided "
-                  "already keep their decision.")
+                  "keep their decision until a snapshot publishes them; a later fit may revise "
+                  "the others, and each change is recorded.")
+    model_min_answers = models.PositiveSmallIntegerField(
+        "a worker model's minimum answers per worker", default=5,
+        help_text="Verification under a worker model: the model's label decides a reference only when every "
+                  "verifier of it has at least this many counted answers in the fit (or a known accuracy on "
+                  "gold items). Otherwise the verification rule decides from the votes.")
+    model_min_posterior = models.FloatField(
+        "a worker model's minimum posterior", default=0.6,
+        help_text="Verification under a worker model: the model's label decides a reference only when its "
+                  "posterior probability reaches this. Otherwise the verification rule decides from the votes.")
 
     class Meta:
         constraints = [

@@ -27,9 +27,13 @@ def test_a_researcher_chooses_dawid_skene_and_the_decisions_say_it_decided(resea
 
     page.goto(f"{live_server.url}/admin/annotation/instructionfamily/{family.pk}/change/")
     page.locator('select[name="stage_configs-0-aggregation"]').select_option(Aggregation.DAWID_SKENE.value)
+    # Three verifiers with one answer each: the model may decide on them only when the researcher says
+    # one answer per worker is evidence enough (by default the verification rule would decide).
+    page.locator('input[name="stage_configs-0-model_min_answers"]').fill("1")
     page.get_by_role("button", name="Save", exact=True).click()
     page.wait_for_url(f"{live_server.url}/admin/annotation/instructionfamily/")
-    assert StageConfig.objects.get(family=family, stage=Stage.VERIFICATION).aggregation == Aggregation.DAWID_SKENE
+    config = StageConfig.objects.get(family=family, stage=Stage.VERIFICATION)
+    assert (config.aggregation, config.model_min_answers) == (Aggregation.DAWID_SKENE, 1)
 
     reference = references.store_reference(instance=instance, text="Three sheep.", source=Reference.Source.MANUAL)
     for is_correct in (True, True, False):

@@ -3,6 +3,7 @@ answers through the real queue and submit service on PostgreSQL; the worker-mode
 fits and decides."""
 
 import random
+from collections import Counter
 
 import pytest
 from django.urls import reverse
@@ -109,7 +110,9 @@ def test_dawid_skene_beats_the_majority_against_the_truth_with_forty_percent_spa
     decided = dict(Reference.objects.filter(pk__in=truth).values_list("pk", "verdict"))
     model = {pk: verdict == Reference.Verdict.CORRECT for pk, verdict in decided.items()}
     assert accuracy(model, truth) > accuracy(majority, truth)
-    assert set(Reference.objects.filter(pk__in=truth).values_list("decided_by", flat=True)) == {"dawid_skene"}
+    # Where the model's posterior is below the stage's minimum (0.6), the verification rule decided.
+    deciders = Counter(Reference.objects.filter(pk__in=truth).values_list("decided_by", flat=True))
+    assert set(deciders) == {"dawid_skene", "votes"} and deciders["dawid_skene"] > deciders["votes"]
 
 
 def test_stored_reliabilities_rank_spammers_below_good_workers(spammed_crowd):
