@@ -18,7 +18,7 @@ from annotation.admin.search import SearchFieldByFieldMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
 from annotation.exceptions import AnnotationError
-from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification
+from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification, counted_verifications
 from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, form_step, may_block, stop_workers_and_say
 from mturk.services.reviewing import review_on_platforms
 
@@ -218,7 +218,8 @@ class DisagreementFilter(admin.SimpleListFilter):
         return [("disagree", "disagree"), ("adjudicated", "adjudicated")]
 
     def queryset(self, request, queryset):
-        votes = Verification.objects.filter(reference=OuterRef("pk"))
+        # A rejected vote, or a provisional one its stage does not count, makes no disagreement.
+        votes = Verification.objects.filter(counted_verifications(), reference=OuterRef("pk"))
         if self.value() == "disagree":
             return queryset.filter(Exists(votes.filter(is_correct=True)), Exists(votes.filter(is_correct=False)))
         if self.value() == "adjudicated":
@@ -255,8 +256,9 @@ adjudicate_action.__name__ = "adjudicate"
 
 def page_votes(references):
     """Set `correct_votes` and `incorrect_votes` on each of these references (one query), for
-    `votes_summary`."""
-    rows = (Verification.objects.filter(reference__in=references).order_by().values("reference")
+    `votes_summary`: the votes that count (counted_verifications), the ones that decide."""
+    rows = (Verification.objects.filter(counted_verifications(), reference__in=references)
+            .order_by().values("reference")
             .annotate(correct=Count("pk", filter=Q(is_correct=True)),
                       incorrect=Count("pk", filter=Q(is_correct=False))))
     votes = {row["reference"]: (row["correct"], row["incorrect"]) for row in rows}
