@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Prefetch, Q, Sum
 
-from annotation.models import Assignment, Reference, Side, Stage
+from annotation.models import Assignment, Reference, Side, Stage, WorkState
 from mturk.models import Submission
 
 RECENT = 50
@@ -16,6 +16,8 @@ class StageTally:
     stage: str
     label: str
     submitted: int
+    """Submitted and not rejected: accepted, or not reviewed yet."""
+    rejected: int
     in_progress: int
     given_back: int
     active_minutes: float
@@ -31,6 +33,9 @@ class WorkRow:
     wrote: str
     """The worker's own text (shown escaped), or their answer for verification."""
     outcome: str
+    rejected: bool = False
+    review_reason: str = ""
+    """Why a reviewer rejected it, as they typed it (shown escaped)."""
     approval: str = ""
     """The payment review of the platform submission holding this task, or "" where none does."""
     approval_note: str = ""
@@ -42,7 +47,9 @@ def stage_tallies(worker, *, only=None):
     rows = (
         assignments.values("unit__stage")
         .annotate(
-            submitted=Count("pk", filter=Q(status=Assignment.Status.SUBMITTED)),
+            submitted=Count("pk", filter=Q(status=Assignment.Status.SUBMITTED)
+                            & ~Q(work_state=WorkState.REJECTED)),
+            rejected=Count("pk", filter=Q(status=Assignment.Status.SUBMITTED, work_state=WorkState.REJECTED)),
             in_progress=Count("pk", filter=Q(status=Assignment.Status.LEASED)),
             given_back=Count("pk", filter=Q(status__in=[Assignment.Status.RETURNED,
                                                         Assignment.Status.EXPIRED])),
@@ -53,7 +60,7 @@ def stage_tallies(worker, *, only=None):
     labels = dict(Stage.choices)
     return [
         StageTally(stage=row["unit__stage"], label=labels.get(row["unit__stage"], row["unit__stage"]),
-                   submitted=row["submitted"], in_progress=row["in_progress"],
+                   submitted=row["submitted"], rejected=row["rejected"], in_progress=row["in_progress"],
                    given_back=row["given_back"], active_minutes=round((row["seconds"] or 0) / 60, 1))
         for row in rows
     ]
@@ -91,6 +98,11 @@ def _row(assignment):
         judgement = assignment.human_judgement
         wrote = f"Preferred response {1 if judgement.choice == Side.LEFT else 2}"
         outcome = "Saved"
+    rejected = assignment.work_state == WorkState.REJECTED
+    if rejected:
+        # A rejected answer counts in nothing, so what became of its item is not its doing:
+        # an agreement with the verdict, or "Used for the reference", would tell the worker otherwise.
+        outcome = "Rejected"
     approval, approval_note = _approval(assignment)
     seconds = assignment.active_seconds
     return WorkRow(
@@ -101,6 +113,8 @@ def _row(assignment):
         active_minutes=round(seconds / 60, 1) if seconds is not None else None,
         wrote=wrote,
         outcome=outcome,
+        rejected=rejected,
+        review_reason=assignment.review_reason if rejected else "",
         approval=approval,
         approval_note=approval_note,
     )

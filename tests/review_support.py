@@ -12,10 +12,11 @@ from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, laun
 from tests.mturk_wire import assignment, make_researcher
 
 
-def make_reviewer():
+def make_reviewer(*, can_block=True):
+    """A reviewer of answers; `can_block`: also a researcher allowed to pay and block workers."""
     from django.contrib.auth.models import Permission
 
-    user = make_researcher("reviewer")
+    user = make_researcher("reviewer", can_pay=can_block)
     user.user_permissions.add(*Permission.objects.filter(content_type__app_label="annotation",
                                                          codename__in=["view_answer", "change_answer"]))
     return type(user).objects.get(pk=user.pk)

@@ -179,12 +179,23 @@ class InstanceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmin
 class VerificationInline(admin.TabularInline):
     model = Verification
     extra = 0
-    fields = ["worker", "is_correct", "problem_in_caption", "problem_in_response", "is_harmful", "comment"]
+    fields = ["worker", "is_correct", "problem_in_caption", "problem_in_response", "is_harmful", "comment",
+              "review"]
     readonly_fields = fields
     can_delete = False
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("worker", "assignment")
+
     def has_add_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="review")
+    def review(self, vote):
+        # Beside the list's tally, which counts only the votes that count (counted_verifications).
+        if vote.assignment_id is None:
+            return "none needed (a researcher's or an import's)"
+        return vote.assignment.get_work_state_display()
 
 
 @admin.register(Reference)

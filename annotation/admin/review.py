@@ -2,6 +2,8 @@
 accuracy and time per task beside it; accept or reject (with a reason) one by one or in bulk, and
 adjudicate references whose verifiers disagree."""
 
+from functools import partial
+
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Avg, Case, Count, Exists, FloatField, OuterRef, Q, Value, When, prefetch_related_objects
@@ -16,8 +18,8 @@ from annotation.admin.search import SearchFieldByFieldMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
 from annotation.exceptions import AnnotationError
-from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification
-from mturk.admin.common import form_step
+from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification, counted_verifications
+from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, form_step, may_block, stop_workers_and_say
 from mturk.services.reviewing import review_on_platforms
 
 
@@ -25,6 +27,13 @@ class RejectAnswersForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea, max_length=review.REASON_MAX_CHARS,
                              help_text="Kept with each answer. Where the answer was done on a platform, the worker "
                                        "sees it there (Prolific asks for 100 characters or more).")
+    stop_workers = forms.BooleanField(required=False, label=STOP_WORKERS_LABEL, help_text=STOP_WORKERS_HELP)
+
+    def __init__(self, *args, may_stop_workers=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not may_stop_workers:
+            # A reviewer who may not block is not offered it, rather than refused after rejecting.
+            del self.fields["stop_workers"]
 
 
 class AcceptAnswersForm(forms.Form):
@@ -159,22 +168,25 @@ class AnswerAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMi
                   permissions=["change"])
     def reject(self, request, queryset):
         form, response = form_step(
-            self, request, queryset, form_class=RejectAnswersForm, title="Reject answers", submit_label="Reject",
+            self, request, queryset, title="Reject answers", submit_label="Reject",
+            form_class=partial(RejectAnswersForm, may_stop_workers=may_block(request.user)),
             action="reject",
             intro="A rejected answer leaves every decision, Table 2, the leaderboard and later snapshots, and its "
                   "task goes back to the queue for a different worker. On a platform the work is rejected there too.")
         if response:
             return response
-        self._review(request, list(queryset), accept=False, reason=form.cleaned_data["reason"])
+        self._review(request, list(queryset), accept=False, reason=form.cleaned_data["reason"],
+                     stop_workers=form.cleaned_data.get("stop_workers", False))
         return None
 
-    def _review(self, request, answers, *, accept, reason):
-        review_answers(request, answers, accept=accept, reason=reason)
+    def _review(self, request, answers, *, accept, reason, stop_workers=False):
+        review_answers(request, answers, accept=accept, reason=reason, stop_workers=stop_workers)
 
 
-def review_answers(request, answers, *, accept, reason):
+def review_answers(request, answers, *, accept, reason, stop_workers=False):
     """Accept or reject answers through the review services, then on their platforms, and tell the
-    reviewer what each did: the one way the admin reviews, from the answers list or a worker's page."""
+    reviewer what each did: the one way the admin reviews, from the answers list or a worker's page.
+    `stop_workers`: after rejecting, block the answers' workers (mturk.services.reviewing.stop_workers)."""
     try:
         if accept:
             outcome = review.accept_work(assignments=answers, reviewer=request.user, reason=reason)
@@ -186,6 +198,8 @@ def review_answers(request, answers, *, accept, reason):
     messages.success(request, outcome.message("accepted" if accept else "rejected"))
     for line in review_on_platforms(assignments=answers, actor=request.user, reason=reason):
         messages.info(request, line)
+    if stop_workers and not accept:
+        stop_workers_and_say(request, {answer.worker for answer in answers}, reason=reason)
     return True
 
 
@@ -204,7 +218,8 @@ class DisagreementFilter(admin.SimpleListFilter):
         return [("disagree", "disagree"), ("adjudicated", "adjudicated")]
 
     def queryset(self, request, queryset):
-        votes = Verification.objects.filter(reference=OuterRef("pk"))
+        # A rejected vote, or a provisional one its stage does not count, makes no disagreement.
+        votes = Verification.objects.filter(counted_verifications(), reference=OuterRef("pk"))
         if self.value() == "disagree":
             return queryset.filter(Exists(votes.filter(is_correct=True)), Exists(votes.filter(is_correct=False)))
         if self.value() == "adjudicated":
@@ -241,8 +256,9 @@ adjudicate_action.__name__ = "adjudicate"
 
 def page_votes(references):
     """Set `correct_votes` and `incorrect_votes` on each of these references (one query), for
-    `votes_summary`."""
-    rows = (Verification.objects.filter(reference__in=references).order_by().values("reference")
+    `votes_summary`: the votes that count (counted_verifications), the ones that decide."""
+    rows = (Verification.objects.filter(counted_verifications(), reference__in=references)
+            .order_by().values("reference")
             .annotate(correct=Count("pk", filter=Q(is_correct=True)),
                       incorrect=Count("pk", filter=Q(is_correct=False))))
     votes = {row["reference"]: (row["correct"], row["incorrect"]) for row in rows}

@@ -16,6 +16,7 @@ from annotation import review
 from annotation.admin.review import review_answers
 from annotation.models import Assignment, Stage, Worker, WorkState
 from annotation.worker_report import FAST_SHARE, MIN_ANSWERS, P_VALUE, worker_report
+from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, may_block
 
 
 class ReviewProvisionalForm(forms.Form):
@@ -25,6 +26,19 @@ class ReviewProvisionalForm(forms.Form):
                              required=False,
                              help_text="Kept with each answer; needed to reject. Where the answer was done on a "
                                        "platform, the worker sees it there (Prolific asks for 100 characters or more).")
+    stop_workers = forms.BooleanField(required=False, label=STOP_WORKERS_LABEL, help_text=STOP_WORKERS_HELP)
+
+    def __init__(self, *args, may_stop_workers=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not may_stop_workers:
+            del self.fields["stop_workers"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("stop_workers") and cleaned.get("decision") != "reject":
+            raise forms.ValidationError("A worker is stopped along with a rejection; choose Reject, or untick "
+                                        "“stop this worker”.")
+        return cleaned
 
 
 def answers_url(worker, **filters):
@@ -55,7 +69,7 @@ def worker_page_view(request, worker_id, *, model_admin):
         "flags": [(flag, answers_url(worker, unit__stage=flag.stage)) for flag in report.flags],
         "provisional": sum(row.provisional for row in report.stages),
         "can_review": request.user.has_perm("annotation.change_answer"),
-        "form": ReviewProvisionalForm(),
+        "form": ReviewProvisionalForm(may_stop_workers=may_block(request.user)),
         "min_answers": MIN_ANSWERS, "fast_share": FAST_SHARE, "p_value": P_VALUE,
     }
     return TemplateResponse(request, "admin/annotation/worker/page.html", context)
@@ -67,7 +81,7 @@ def worker_review_view(request, worker_id, *, model_admin):
     if not request.user.has_perm("annotation.change_answer"):
         raise PermissionDenied
     page = reverse("admin:annotation_worker_page", args=[worker.pk])
-    form = ReviewProvisionalForm(request.POST)
+    form = ReviewProvisionalForm(request.POST, may_stop_workers=may_block(request.user))
     if not form.is_valid():
         for errors in form.errors.values():
             messages.error(request, " ".join(errors))
@@ -77,5 +91,5 @@ def worker_review_view(request, worker_id, *, model_admin):
         messages.warning(request, "No provisional answer to review there.")
         return redirect(page)
     review_answers(request, answers, accept=form.cleaned_data["decision"] == "accept",
-                   reason=form.cleaned_data["reason"])
+                   reason=form.cleaned_data["reason"], stop_workers=form.cleaned_data.get("stop_workers", False))
     return redirect(page)

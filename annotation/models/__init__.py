@@ -40,6 +40,7 @@ from annotation.models.work import (
     StageConfig,
     WorkState,
     WorkUnit,
+    counted_verifications,
     counted_work,
 )
 from annotation.models.worker_models import WorkerModel, WorkerReliability
@@ -100,6 +101,7 @@ __all__ = [
     "WorkState",
     "WorkUnit",
     "Worker",
+    "counted_verifications",
     "counted_work",
     "multi_image_q",
 ]

@@ -98,6 +98,18 @@ def counted_work(*, assignment="assignment", provisional_counts):
     return counted | Q(**{f"{assignment}__work_state": WorkState.PROVISIONAL, provisional_counts: True})
 
 
+def counted_verifications():
+    """A Q for the verification votes that count, over Verification rows of any family at once:
+    `counted_work`, with provisional votes left out where their family's verification stage counts
+    only accepted answers (StageConfig.counts_provisional; a family without one counts them, as
+    its stage's default does). The rule annotation/worker_models.py verification_frame fits on."""
+    strict_families = StageConfig.objects.filter(stage=Stage.VERIFICATION, counts_provisional=False)
+    return counted_work(provisional_counts=True) & ~(
+        Q(assignment__work_state=WorkState.PROVISIONAL)
+        & Q(reference__instance__family__in=strict_families.values("family_id"))
+    )
+
+
 class AssignmentQuerySet(models.QuerySet):
     def holding_a_slot(self, now=None):
         """Assignments that count against a unit's overlap: submitted and not rejected, or leased

@@ -8,7 +8,14 @@ from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import WorkerBlock
-from mturk.admin.common import PayPermissionMixin, form_step, report
+from mturk.admin.common import (
+    STOP_WORKERS_HELP,
+    STOP_WORKERS_LABEL,
+    PayPermissionMixin,
+    form_step,
+    report,
+    stop_workers_and_say,
+)
 from mturk.exceptions import PlatformError
 from mturk.models import Bonus, Submission
 from mturk.platforms.prolific import REJECTION_CATEGORIES
@@ -26,6 +33,7 @@ class RejectForm(forms.Form):
     category = forms.ChoiceField(required=False, choices=[("", "-")] + [
         (c, c.replace("_", " ").lower()) for c in REJECTION_CATEGORIES],
         help_text="Prolific only.")
+    stop_workers = forms.BooleanField(required=False, label=STOP_WORKERS_LABEL, help_text=STOP_WORKERS_HELP)
 
 
 class BonusForm(forms.Form):
@@ -89,6 +97,9 @@ class SubmissionAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, PayPermission
             self.message_user(request, str(error), messages.ERROR)
             return None
         report(self, request, done, problems, "Rejected")
+        if form.cleaned_data["stop_workers"] and done:
+            stop_workers_and_say(request, {submission.worker for submission in done},
+                                 reason=form.cleaned_data["message"])
         return None
 
     @admin.action(description="Pay a bonus", permissions=["pay"])

@@ -258,6 +258,45 @@ def block_worker(*, worker, reason, actor, study=None):
 
 
 @dataclass(frozen=True)
+class StoppedWorkers:
+    """What `stop_workers` did, for the reviewer's message."""
+
+    blocked: list
+    already_blocked: list
+    problems: list
+
+    def message(self):
+        parts = []
+        if self.blocked:
+            parts.append(f"{len(self.blocked)} worker(s) will get no more tasks (blocked): "
+                         + ", ".join(worker.pseudonym for worker in self.blocked) + ".")
+        if self.already_blocked:
+            parts.append("Blocked already: " + ", ".join(worker.pseudonym for worker in self.already_blocked) + ".")
+        return " ".join(parts)
+
+
+def stop_workers(*, workers, reason, actor):
+    """Block these workers, each once, with `reason`: the reviewer's "also stop this worker getting
+    more tasks" beside a rejection. Call it after the rejection has committed, not in its
+    transaction: a block may call the worker's platform, and `audited` needs its audit row to
+    outlive a refusal, which a rollback of the rejection would take with it."""
+    require_researcher(actor)
+    workers = {worker.pk: worker for worker in workers}
+    already = set(WorkerBlock.objects.filter(worker__in=workers, active=True).values_list("worker_id", flat=True))
+    blocked, problems = [], []
+    for worker_id in sorted(set(workers) - already):
+        worker = workers[worker_id]
+        try:
+            block_worker(worker=worker, reason=reason, actor=actor)
+        except PlatformError as error:
+            problems.append(f"{worker.pseudonym}: {error}")
+            continue
+        blocked.append(worker)
+    return StoppedWorkers(blocked=blocked, already_blocked=[workers[pk] for pk in sorted(already)],
+                          problems=problems)
+
+
+@dataclass(frozen=True)
 class Notification:
     """What a message to workers did: the platform's answers, and what the researcher is told."""
 

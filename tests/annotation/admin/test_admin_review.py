@@ -7,7 +7,8 @@ from django.contrib.messages import get_messages
 
 from annotation import queue
 from annotation.collection import progress
-from annotation.models import Assignment, Reference, Stage, WorkState
+from annotation.models import Assignment, Reference, Stage, WorkerBlock, WorkState
+from annotation.next_step import Step, next_step
 from mturk.models import AuditLog, Submission
 from tests.factories import WorkerFactory
 from tests.mturk_wire import assignment
@@ -61,3 +62,82 @@ def test_the_answers_page_lists_each_answer_with_its_worker_s_time_and_filters_b
     text = page.content.decode()
     assert page.status_code == 200
     assert "correct" in text and "Provisional" in text and spammer.pseudonym in text
+
+
+def test_rejecting_with_stop_this_worker_blocks_them_here_and_on_mturk(client, mturk):
+    spammer = WorkerFactory(external_id="A1SPAMMER00000003")
+    _, leases = _verified_on_mturk(mturk, spammer, count=2)
+    reviewer = make_reviewer()
+    client.force_login(reviewer)
+    for lease in leases:
+        record = assignment(assignment_id=lease.platform_assignment_id, worker_id=spammer.external_id,
+                            hit_id=lease.platform_listing_id)
+        mturk.expect("get_assignment", {"Assignment": record}, {"AssignmentId": lease.platform_assignment_id})
+        mturk.expect("reject_assignment", {}, {"AssignmentId": lease.platform_assignment_id,
+                                               "RequesterFeedback": REASON})
+    # One block for the worker of both answers, after their rejection.
+    mturk.expect("create_worker_block", {}, {"WorkerId": spammer.external_id, "Reason": REASON})
+    url = "/admin/annotation/answer/"
+    ids = [lease.pk for lease in leases]
+    form = client.post(url, {"action": "reject", "_selected_action": ids, "index": "0"})
+    assert "Also stop this worker getting more tasks" in form.content.decode()
+
+    done = client.post(url, {"action": "reject", "_selected_action": ids, "apply": "1", "reason": REASON,
+                             "stop_workers": "on"}, follow=True)
+
+    mturk.done()
+    messages = [str(message) for message in get_messages(done.wsgi_request)]
+    assert any("2 answer(s) rejected" in message for message in messages)
+    assert f"1 worker(s) will get no more tasks (blocked): {spammer.pseudonym}." in messages
+    block = WorkerBlock.objects.get(worker=spammer)
+    assert (block.active, block.reason, block.created_by) == (True, REASON, reviewer)
+    assert AuditLog.objects.filter(action=AuditLog.Action.BLOCK, worker=spammer, ok=True).count() == 1
+    assert next_step(worker=spammer, stage=Stage.VERIFICATION).kind == Step.BLOCKED
+    assert next_step(worker=spammer, stage=Stage.CAPTION).kind == Step.BLOCKED
+
+
+def test_rejecting_without_stop_this_worker_leaves_them_free_to_work(client, mturk):
+    careless = WorkerFactory(external_id="A1CARELESS0000001")
+    _, (lease,) = _verified_on_mturk(mturk, careless, count=1)
+    client.force_login(make_reviewer())
+    mturk.expect("get_assignment", {"Assignment": assignment(
+        assignment_id=lease.platform_assignment_id, worker_id=careless.external_id,
+        hit_id=lease.platform_listing_id)}, {"AssignmentId": lease.platform_assignment_id})
+    mturk.expect("reject_assignment", {}, {"AssignmentId": lease.platform_assignment_id,
+                                           "RequesterFeedback": REASON})
+    client.post("/admin/annotation/answer/", {"action": "reject", "_selected_action": [lease.pk], "apply": "1",
+                                              "reason": REASON})
+    mturk.done()
+    assert not WorkerBlock.objects.exists()
+    assert next_step(worker=careless, stage=Stage.VERIFICATION).kind != Step.BLOCKED
+
+
+def test_a_reviewer_who_may_not_block_workers_is_not_offered_to_stop_one(client, mturk):
+    spammer = WorkerFactory(external_id="A1SPAMMER00000004")
+    _, (lease,) = _verified_on_mturk(mturk, spammer, count=1)
+    client.force_login(make_reviewer(can_block=False))
+    form = client.post("/admin/annotation/answer/", {"action": "reject", "_selected_action": [lease.pk],
+                                                     "index": "0"})
+    assert b"Reject answers" in form.content
+    assert "stop_workers" not in form.content.decode()
+
+
+def test_rejecting_platform_submissions_with_stop_this_worker_blocks_their_worker(client, mturk):
+    spammer = WorkerFactory(external_id="A1SPAMMER00000005")
+    _, (lease,) = _verified_on_mturk(mturk, spammer, count=1)
+    submission = Submission.objects.get()
+    client.force_login(make_reviewer())
+    mturk.expect("get_assignment", {"Assignment": assignment(
+        assignment_id=lease.platform_assignment_id, worker_id=spammer.external_id,
+        hit_id=lease.platform_listing_id)}, {"AssignmentId": lease.platform_assignment_id})
+    mturk.expect("reject_assignment", {}, {"AssignmentId": lease.platform_assignment_id,
+                                           "RequesterFeedback": REASON})
+    mturk.expect("create_worker_block", {}, {"WorkerId": spammer.external_id, "Reason": REASON})
+
+    client.post("/admin/mturk/submission/", {"action": "reject", "_selected_action": [submission.pk], "apply": "1",
+                                             "message": REASON, "stop_workers": "on"})
+
+    mturk.done()
+    assert Assignment.objects.get(pk=lease.pk).work_state == WorkState.REJECTED
+    assert WorkerBlock.objects.get(worker=spammer).reason == REASON
+    assert next_step(worker=spammer, stage=Stage.VERIFICATION).kind == Step.BLOCKED

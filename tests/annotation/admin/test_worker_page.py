@@ -24,11 +24,13 @@ from annotation.models import (
     Stage,
     StageQualification,
     Worker,
+    WorkerBlock,
     WorkerModel,
     WorkerReliability,
     WorkState,
     WorkUnit,
 )
+from annotation.next_step import Step, next_step
 from tests.factories import WorkerFactory
 from tests.frontend_support import prolific_link, study, verification_unit
 from tests.mturk_wire import assignment
@@ -285,3 +287,25 @@ def test_rejecting_without_a_reason_changes_nothing_and_says_why(the_crowd, rese
     messages = [str(message) for message in get_messages(done.wsgi_request)]
     assert any(message.startswith("Say why") for message in messages)
     assert not Assignment.objects.filter(work_state=WorkState.REJECTED).exists()
+
+
+def test_rejecting_from_the_page_with_stop_this_worker_blocks_them(the_crowd, researcher, mturk):
+    worker = the_crowd.always_correct
+    assert "Also stop this worker getting more tasks" in page_of(researcher, worker)
+    mturk.expect("create_worker_block", {}, {"WorkerId": worker.external_id, "Reason": REASON})
+
+    researcher.post(reverse("admin:annotation_worker_review", args=[worker.pk]),
+                    {"decision": "reject", "stage": Stage.VERIFICATION, "reason": REASON, "stop_workers": "on"})
+
+    mturk.done()
+    assert WorkerBlock.objects.get(worker=worker).reason == REASON
+    assert next_step(worker=worker, stage=Stage.VERIFICATION).kind == Step.BLOCKED
+
+
+def test_stopping_a_worker_while_accepting_their_answers_is_refused_and_changes_nothing(the_crowd, researcher):
+    done = researcher.post(reverse("admin:annotation_worker_review", args=[the_crowd.steady.pk]),
+                           {"decision": "accept", "stage": "", "reason": "", "stop_workers": "on"}, follow=True)
+    messages = [str(message) for message in get_messages(done.wsgi_request)]
+    assert any("A worker is stopped along with a rejection" in message for message in messages)
+    assert not WorkerBlock.objects.exists()
+    assert not Assignment.objects.filter(work_state=WorkState.ACCEPTED).exists()
