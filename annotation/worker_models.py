@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import (
@@ -23,12 +22,10 @@ from annotation.models import (
     Reference,
     Side,
     Stage,
-    StageConfig,
     Verification,
     WorkerModel,
     WorkerReliability,
-    WorkState,
-    counted_work,
+    counted_verifications,
 )
 
 CORRECT, INCORRECT = "correct", "incorrect"
@@ -64,12 +61,7 @@ def verification_frame():
     (the worker's id), label ("correct" or "incorrect"). A family whose verification stage counts
     only accepted answers leaves its provisional ones out; withdrawn references (their caption was
     rejected) are left out with their answers."""
-    strict_families = StageConfig.objects.filter(stage=Stage.VERIFICATION, counts_provisional=False)
-    counted = counted_work(provisional_counts=True) & ~(
-        Q(assignment__work_state=WorkState.PROVISIONAL)
-        & Q(reference__instance__family__in=strict_families.values("family_id"))
-    )
-    rows = (Verification.objects.filter(counted).exclude(reference__verdict=Reference.Verdict.WITHDRAWN)
+    rows = (Verification.objects.filter(counted_verifications()).exclude(reference__verdict=Reference.Verdict.WITHDRAWN)
             .order_by("pk").values_list("reference_id", "worker_id", "is_correct"))
     frame = pd.DataFrame(list(rows), columns=["task", "worker", "is_correct"])
     frame["label"] = frame.pop("is_correct").map({True: CORRECT, False: INCORRECT})
