@@ -1,18 +1,21 @@
 """Random sequences of the real steps of every crowd stage, checked after each step on PostgreSQL.
 
 Launch, lease, submit, give back, expire, a late submit, a verdict that discards or sends back, a
-second reference pasted, a researcher's caption, a rejection in review, the sweep, a job run again,
+second reference pasted, a researcher's caption, a rejection or an acceptance in review, an
+adjudication, a refit of the worker models, a changed verification rule, aggregation, overlap or
+counting of provisional answers, a raised target, the sweep, a job run again,
 and any of them with a database error at a random statement, with verification and battles asking a
 fixed overlap or until decided. After every step: no item has more units or answers than its stage
 asks, no worker answers an item twice, a stage asking until decided buys no answer after its answers
-decided and never more than its maximum, the sweep leaves nothing owed and made twice, and nothing a
-service said it stored is lost.
+decided and never more than its maximum, the sweep leaves nothing owed and made twice, nothing a
+service said it stored is lost, and `check_benchmark` finds nothing (annotation/benchmark_check.py).
 """
 
 import os
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
@@ -28,14 +31,17 @@ from hypothesis.stateful import (
 )
 
 from annotation import queue, review
-from annotation.collection import captions, instructions, references, stages, verification
+from annotation.benchmark_check import violations
+from annotation.collection import captions, configs, instructions, references, stages, verification, waiting
 from annotation.exceptions import AnnotationError
 from annotation.models import (
+    Aggregation,
     Assignment,
     Caption,
     HumanJudgement,
     Instance,
     InstructionFamily,
+    Reference,
     Stage,
     StageConfig,
     Tournament,
@@ -92,6 +98,7 @@ class OwedWork(RuleBasedStateMachine):
             with_responses(verified_instance(family=self.arena), "model-x", "model-y", "model-z")
         self.tournament = create_tournament(name="arena", families=[self.arena], include_reference=False,
                                             judgements_per_pair=2)
+        self.reviewer = get_user_model().objects.create_user(username="reviewer")
         self.stored = {}  # assignment id -> the answer's model, for what a service said it stored
         self.answers = 0
 
@@ -188,6 +195,37 @@ class OwedWork(RuleBasedStateMachine):
         if answer is not None:
             review.reject_work(assignments=[answer], reason="Careless.")
 
+    def _accept(self, worker):
+        answer = Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED,
+                                           work_state=WorkState.PROVISIONAL).order_by("pk").first()
+        if answer is not None:
+            review.accept_work(assignments=[answer], reviewer=self.reviewer)
+
+    def _adjudicate(self, is_correct):
+        reference = (Reference.objects.filter(instance__family=self.family)
+                     .exclude(verdict=Reference.Verdict.WITHDRAWN).order_by("-pk").first())
+        if reference is not None:
+            problems = {} if is_correct else {"problem_in_response": True}
+            verification.adjudicate(reference=reference, reviewer=self.reviewer, is_correct=is_correct,
+                                    note="Looked at the picture.", **problems)
+
+    def _refit(self):
+        verification.decide_by_worker_models()
+
+    def _change_rule(self, rule, aggregation, overlap, counts_provisional):
+        config = StageConfig.objects.get(family=self.family, stage=Stage.VERIFICATION)
+        before = {name: getattr(config, name) for name in configs.APPLIED_FIELDS}
+        config.verification_rule, config.aggregation = rule, aggregation
+        config.overlap, config.counts_provisional = overlap, counts_provisional
+        config.model_min_answers = 1
+        config.save()
+        configs.apply_stage_config(config=config, before=before)
+
+    def _raise_target(self):
+        InstructionFamily.objects.filter(pk=self.family.pk).update(target_instances=F("target_instances") + 1)
+        self.family.refresh_from_db()
+        waiting.settle_family(self.family)
+
     def _run(self, step, fault_at):
         kind, arguments = step
         if kind == "submit":
@@ -200,6 +238,8 @@ class OwedWork(RuleBasedStateMachine):
             "launch": self._launch, "lease": self._lease, "reference": self._reference,
             "researcher_caption": self._researcher_caption, "sweep": self._sweep, "rerun": self._rerun,
             "expire": self._expire, "give_back": self._give_back, "reject": self._reject,
+            "accept": self._accept, "adjudicate": self._adjudicate, "refit": self._refit,
+            "change_rule": self._change_rule, "raise_target": self._raise_target,
         }[kind]
         self._step(lambda: action(*arguments), fault_at)
 
@@ -217,11 +257,18 @@ class OwedWork(RuleBasedStateMachine):
         st.tuples(st.just("expire"), st.just(())),
         st.tuples(st.just("give_back"), st.tuples(worker_numbers)),
         st.tuples(st.just("reject"), st.tuples(worker_numbers)),
+        st.tuples(st.just("accept"), st.tuples(worker_numbers)),
+        st.tuples(st.just("adjudicate"), st.tuples(st.booleans())),
+        st.tuples(st.just("refit"), st.just(())),
+        st.tuples(st.just("change_rule"), st.tuples(
+            st.sampled_from(StageConfig.VerificationRule.values),
+            st.sampled_from([Aggregation.VOTES, Aggregation.DAWID_SKENE]), st.integers(1, 3), st.booleans())),
+        st.tuples(st.just("raise_target"), st.just(())),
     )
 
     def _with_workers(self, step):
         kind, arguments = step
-        if kind in ("lease", "submit", "give_back", "reject"):
+        if kind in ("lease", "submit", "give_back", "reject", "accept"):
             return kind, (self.workers[arguments[0]], *arguments[1:])
         return step
 
@@ -275,6 +322,12 @@ class OwedWork(RuleBasedStateMachine):
         assert not [job for job in outbox.owed_jobs() if job[0] == "tasks.create_work_units"]
 
     # --- what must hold after every step -----------------------------------------------------------
+
+    @invariant()
+    def the_benchmark_check_finds_nothing(self):
+        # Every item decided on counted work, none against every vote unseen, none without a next step.
+        found = violations(families=InstructionFamily.objects.filter(pk=self.family.pk), snapshots=False)
+        assert found == [], [str(violation) for violation in found]
 
     @invariant()
     def no_item_has_more_units_than_its_stage_asks(self):
@@ -352,7 +405,7 @@ def _replay(history, **launch):
     machine = OwedWork()
     invariants = [getattr(machine, name) for name, member in vars(OwedWork).items()
                   if getattr(member, "hypothesis_stateful_invariant", None) is not None]
-    assert len(invariants) == 5
+    assert len(invariants) == 6
     try:
         machine.launch_everything(**launch)
         for rule_name, arguments in [("launch_everything", launch), *history]:
