@@ -2,8 +2,9 @@
 
 import factory
 from django.db import transaction
+from django.utils import timezone
 
-from annotation.models import HumanJudgement, Instance, ModelResponse, Rubric, Stage, Tournament
+from annotation.models import HumanJudgement, Instance, ModelResponse, Reference, Rubric, Stage, Tournament
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament, sample_battles
 from annotation.queue import next_assignment
@@ -28,6 +29,11 @@ def verified_instance(*, family=None, image_count=None, caption=None, **fields):
         texts=texts * instance.instanceimage_set.count() if len(texts) == 1 else texts,
     )
     instance.save()
+    # Verified as a published sheet verifies one: its reference decided correct (annotation/benchmark.py
+    # holds only instances with a decided reference).
+    Reference.objects.create(instance=instance, caption=instance.current_caption, source=Reference.Source.IMPORTED,
+                             text=instance.reference_output, verdict=Reference.Verdict.CORRECT,
+                             decided_by=Reference.DecidedBy.SHEET, decided_at=timezone.now())
     return instance
 
 

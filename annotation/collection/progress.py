@@ -13,6 +13,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
+from annotation.benchmark import benchmark_references
 from annotation.models import (
     Assignment,
     Instance,
@@ -103,9 +104,8 @@ def table2(*, family=None, group=None):
     are left out: nobody rated them, and Table 2 is about model-written candidates. `group`: only
     the families a research group owns.
     """
-    references = Reference.objects.filter(
-        verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT]
-    ).exclude(source=Reference.Source.IMPORTED, model="")
+    # The benchmark's decided references (annotation/benchmark.py): none written from a rejected caption.
+    references = benchmark_references().exclude(source=Reference.Source.IMPORTED, model="")
     if family is not None:
         references = references.filter(instance__family=family)
     if group is not None:

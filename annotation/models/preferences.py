@@ -271,9 +271,13 @@ class Side(models.TextChoices):
 
 def counted_battles(battle="battle"):
     """A Q for judgements (through their `battle` path) whose battle counts: while its instance is
-    verified. An instance whose decision a review reopened, or discarded, leaves the ratings and
-    exports with its battles until it is verified again."""
-    return Q(**{f"{battle}__instance__status": Instance.Status.VERIFIED})
+    in the benchmark (annotation/benchmark.py). An instance whose decision a review reopened, or
+    discarded, or whose caption was rejected, leaves the ratings and exports with its battles until
+    it is verified again."""
+    # Imported here: the benchmark's definition reads these models.
+    from annotation.benchmark import benchmark_instances
+
+    return Q(**{f"{battle}__instance__in": benchmark_instances().order_by().values("pk")})
 
 
 class HumanJudgementQuerySet(models.QuerySet):

@@ -1,12 +1,14 @@
 """Which verified instances a tournament draws from: its families' (every family's when it names
 none), of its image kind. Battles are sampled from them and endpoint models answer them."""
 
-from annotation.models import Instance, Tournament
+from annotation.benchmark import benchmark_instances
+from annotation.models import Tournament
 
 
 def eligible_instances(tournament, *, between=None):
-    """The instances, in order; `between` (first id, last id) keeps those of one span of ids."""
-    instances = Instance.objects.filter(status=Instance.Status.VERIFIED).select_related("family")
+    """The tournament's instances in the benchmark (annotation/benchmark.py), in order; `between`
+    (first id, last id) keeps those of one span of ids."""
+    instances = benchmark_instances().select_related("family")
     if between is not None:
         instances = instances.filter(pk__range=between)
     family_ids = list(tournament.families.values_list("pk", flat=True))
