@@ -352,15 +352,16 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
         return TemplateResponse(request, "admin/annotation/import_visit_bench.html", context)
 
     def table2_view(self, request):
+        families = teams.visible(InstructionFamily.objects.all(), request.user)
         family = None
         if request.GET.get("family"):
-            family = get_object_or_404(InstructionFamily, pk=request.GET["family"])
+            family = get_object_or_404(families, pk=request.GET["family"])
         table = progress.table2(family=family)
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
                    "title": "Verification report (paper Table 2)",
                    "columns": [name for name, _ in table.columns()],
                    "rows": progress.table2_rows(table), "decided_by": table.decided_by_text,
-                   "families": InstructionFamily.objects.all(), "family": family}
+                   "families": families, "family": family}
         return TemplateResponse(request, "admin/annotation/table2.html", context)
 
 
@@ -385,7 +386,6 @@ def _save_and_apply_stage_configs(modeladmin, request, formset):
 
 @admin.register(StageConfig)
 class StageConfigAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
-    group_path = "family__group"
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
                     "adaptive", "aggregation", "on_incorrect"]
     list_filter = ["stage", "verification_rule", "aggregation"]
