@@ -33,6 +33,7 @@ from annotation.models import (
     ImageAsset,
     Instance,
     InstructionFamily,
+    ResearchGroup,
     SeedImage,
     Stage,
     StageConfig,
@@ -195,6 +196,23 @@ FAMILY_STAGES = [stage for stage in Stage.values if stage != Stage.PAIRWISE]
 class VisitBenchImportForm(forms.Form):
     sheet = forms.FileField(help_text="visit_bench_multi_images.csv, the single-image sheet, or the "
                                       "fully annotated example.")
+    group = forms.ModelChoiceField(queryset=ResearchGroup.objects.none(), required=False,
+                                   help_text="The research group that owns the families the sheet makes.")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        # The groups this user makes rows in; a member must choose one, a superuser may choose none.
+        self.fields["group"].queryset = teams.groups_to_own(user)
+        self.fields["group"].required = teams.is_member(user) and not user.is_superuser
+        if not self.fields["group"].queryset.exists():
+            del self.fields["group"]
+
+    def clean_group(self):
+        try:
+            return teams.owning_group(user=self.user, group=self.cleaned_data.get("group"))
+        except AnnotationError as error:
+            raise forms.ValidationError(str(error)) from None
 
 
 SHEET_KINDS = (layouts.SINGLE_IMAGE, layouts.MULTI_IMAGE)
@@ -337,11 +355,11 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
         if not request.user.has_perm("annotation.add_instance"):
             self.message_user(request, "You may not import instances.", messages.ERROR)
             return redirect("admin:annotation_instructionfamily_changelist")
-        form = VisitBenchImportForm(request.POST or None, request.FILES or None)
+        form = VisitBenchImportForm(request.POST or None, request.FILES or None, user=request.user)
         if request.method == "POST" and form.is_valid():
             sheet = form.cleaned_data["sheet"]
             try:
-                result = imports.import_visit_bench(path_or_file=sheet)
+                result = imports.import_visit_bench(path_or_file=sheet, group=form.cleaned_data.get("group"))
             except AnnotationError as error:
                 form.add_error("sheet", str(error))
             else:
