@@ -29,6 +29,7 @@ from annotation.models import (
     StageConfig,
     Tournament,
 )
+from annotation.preferences.eligible import eligible_instances
 from tests import published_data
 from tests.factories import FamilyFactory, ReferenceFactory
 from tests.scoring_factories import verified_instance
@@ -377,3 +378,19 @@ def test_a_sheet_whose_family_another_group_owns_is_refused_whole(lab, client):
     refused = _import(client, group=lab.speech.pk)
     assert refused.status_code == 200 and "in another research group" in refused.content.decode()
     assert Instance.objects.count() == before
+
+
+# --- what a tournament draws on (issue 37) --------------------------------------------------------
+
+def test_a_tournament_naming_no_family_draws_on_its_group_s_families_only(lab):
+    mine = verified_instance(family=lab.family)
+    verified_instance(family=lab.other_family)
+    unowned = verified_instance(family=FamilyFactory(name="Unowned family"))
+    assert eligible_instances(lab.tournament) == [mine]
+    assert eligible_instances(Tournament.objects.create(name="Legacy models")) == [unowned]
+
+
+def test_the_family_workflow_page_names_only_tournaments_of_the_family_s_group(lab, client):
+    lab.client_of(lab.people[Role.RESEARCHER], client)
+    page = client.get(reverse("admin:annotation_instructionfamily_workflow", args=[lab.family.pk])).content.decode()
+    assert "Vision models" in page and "Speech models" not in page
