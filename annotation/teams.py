@@ -10,6 +10,7 @@ runs). The admin, the dashboard, the API and snapshot downloads all ask here.
 """
 
 from django.contrib.auth.models import Group, Permission
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Q
 
@@ -63,6 +64,69 @@ def _narrowed(queryset, paths, groups):
     for path in paths:
         owned |= Q(**{f"{path}__in": groups})
     return queryset.filter(owned)
+
+
+# The lookup from each model a group owns, directly or through its family, tournament, snapshot or
+# study, to the owning group: the one map every door reads a model's scope from (`scoped`), so a
+# choice list, a filter or a page of a new kind of row is narrowed without a lookup of its own.
+# Rows hanging from one of several owners (a webhook endpoint) name each.
+ENDPOINT_GROUPS = ("family__group", "tournament__group", "study__family__group")
+GROUP_PATHS = {
+    "annotation.instructionfamily": "group",
+    "annotation.tournament": "group",
+    "annotation.snapshot": "group",
+    "annotation.stageconfig": "family__group",
+    "annotation.seedimage": "family__group",
+    "annotation.instance": "family__group",
+    "annotation.workunit": "family__group",
+    "annotation.workerreliability": "family__group",
+    "annotation.assignment": "unit__family__group",
+    "annotation.answer": "unit__family__group",
+    "annotation.caption": "instance__family__group",
+    "annotation.reference": "instance__family__group",
+    "annotation.modelresponse": "instance__family__group",
+    "annotation.verification": "reference__instance__family__group",
+    "annotation.rubric": "tournament__group",
+    "annotation.battle": "tournament__group",
+    "annotation.humanjudgement": "tournament__group",
+    "annotation.judgerun": "tournament__group",
+    "annotation.modelendpoint": "tournament__group",
+    "annotation.leaderboardresult": "tournament__group",
+    "annotation.endpointcall": "endpoint__tournament__group",
+    "annotation.judgejudgement": "run__tournament__group",
+    "annotation.judgecall": "run__tournament__group",
+    "mturk.crowdstudy": "family__group",
+    "mturk.hit": "study__family__group",
+    "mturk.submission": "study__family__group",
+    "mturk.studycompletion": "study__family__group",
+    "mturk.bonus": "submission__study__family__group",
+    "mturk.auditlog": "study__family__group",
+    "webhooks.endpoint": ENDPOINT_GROUPS,
+    "webhooks.delivery": tuple(f"endpoint__{path}" for path in ENDPOINT_GROUPS),
+}
+
+
+def group_path(model):
+    """The lookup from `model` to the group that owns its rows, or None for a model no group owns
+    (workers, images, qualification tests, background jobs: shared by every group)."""
+    return GROUP_PATHS.get(model._meta.label_lower)
+
+
+def owned_path(model):
+    """`group_path(model)` for a page that exists to show group-owned rows: a model missing from
+    GROUP_PATHS there is a mistake, raised at once rather than shown to every group."""
+    path = group_path(model)
+    if path is None:
+        raise ImproperlyConfigured(f"{model._meta.label} is shown as group-owned but annotation/teams.py's "
+                                   "GROUP_PATHS does not say how it reaches its group.")
+    return path
+
+
+def scoped(queryset, user):
+    """`queryset` narrowed to the rows `user` may see, by the path GROUP_PATHS names for its model;
+    a model no group owns is returned whole."""
+    path = group_path(queryset.model)
+    return queryset if path is None else visible(queryset, user, via=path)
 
 
 def owner(row, *, via="group"):

@@ -25,6 +25,7 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
+from annotation import teams
 from annotation.models import (
     Assignment,
     Caption,
@@ -127,18 +128,20 @@ class WorkerReport:
     reliabilities: list[ReliabilityRow] = field(default_factory=list)
 
 
-def worker_report(worker):
+def worker_report(worker, *, user):
+    """What is known of `worker`; the reliabilities fitted on one family are those of families `user`
+    may see (a worker is shared by every research group, the families they worked on are not)."""
     stages = _stages(worker)
     verification = _verification(worker)
     pairwise = _pairwise(worker)
     agreement = [row for row in (verification["agreement"], pairwise["agreement"]) if row.answers]
     flags = [*_too_fast(stages), *_same_side(pairwise), *_first_option(verification), *_copies(worker)]
     return WorkerReport(worker=worker, stages=stages, gold=_gold(worker), agreement=agreement, flags=flags,
-                        reliabilities=_reliabilities(worker))
+                        reliabilities=_reliabilities(worker, user))
 
 
-def _reliabilities(worker):
-    mine = list(WorkerReliability.objects.filter(worker=worker).select_related("family")
+def _reliabilities(worker, user):
+    mine = list(teams.scoped(WorkerReliability.objects.filter(worker=worker), user).select_related("family")
                 .order_by("stage", "model", "family_id"))
     if not mine:
         return []

@@ -5,7 +5,7 @@ from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from crowdbench.events import EVENTS
-from webhooks.models import ENDPOINT_GROUPS, Delivery, Endpoint, new_secret
+from webhooks.models import Delivery, Endpoint, new_secret
 from webhooks.sending import send_again
 from webhooks.services import SCOPES, choosable, rotate_secret, scope_problem
 
@@ -39,7 +39,6 @@ class EndpointForm(forms.ModelForm):
 class EndpointAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     """A researcher's webhook URLs, each for one family, tournament or study."""
 
-    group_path = ENDPOINT_GROUPS
     form = EndpointForm
     list_display = ["url", "scope_label", "event_list", "active", "created_at"]
     list_filter = ["active"]
@@ -90,7 +89,6 @@ def _show_once(model_admin, request, endpoint, secret):
 class DeliveryAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     """The delivery log: every event owed to a URL or to the researchers' e-mail, and how it went."""
 
-    group_path = tuple(f"endpoint__{path}" for path in ENDPOINT_GROUPS)
     list_display = ["event", "scope", "recipient", "status", "attempts", "last_error", "response_status",
                     "next_attempt_at", "created_at"]
     list_filter = ["status", "channel", "event"]

@@ -12,7 +12,7 @@ from annotation import teams
 from annotation.api.numbers import ID_PATH_PATTERN
 from annotation.api.views import GroupScopedMixin
 from crowdbench.events import EVENTS
-from webhooks.models import ENDPOINT_GROUPS, Delivery, Endpoint
+from webhooks.models import Delivery, Endpoint
 from webhooks.sending import send_again
 from webhooks.services import SCOPES, choosable, rotate_secret, scope_problem
 
@@ -79,7 +79,6 @@ class EndpointViewSet(GroupScopedMixin, viewsets.ModelViewSet):
     """Webhook endpoints: where events are POSTed, signed with the endpoint's secret (docs/webhooks.md)."""
 
     serializer_class = EndpointSerializer
-    group_path = ENDPOINT_GROUPS
     queryset = Endpoint.objects.all()
     lookup_value_regex = ID_PATH_PATTERN
     filterset_fields = ["family", "tournament", "study", "active"]
@@ -93,8 +92,8 @@ class EndpointViewSet(GroupScopedMixin, viewsets.ModelViewSet):
         super().check_object_permissions(request, endpoint)
         # Seeing an endpoint is every member's; changing it, rotating its secret or removing it is
         # for the roles that change their group's rows.
-        if request.method not in SAFE_METHODS and not teams.may_change(request.user,
-                                                                        teams.owner(endpoint, via=ENDPOINT_GROUPS)):
+        owner = teams.owner(endpoint, via=teams.ENDPOINT_GROUPS)
+        if request.method not in SAFE_METHODS and not teams.may_change(request.user, owner):
             raise PermissionDenied("Your role in this endpoint's research group does not let you change it.")
 
     @extend_schema(request=None, responses=SecretSerializer)
@@ -117,7 +116,6 @@ class DeliveryViewSet(GroupScopedMixin, viewsets.ReadOnlyModelViewSet):
     """The delivery log: every event owed to an endpoint or to the researchers' e-mail, and how it went."""
 
     serializer_class = DeliverySerializer
-    group_path = tuple(f"endpoint__{path}" for path in ENDPOINT_GROUPS)
     queryset = Delivery.objects.all()
     lookup_value_regex = ID_PATH_PATTERN
     filterset_fields = ["endpoint", "channel", "event", "status"]

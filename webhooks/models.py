@@ -15,9 +15,6 @@ def new_secret():
     return secrets.token_hex(32)
 
 
-# An endpoint belongs to the research group of what it is about (annotation/teams.py); one about
-# everything, to no group.
-ENDPOINT_GROUPS = ("family__group", "tournament__group", "study__family__group")
 
 
 class Endpoint(models.Model):

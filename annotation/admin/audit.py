@@ -2,6 +2,8 @@
 what the admin's forms changed and what the services, jobs and reviews did to it, with who and when."""
 
 from auditlog.mixins import AuditlogHistoryAdminMixin
+from django.contrib.admin.utils import unquote
+from django.http import Http404
 
 
 class AuditTrailMixin(AuditlogHistoryAdminMixin):
@@ -9,3 +11,10 @@ class AuditTrailMixin(AuditlogHistoryAdminMixin):
     # that and every other change, so the one History button leads there.
     def history_view(self, request, object_id, extra_context=None):
         return self.auditlog_history_view(request, object_id, extra_context)
+
+    def auditlog_history_view(self, request, object_id, extra_context=None):
+        # get_object reads the admin's queryset, so a row of another research group is None here:
+        # it does not exist for this user, and its trail is not read at all.
+        if self.get_object(request, unquote(object_id)) is None:
+            raise Http404("No such object.")
+        return super().auditlog_history_view(request, object_id, extra_context)

@@ -34,6 +34,7 @@ from annotation.models import (
     ImageAsset,
     Instance,
     InstructionFamily,
+    ResearchGroup,
     SeedImage,
     Stage,
     StageConfig,
@@ -197,6 +198,23 @@ FAMILY_STAGES = [stage for stage in Stage.values if stage != Stage.PAIRWISE]
 class VisitBenchImportForm(forms.Form):
     sheet = forms.FileField(help_text="visit_bench_multi_images.csv, the single-image sheet, or the "
                                       "fully annotated example.")
+    group = forms.ModelChoiceField(queryset=ResearchGroup.objects.none(), required=False,
+                                   help_text="The research group that owns the families the sheet makes.")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        # The groups this user makes rows in; a member must choose one, a superuser may choose none.
+        self.fields["group"].queryset = teams.groups_to_own(user)
+        self.fields["group"].required = teams.is_member(user) and not user.is_superuser
+        if not self.fields["group"].queryset.exists():
+            del self.fields["group"]
+
+    def clean_group(self):
+        try:
+            return teams.owning_group(user=self.user, group=self.cleaned_data.get("group"))
+        except AnnotationError as error:
+            raise forms.ValidationError(str(error)) from None
 
 
 SHEET_KINDS = (layouts.SINGLE_IMAGE, layouts.MULTI_IMAGE)
@@ -352,11 +370,11 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
         if not request.user.has_perm("annotation.add_instance"):
             self.message_user(request, "You may not import instances.", messages.ERROR)
             return redirect("admin:annotation_instructionfamily_changelist")
-        form = VisitBenchImportForm(request.POST or None, request.FILES or None)
+        form = VisitBenchImportForm(request.POST or None, request.FILES or None, user=request.user)
         if request.method == "POST" and form.is_valid():
             sheet = form.cleaned_data["sheet"]
             try:
-                result = imports.import_visit_bench(path_or_file=sheet)
+                result = imports.import_visit_bench(path_or_file=sheet, group=form.cleaned_data.get("group"))
             except AnnotationError as error:
                 form.add_error("sheet", str(error))
             else:
@@ -367,15 +385,16 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
         return TemplateResponse(request, "admin/annotation/import_visit_bench.html", context)
 
     def table2_view(self, request):
+        families = teams.visible(InstructionFamily.objects.all(), request.user)
         family = None
         if request.GET.get("family"):
-            family = get_object_or_404(InstructionFamily, pk=request.GET["family"])
+            family = get_object_or_404(families, pk=request.GET["family"])
         table = progress.table2(family=family)
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
                    "title": "Verification report (paper Table 2)",
                    "columns": [name for name, _ in table.columns()],
                    "rows": progress.table2_rows(table), "decided_by": table.decided_by_text,
-                   "families": InstructionFamily.objects.all(), "family": family}
+                   "families": families, "family": family}
         return TemplateResponse(request, "admin/annotation/table2.html", context)
 
 
@@ -400,7 +419,6 @@ def _save_and_apply_stage_configs(modeladmin, request, formset):
 
 @admin.register(StageConfig)
 class StageConfigAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
-    group_path = "family__group"
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
                     "adaptive", "aggregation", "on_incorrect"]
     list_filter = ["stage", "verification_rule", "aggregation"]

@@ -41,8 +41,9 @@ from annotation.models import (
 
 
 def _tournaments_of(family):
-    """Tournaments whose battles may include this family: those naming it, and those naming none."""
-    return Tournament.objects.annotate(n_families=Count("families")).filter(
+    """Tournaments of the family's research group whose battles may include it: those naming it,
+    and those naming none (which draw on every family of their group)."""
+    return Tournament.objects.filter(group_id=family.group_id).annotate(n_families=Count("families")).filter(
         Q(families=family) | Q(n_families=0)
     ).distinct().order_by("-created_at")
 

@@ -79,7 +79,6 @@ class ManualReferenceForm(forms.Form):
 @admin.register(Instance)
 class InstanceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMixin, GroupScopedAdminMixin,
                     admin.ModelAdmin):
-    group_path = "family__group"
     change_list_template = "admin/annotation/instance/change_list.html"
     change_form_template = "admin/annotation/instance/change_form.html"
     list_display = ["id", "family", "short_instruction", "status", "image_count", "author"]
@@ -154,7 +153,7 @@ class InstanceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmin
         ] + super().get_urls()
 
     def add_reference_view(self, request, instance_id):
-        instance = get_object_or_404(Instance, pk=instance_id)
+        instance = get_object_or_404(self.get_queryset(request), pk=instance_id)
         if not request.user.has_perm("annotation.add_reference"):
             self.message_user(request, "You may not add references.", messages.ERROR)
             return redirect("admin:annotation_instance_change", instance.pk)
@@ -201,7 +200,6 @@ class VerificationInline(admin.TabularInline):
 @admin.register(Reference)
 class ReferenceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMixin, GroupScopedAdminMixin,
                      AuditTrailMixin, admin.ModelAdmin):
-    group_path = "instance__family__group"
     list_display = ["id", "instance", "source", "model", "verdict", "decided_by_text", "votes", "adjudicated_by",
                     "problem_in_caption", "problem_in_response", "flagged_harmful", "prompt_tokens",
                     "completion_tokens", "cost_usd"]
@@ -235,7 +233,6 @@ class ReferenceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmi
 
 @admin.register(Verification)
 class VerificationAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
-    group_path = "reference__instance__family__group"
     list_display = ["id", "reference", "worker", "is_correct", "problem_in_caption",
                     "problem_in_response", "is_harmful", "created_at"]
     list_filter = ["is_correct", "problem_in_caption", "problem_in_response", "is_harmful"]

@@ -30,7 +30,6 @@ def _submitted_count(unit_ref):
 @admin.register(WorkUnit)
 class WorkUnitAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMixin, GroupScopedAdminMixin,
                     admin.ModelAdmin):
-    group_path = "family__group"
     list_display = ["id", "stage", "family", "key", "overlap", "submitted", "status", "surplus", "created_at"]
     list_filter = ["stage", "status", "surplus", "family"]
     # A key is an identifier, pasted whole (its own index answers it); a family by a word of its name.
@@ -53,7 +52,6 @@ class WorkUnitAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmin
 
 @admin.register(Assignment)
 class AssignmentAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
-    group_path = "unit__family__group"
     list_display = ["id", "unit", "worker", "status", "leased_at", "lease_expires_at", "submitted_at",
                     "active_seconds"]
     list_filter = ["status", "unit__stage"]
@@ -87,7 +85,7 @@ class WorkerAdmin(LargeTableAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(WorkerReliability)
-class WorkerReliabilityAdmin(LargeTableAdminMixin, admin.ModelAdmin):
+class WorkerReliabilityAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     """Read only: the worker-model job writes these (annotation/worker_models.py)."""
 
     list_display = ["worker", "stage", "family", "model", "reliability", "answers", "fitted_at"]

@@ -87,7 +87,6 @@ class AnswerAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMi
                   AuditTrailMixin, admin.ModelAdmin):
     """Answers to review: the reviewer's queue."""
 
-    group_path = "unit__family__group"
     change_roles = teams.REVIEWERS
 
     list_display = ["id", "task", "answer", "work_state", "reason", "seconds", "worker_link", "submitted_at"]

@@ -51,7 +51,6 @@ class PredictionsImportForm(forms.Form):
 
 @admin.register(ModelResponse)
 class ModelResponseAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
-    group_path = "instance__family__group"
     list_display = ["id", "model_name", "instance", "imported_from", "created_at"]
     list_filter = ["model_name"]
     list_select_related = ["instance__family"]
@@ -266,7 +265,6 @@ class TournamentAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdminMixin
 class EndpointCallAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     """Every paid call for an endpoint model's answer, with its outcome: what failed and why."""
 
-    group_path = "endpoint__tournament__group"
 
     list_display = ["id", "endpoint", "instance", "status", "attempts", "prompt_tokens", "completion_tokens",
                     "cost_usd", "error", "answered_at"]
@@ -281,7 +279,6 @@ class EndpointCallAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.Model
 
 @admin.register(Battle)
 class BattleAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
-    group_path = "tournament__group"
     list_display = ["id", "tournament", "instance", "model_a", "model_b", "human_judgement_count"]
     list_filter = ["tournament"]
     list_select_related = ["tournament", "instance__family", "response_a", "response_b"]
@@ -308,7 +305,6 @@ class BattleAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin)
 
 @admin.register(HumanJudgement)
 class HumanJudgementAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
-    group_path = "tournament__group"
     list_display = [
         "id",
         "battle",
@@ -346,7 +342,6 @@ class NewJudgeRunForm(forms.ModelForm):
 
 @admin.register(JudgeRun)
 class JudgeRunAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
-    group_path = "tournament__group"
     list_display = [
         "id",
         "tournament",
@@ -438,7 +433,6 @@ class CriterionListFilter(admin.SimpleListFilter):
 
 @admin.register(JudgeJudgement)
 class JudgeJudgementAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
-    group_path = "run__tournament__group"
     list_display = [
         "id",
         "run",
@@ -458,7 +452,6 @@ class JudgeJudgementAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.Mod
 
 @admin.register(JudgeCall)
 class JudgeCallAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
-    group_path = "run__tournament__group"
     list_display = [
         "request_sha256",
         "prompt_tokens",

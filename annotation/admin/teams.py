@@ -2,6 +2,8 @@
 (annotation/teams.py): a member sees their groups' rows and changes them as their role allows."""
 
 from django.contrib import admin
+from django.contrib.admin.utils import NotRelationField, get_fields_from_path
+from django.core.exceptions import FieldDoesNotExist
 
 from annotation import teams
 from annotation.admin.audit import AuditTrailMixin
@@ -9,12 +11,15 @@ from annotation.models import Membership, ResearchGroup
 
 
 class GroupScopedAdminMixin:
-    """For the admin of a model owned through a research group. `group_path` is the lookup from the
-    model to the owning group (or a tuple of them, for rows that may hang from any one);
-    `change_roles` the roles that may change its rows (reviewers review answers, nothing else)."""
+    """For the admin of a model owned through a research group, which it reaches by the path
+    annotation/teams.py's GROUP_PATHS names; `change_roles` the roles that may change its rows
+    (reviewers review answers, nothing else)."""
 
-    group_path = "group"
     change_roles = teams.CHANGERS
+
+    @property
+    def group_path(self):
+        return teams.owned_path(self.model)
 
     def get_queryset(self, request):
         rows = teams.visible(super().get_queryset(request), request.user, via=self.group_path)
@@ -54,19 +59,32 @@ class GroupScopedAdminMixin:
             kwargs["queryset"] = teams.groups_to_own(request.user)
             # A member's new rows belong to one of their groups; outside groups, to none.
             kwargs["required"] = teams.is_member(request.user) and not request.user.is_superuser
-        elif _owned_by_groups(db_field.related_model):
-            kwargs["queryset"] = teams.visible(db_field.related_model.objects.all(), request.user)
+        elif teams.group_path(db_field.related_model):
+            # A judge call's run, a hit's study: only the ones this member may see.
+            kwargs["queryset"] = teams.scoped(db_field.related_model.objects.all(), request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         # A tournament's families, a snapshot's tournaments: only the ones this member may see.
-        if _owned_by_groups(db_field.related_model):
-            kwargs["queryset"] = teams.visible(db_field.related_model.objects.all(), request.user)
+        if teams.group_path(db_field.related_model):
+            kwargs["queryset"] = teams.scoped(db_field.related_model.objects.all(), request.user)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
+    def get_list_filter(self, request):
+        # Django's filter by a related row lists every row of that model (every group's family
+        # names); RelatedOnlyFieldListFilter lists those the rows on this page reach, and the page
+        # holds this member's rows only.
+        return [_related_only(self.model, entry) for entry in super().get_list_filter(request)]
 
-def _owned_by_groups(model):
-    return any(field.name == "group" and field.related_model is ResearchGroup for field in model._meta.fields)
+
+def _related_only(model, entry):
+    if not isinstance(entry, str):
+        return entry
+    try:
+        field = get_fields_from_path(model, entry)[-1]
+    except (FieldDoesNotExist, NotRelationField):
+        return entry
+    return (entry, admin.RelatedOnlyFieldListFilter) if field.is_relation else entry
 
 
 class MembershipInline(admin.TabularInline):

@@ -12,7 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from annotation import review
+from annotation import review, teams
 from annotation.admin.review import review_answers
 from annotation.models import Assignment, Stage, Worker, WorkState
 from annotation.worker_report import FAST_SHARE, MIN_ANSWERS, P_VALUE, worker_report
@@ -57,7 +57,7 @@ def worker_page_view(request, worker_id, *, model_admin):
     worker = get_object_or_404(Worker, pk=worker_id)
     if not model_admin.has_view_permission(request, worker):
         raise PermissionDenied
-    report = worker_report(worker)
+    report = worker_report(worker, user=request.user)
     context = {
         **model_admin.admin_site.each_context(request), "opts": model_admin.opts, "original": worker,
         "title": f"Worker {worker}", "report": report,
@@ -86,7 +86,9 @@ def worker_review_view(request, worker_id, *, model_admin):
         for errors in form.errors.values():
             messages.error(request, " ".join(errors))
         return redirect(page)
-    answers = list(_provisional(worker, form.cleaned_data["stage"]).order_by("pk"))
+    # The worker is every group's; the answers this user reviews are those of their groups.
+    answers = list(teams.changeable(_provisional(worker, form.cleaned_data["stage"]), request.user,
+                                    via=teams.owned_path(Assignment), roles=teams.REVIEWERS).order_by("pk"))
     if not answers:
         messages.warning(request, "No provisional answer to review there.")
         return redirect(page)

@@ -44,15 +44,14 @@ _SNAPSHOT_VERSION_PATTERN = r"[0-9]{1,9}"
 
 
 class GroupScopedMixin:
-    """Rows of the caller's research groups only (annotation/teams.py); `group_path` is the lookup
-    from the model to its owning group."""
-
-    group_path = "group"
+    """Rows of the caller's research groups only, reached by the path annotation/teams.py's
+    GROUP_PATHS names for the model."""
 
     def filter_queryset(self, queryset):
         # Here rather than in get_queryset, which viewsets override: every list, detail and action
         # filters through this.
-        return super().filter_queryset(teams.visible(queryset, self.request.user, via=self.group_path))
+        path = teams.owned_path(queryset.model)
+        return super().filter_queryset(teams.visible(queryset, self.request.user, via=path))
 
 
 class ReadOnlyViewSet(GroupScopedMixin, viewsets.ReadOnlyModelViewSet):
@@ -79,7 +78,7 @@ class FamilyViewSet(ReadOnlyViewSet):
 
     @extend_schema(responses=serializers.AlphaSerializer)
     @action(detail=True, pagination_class=None, filter_backends=[])
-    def agreement(self, request, pk=None):
+    def agreement(self, request, pk=None, format=None):
         """Krippendorff's alpha among the family's verifiers (nominal: correct or not; units: references),
         over the votes its verification stage counts."""
         found = progress.verification_agreement(family=self.get_object())
@@ -106,7 +105,6 @@ class InstanceFilter(FilterSet):
 
 
 class InstanceViewSet(ReadOnlyViewSet):
-    group_path = "family__group"
     serializer_class = serializers.InstanceSerializer
     filterset_class = InstanceFilter
     ordering_fields = ["id", "created_at", "updated_at"]
@@ -137,7 +135,7 @@ class TournamentViewSet(ReadOnlyViewSet):
                    202: serializers.LeaderboardPendingSerializer},
     )
     @action(detail=True, pagination_class=None, filter_backends=[])
-    def leaderboard(self, request, pk=None):
+    def leaderboard(self, request, pk=None, format=None):
         """VisIT-Bench Tables 3-4 for the crowd and each finished LLM judge of the tournament, with each
         judge's agreement with the crowd: the same stored computation the dashboard shows.
 
@@ -199,7 +197,6 @@ class HumanJudgementFilter(FilterSet):
 
 
 class HumanJudgementViewSet(ReadOnlyViewSet):
-    group_path = "tournament__group"
     serializer_class = serializers.HumanJudgementSerializer
     filterset_class = HumanJudgementFilter
     ordering_fields = ["id", "created_at", "active_seconds"]
@@ -218,7 +215,6 @@ class JudgeJudgementFilter(FilterSet):
 
 
 class JudgeJudgementViewSet(ReadOnlyViewSet):
-    group_path = "run__tournament__group"
     serializer_class = serializers.JudgeJudgementSerializer
     filterset_class = JudgeJudgementFilter
     ordering_fields = ["id", "created_at"]
@@ -264,7 +260,7 @@ class SnapshotViewSet(GroupScopedMixin, mixins.CreateModelMixin, viewsets.ReadOn
         responses=serializers.SnapshotDiffSerializer,
     )
     @action(detail=True, pagination_class=None, filter_backends=[])
-    def diff(self, request, version=None):
+    def diff(self, request, version=None, format=None):
         """Instances added, removed and changed since another snapshot."""
         new = self.get_object()
         old = None

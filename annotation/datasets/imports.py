@@ -81,10 +81,11 @@ class _Row:
         return len(self.content.image_urls) > 1
 
 
-def import_visit_bench(*, path_or_file, source_name=DEFAULT_SOURCE_NAME):
+def import_visit_bench(*, path_or_file, source_name=DEFAULT_SOURCE_NAME, group=None):
     """Import a VisIT-Bench sheet (a path, or an open file in text or binary mode).
 
-    Each instruction_category becomes a reformatted instruction family of `source_name`. Each row
+    Each instruction_category becomes a reformatted instruction family of `source_name`, owned by
+    the research `group` (None: no group); a family of that name owned otherwise is refused. Each row
     becomes an instance with its image(s), its instruction-conditioned caption, and its reference
     with the sheet's verdict. Importing a sheet twice changes nothing. No reference job is ever
     started: the sheet already carries the reference and its human rating.
@@ -113,7 +114,7 @@ def import_visit_bench(*, path_or_file, source_name=DEFAULT_SOURCE_NAME):
         raise AnnotationError(f"{sheet.name} has a header but no rows.")
 
     with transaction.atomic():
-        families = _families(rows, layout, source_name, sheet.name)
+        families = _families(rows, layout, source_name, sheet.name, group)
         existing = _existing_instances(families, rows)
         new_rows, skipped = [], 0
         for row in rows:
@@ -207,7 +208,7 @@ def _check_families_are_consistent(rows, layout, problems):
 # --- writing ------------------------------------------------------------------------------------
 
 
-def _families(rows, layout, source_name, imported_from):
+def _families(rows, layout, source_name, imported_from, group):
     """The rows' families, made where missing and locked.
 
     The lock makes a second import of the same sheet wait for the first to commit, so it sees the
@@ -220,7 +221,13 @@ def _families(rows, layout, source_name, imported_from):
     names = dict(zip(layout.concepts, layout.columns, strict=True))
     for family in InstructionFamily.objects.filter(name__in=wanted):
         row = wanted[family.name]
-        if family.is_multi_image != row.is_multi_image:
+        if family.group_id != (group.pk if group else None):
+            # Names are unique across groups: the rows would land in a family this import's group
+            # does not own.
+            problems.add(f"{cell_label(row.label, names[layouts.CATEGORY])}: a family “{family.name}” exists "
+                         f"already, {'in another research group' if family.group_id else 'in no research group'}; "
+                         "rename the category or import into that family's group")
+        elif family.is_multi_image != row.is_multi_image:
             kind = "multi-image" if family.is_multi_image else "single-image"
             problems.add(
                 f"{cell_label(row.label, names[layouts.CATEGORY])}: the family “{family.name}” "
@@ -238,6 +245,7 @@ def _families(rows, layout, source_name, imported_from):
                 "source_dataset": source_name,
                 "is_multi_image": wanted[name].is_multi_image,
                 "description": f"Imported from the {source_name} {layout.name} sheet.",
+                "group": group,
             },
         )
         family_ids.append(family.pk)

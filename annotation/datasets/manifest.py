@@ -82,8 +82,17 @@ def _table2_column(column):
     }
 
 
+def snapshot_instances(snapshot):
+    """The benchmark's instances a snapshot holds: its research group's, or for a snapshot of no
+    group (made by staff outside groups, or by a superuser naming none), those no group owns, so
+    that whoever may view it is shown no group's rows."""
+    if snapshot.group is None:
+        return benchmark_instances().filter(family__group__isnull=True)
+    return benchmark_instances(group=snapshot.group)
+
+
 def _family_counts(group):
-    owned = InstructionFamily.objects.all() if group is None else InstructionFamily.objects.filter(group=group)
+    owned = InstructionFamily.objects.filter(group=group)
     families = {}
     for family in owned.order_by("name"):
         families[family.name] = {
@@ -109,7 +118,7 @@ def _family_counts(group):
 
 
 def build_manifest(*, snapshot, tournaments, files, content_sha256):
-    published = benchmark_instances(group=snapshot.group)
+    published = snapshot_instances(snapshot)
     exported = {entry["table"]: entry["rows"] for entry in files}
     table = table2(group=snapshot.group)
     image_licences = licences.image_licences(instances=published)

@@ -21,7 +21,6 @@ from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 from django.utils import timezone
 
-from annotation.benchmark import benchmark_instances
 from annotation.datasets import exports, formats, streams
 from annotation.datasets.manifest import (
     CARD_NAME,
@@ -32,6 +31,7 @@ from annotation.datasets.manifest import (
     OUTPUTS,
     build_manifest,
     dataset_card,
+    snapshot_instances,
 )
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -49,11 +49,13 @@ def snapshot_storage():
 
 
 def check_scope(*, group, tournaments):
-    """A research group's snapshot holds its own families and tournaments only."""
-    if group is None:
-        return
+    """A research group's snapshot holds its own families and tournaments only; a snapshot of no
+    group, the tournaments of no group."""
     for tournament in tournaments:
-        if tournament.group_id != group.pk:
+        if group is None and tournament.group_id is not None:
+            raise AnnotationError(f"“{tournament}” belongs to {tournament.group}: a snapshot of no research "
+                                  "group holds tournaments of no group only. Name the group to snapshot it.")
+        if group is not None and tournament.group_id != group.pk:
             raise AnnotationError(f"“{tournament}” is not a tournament of {group}, whose snapshot this is.")
 
 
@@ -285,7 +287,7 @@ def _rows_for(output, snapshot, tournaments, digests):
     """(table, rows) of one output; a sheet's rows also record each instance's digest."""
     if output.sheet_kind is not None:
         # The whole benchmark, or a group's part of it, keeps an imported layout where it can.
-        table, sheet_rows = streams.sheet_export(output.sheet_kind, benchmark_instances(group=snapshot.group),
+        table, sheet_rows = streams.sheet_export(output.sheet_kind, snapshot_instances(snapshot),
                                                  keep_imported_layout=True)
 
         def rows():

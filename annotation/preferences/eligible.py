@@ -1,5 +1,6 @@
-"""Which verified instances a tournament draws from: its families' (every family's when it names
-none), of its image kind. Battles are sampled from them and endpoint models answer them."""
+"""Which verified instances a tournament draws from: its families' (when it names none, every family
+of its research group, or every family of no group for a tournament of none), of its image kind.
+Battles are sampled from them and endpoint models answer them."""
 
 from annotation.benchmark import benchmark_instances
 from annotation.models import Tournament
@@ -14,6 +15,10 @@ def eligible_instances(tournament, *, between=None):
     family_ids = list(tournament.families.values_list("pk", flat=True))
     if family_ids:
         instances = instances.filter(family_id__in=family_ids)
+    else:
+        # "Every family" is every family its group owns: another group's instances never enter
+        # its battles, its endpoint models' prompts or its snapshot's judge report.
+        instances = instances.filter(family__group_id=tournament.group_id)
     instances = instances.prefetch_related("instanceimage_set").order_by("pk")
     if tournament.image_kind == Tournament.ImageKind.ALL:
         return list(instances)

@@ -5,6 +5,7 @@ from django.contrib import admin
 
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.paging import LargeTableAdminMixin
+from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import (
     GoldAnswer,
     GoldItem,
@@ -106,7 +107,7 @@ class WorkerQualificationAdmin(LargeTableAdminMixin, AuditTrailMixin, admin.Mode
 
 
 @admin.register(AuditLog)
-class AuditLogAdmin(LargeTableAdminMixin, admin.ModelAdmin):
+class AuditLogAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "action", "platform", "study", "worker", "amount_usd", "actor", "ok",
                     "sent_to_platform", "error"]
     list_filter = ["action", "platform", "ok", "sent_to_platform"]

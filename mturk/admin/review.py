@@ -52,7 +52,6 @@ class NotifyForm(forms.Form):
 
 @admin.register(Submission)
 class SubmissionAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
-    group_path = "study__family__group"
     list_display = ["id", "worker_pseudonym", "study", "hit", "platform_status", "review",
                     "flag_reason", "submitted_at"]
     list_filter = ["review", "study", "study__platform"]
@@ -152,7 +151,7 @@ class SubmissionAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, PayPermission
 
 
 @admin.register(Bonus)
-class BonusAdmin(LargeTableAdminMixin, PayPermissionMixin, admin.ModelAdmin):
+class BonusAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
     list_display = ["id", "submission", "amount_usd", "status", "platform_reference", "created_by",
                     "paid_at", "error"]
     list_filter = ["status"]

@@ -32,7 +32,6 @@ class PublishForm(forms.Form):
 
 @admin.register(CrowdStudy)
 class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin, admin.ModelAdmin):
-    group_path = "family__group"
     list_display = ["name", "platform", "stage", "family", "reward_usd", "budget_usd", "spend",
                     "hit_count", "ready", "flagged"]
     list_filter = ["platform", "stage"]
@@ -238,7 +237,6 @@ class ExtendForm(forms.Form):
 
 @admin.register(Hit)
 class HitAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, PayPermissionMixin, admin.ModelAdmin):
-    group_path = "study__family__group"
     list_display = ["hit_id", "study", "unit", "environment", "max_assignments", "reward_usd",
                     "status", "expires_at", "last_synced_at"]
     list_filter = ["status", "environment", "study"]

@@ -2,8 +2,14 @@
 changes them as their role allows, in the admin, the dashboard, the API and snapshot downloads alike;
 staff outside groups work as before groups existed."""
 
+import csv
+import io
+import itertools
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
@@ -12,7 +18,19 @@ from rest_framework.test import APIClient
 from annotation import teams
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
-from annotation.models import Membership, Reference, ResearchGroup, Snapshot, Stage, StageConfig, Tournament
+from annotation.models import (
+    Instance,
+    InstructionFamily,
+    Membership,
+    Reference,
+    ResearchGroup,
+    Snapshot,
+    Stage,
+    StageConfig,
+    Tournament,
+)
+from annotation.preferences.eligible import eligible_instances
+from tests import published_data
 from tests.factories import FamilyFactory, ReferenceFactory
 from tests.scoring_factories import verified_instance
 
@@ -264,3 +282,115 @@ def test_a_group_researcher_saves_a_webhook_endpoint_only_about_their_group_s_ro
 
     made = client.post(reverse("admin:webhooks_endpoint_add"), {**body, "family": lab.family.pk})
     assert made.status_code == 302 and Endpoint.objects.get().family == lab.family
+
+
+# --- snapshots of no group (issue 37) ------------------------------------------------------------
+
+def _built(requested):
+    assert requested.status_code == 202, requested.content
+    return snapshots.build_snapshot(snapshot=Snapshot.objects.get(version=requested.json()["version"]))
+
+
+def _downloaded(api, snapshot):
+    answers = [api.get(f"/api/snapshots/{snapshot.version}/files/{entry['name']}/")
+               for entry in snapshot.files if entry["format"] == "csv"]
+    assert answers and all(answer.status_code == 200 for answer in answers)
+    return b"".join(b"".join(answer.streaming_content) for answer in answers).decode()
+
+
+def test_a_snapshot_of_no_group_holds_only_what_no_group_owns_even_when_a_superuser_makes_it(lab):
+    _published(lab.family, "How many eggs go in the vision lab's cake?")
+    _published(FamilyFactory(name="Unowned family"), "What colour is the unowned bus?")
+    lead = get_user_model().objects.create_superuser("lead", password="pw")
+    built = _built(_api(lead).post("/api/snapshots/", {"note": "no group named"}, format="json"))
+    assert built.group is None
+    assert list(built.manifest["counts"]["families"]) == ["Unowned family"]
+
+    viewer = get_user_model().objects.create_user("snapshot-viewer", password="pw", is_staff=True)
+    viewer.user_permissions.set([Permission.objects.get(codename="view_snapshot")])
+    files = _downloaded(_api(viewer), built)
+    assert "unowned bus" in files and "vision lab's cake" not in files
+
+
+def test_a_superuser_who_names_a_group_snapshots_that_group_which_staff_outside_it_do_not_see(lab):
+    _published(lab.family, "How many eggs go in the vision lab's cake?")
+    lead = get_user_model().objects.create_superuser("lead", password="pw")
+    built = _built(_api(lead).post("/api/snapshots/", {"group": lab.vision.pk}, format="json"))
+    assert "vision lab's cake" in _downloaded(_api(lead), built)
+
+    viewer = get_user_model().objects.create_user("snapshot-viewer", password="pw", is_staff=True)
+    viewer.user_permissions.set([Permission.objects.get(codename="view_snapshot")])
+    assert _api(viewer).get(f"/api/snapshots/{built.version}/").status_code == 404
+    client = Client()
+    client.force_login(viewer)
+    assert client.get(reverse("admin:annotation_snapshot_file", args=[built.pk, built.files[0]["name"]])
+                      ).status_code == 404
+
+
+def test_a_snapshot_of_no_group_may_not_take_a_group_s_tournament(lab):
+    with pytest.raises(AnnotationError, match="belongs to Vision lab"):
+        snapshots.request_snapshot(tournaments=[lab.tournament], background=False)
+
+
+# --- importing a published sheet (issue 37) ------------------------------------------------------
+
+def _first_rows_of_the_multi_image_sheet(count=3):
+    with open(published_data.MULTI, newline="", encoding="utf-8") as handle:
+        rows = list(itertools.islice(csv.reader(handle), count + 1))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return SimpleUploadedFile("visit_bench_multi_images.csv", out.getvalue().encode(), "text/csv")
+
+
+def _import(client, **fields):
+    return client.post(reverse("admin:annotation_instructionfamily_import"),
+                       {"sheet": _first_rows_of_the_multi_image_sheet(), **fields})
+
+
+def test_importing_a_sheet_as_a_group_researcher_asks_for_the_group_and_the_families_are_its(lab, client):
+    lab.client_of(lab.people[Role.RESEARCHER], client)
+    form = client.get(reverse("admin:annotation_instructionfamily_import")).content.decode()
+    assert "Vision lab" in form and "Speech lab" not in form
+
+    assert "This field is required" in _import(client).content.decode()
+    assert _import(client, group=lab.speech.pk).status_code == 200
+    assert not Instance.objects.exists()
+
+    assert _import(client, group=lab.vision.pk).status_code == 302
+    imported = InstructionFamily.objects.filter(source=InstructionFamily.Source.REFORMATTED)
+    assert imported.exists() and set(imported.values_list("group", flat=True)) == {lab.vision.pk}
+    listed = client.get(reverse("admin:annotation_instructionfamily_changelist")).content.decode()
+    assert all(family.name in listed for family in imported)
+
+
+def test_a_sheet_a_superuser_imports_naming_no_group_makes_families_of_no_group(lab, client):
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    assert _import(client).status_code == 302
+    assert not InstructionFamily.objects.filter(source=InstructionFamily.Source.REFORMATTED,
+                                                group__isnull=False).exists()
+
+
+def test_a_sheet_whose_family_another_group_owns_is_refused_whole(lab, client):
+    lab.client_of(lab.people[Role.RESEARCHER], client)
+    assert _import(client, group=lab.vision.pk).status_code == 302
+    before = Instance.objects.count()
+    lab.client_of(lab.outsider, client)
+    refused = _import(client, group=lab.speech.pk)
+    assert refused.status_code == 200 and "in another research group" in refused.content.decode()
+    assert Instance.objects.count() == before
+
+
+# --- what a tournament draws on (issue 37) --------------------------------------------------------
+
+def test_a_tournament_naming_no_family_draws_on_its_group_s_families_only(lab):
+    mine = verified_instance(family=lab.family)
+    verified_instance(family=lab.other_family)
+    unowned = verified_instance(family=FamilyFactory(name="Unowned family"))
+    assert eligible_instances(lab.tournament) == [mine]
+    assert eligible_instances(Tournament.objects.create(name="Legacy models")) == [unowned]
+
+
+def test_the_family_workflow_page_names_only_tournaments_of_the_family_s_group(lab, client):
+    lab.client_of(lab.people[Role.RESEARCHER], client)
+    page = client.get(reverse("admin:annotation_instructionfamily_workflow", args=[lab.family.pk])).content.decode()
+    assert "Vision models" in page and "Speech models" not in page
