@@ -52,20 +52,23 @@ def violations(*, families=None, snapshots=True):
 
 
 def _decisions_without_evidence(family):
-    """Decided references that rest on no counted vote, or that a worker model decided against
+    """Decided references that rest on rejected votes only, or that a worker model decided against
     every counted vote with no reviewer told."""
     found = []
     config = StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION).first()
     decided = (Reference.objects.filter(instance__family=family, decided_by__in=[Aggregation.VOTES, *MODELS],
                                         verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT])
                .exclude(instance__status=Instance.Status.DISCARDED).order_by("pk"))
+    config = config or stage_config(family=family, stage=Stage.VERIFICATION)
     for reference in decided:
-        votes = counted_votes(reference, config or stage_config(family=family, stage=Stage.VERIFICATION))
+        votes = counted_votes(reference, config)
         is_correct = reference.verdict == Reference.Verdict.CORRECT
-        if not votes:
+        # A decision made while provisional answers counted keeps them when the stage later counts only
+        # accepted ones (it stands, as under a changed rule); one whose every vote was rejected does not.
+        if not reference.verifications.exclude(assignment__work_state=WorkState.REJECTED).exists():
             found.append(Violation(reference.instance_id, f"reference #{reference.pk} is decided "
-                                   f"{reference.verdict} on no counted vote"))
-        elif reference.decided_by in MODELS and all(vote.is_correct != is_correct for vote in votes):
+                                   f"{reference.verdict} on no vote that was not rejected"))
+        elif votes and reference.decided_by in MODELS and all(vote.is_correct != is_correct for vote in votes):
             found.append(Violation(reference.instance_id, (
                 f"reference #{reference.pk} was decided {reference.verdict} by {reference.get_decided_by_display()} "
                 f"against every counted vote ({len(votes)}), with no reviewer")))

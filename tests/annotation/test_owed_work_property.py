@@ -216,7 +216,9 @@ class OwedWork(RuleBasedStateMachine):
         config = StageConfig.objects.get(family=self.family, stage=Stage.VERIFICATION)
         before = {name: getattr(config, name) for name in configs.APPLIED_FIELDS}
         config.verification_rule, config.aggregation = rule, aggregation
-        config.overlap, config.counts_provisional = overlap, counts_provisional
+        # Raised, never lowered: answers bought under a higher overlap stay, beyond what the invariants
+        # above allow a stage to ask.
+        config.overlap, config.counts_provisional = max(overlap, config.overlap), counts_provisional
         config.model_min_answers = 1
         config.save()
         configs.apply_stage_config(config=config, before=before)

@@ -8,7 +8,7 @@ from annotation.models import InstructionFamily
 
 class Command(BaseCommand):
     help = ("List every violation of what the benchmark may hold, one per line with its instance id: rows "
-            "resting on rejected work, decisions on no counted vote or against every counted vote without a "
+            "resting on rejected work, decisions on rejected votes only or against every counted vote without a "
             "reviewer, items with no next step, snapshot sheet rows with no reference. Exits 1 on any.")
 
     def add_arguments(self, parser):
