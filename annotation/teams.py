@@ -84,6 +84,7 @@ GROUP_PATHS = {
     "annotation.answer": "unit__family__group",
     "annotation.caption": "instance__family__group",
     "annotation.reference": "instance__family__group",
+    "annotation.decisionchange": "reference__instance__family__group",
     "annotation.modelresponse": "instance__family__group",
     "annotation.verification": "reference__instance__family__group",
     "annotation.rubric": "tournament__group",

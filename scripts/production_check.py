@@ -313,6 +313,9 @@ def journey(env, base, s3):
         expect(hashlib.sha256(data).hexdigest() == entry["sha256"],
                f"s3://{env['AWS_STORAGE_BUCKET_NAME']}/{key} downloaded, {len(data)} bytes, sha256 matches")
     expect(poll("/health/ to be 200", lambda: healthy(api), 60), f"/health/ still 200: {healthy(api)}")
+    # Last: the benchmark this deployment built (the demo world, its snapshot read back from S3) holds
+    # no row its rules forbid.
+    expect("no violation" in manage(env, "check_benchmark"), "manage.py check_benchmark finds no violation")
 
 
 def main():

@@ -23,6 +23,7 @@ from annotation.collection import captions, references
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Caption,
+    DecisionChange,
     Instance,
     InstanceImage,
     Reference,
@@ -197,13 +198,46 @@ class VerificationInline(admin.TabularInline):
         return vote.assignment.get_work_state_display()
 
 
+class HeldForReviewFilter(admin.SimpleListFilter):
+    """References a worker model was held on: its label contradicted every counted vote."""
+
+    title = "held for a reviewer"
+    parameter_name = "held"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "held for a reviewer")]
+
+    def queryset(self, request, queryset):
+        return queryset.exclude(held_for_review="") if self.value() == "yes" else queryset
+
+
+@admin.register(DecisionChange)
+class DecisionChangeAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+    """What later fits of the worker models changed, read-only: the job writes these."""
+
+    list_display = ["changed_at", "reference", "model", "before", "after", "posterior_before", "posterior_after",
+                    "applied", "note"]
+    list_filter = ["applied", "model"]
+    list_select_related = ["reference"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Reference)
 class ReferenceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMixin, GroupScopedAdminMixin,
                      AuditTrailMixin, admin.ModelAdmin):
-    list_display = ["id", "instance", "source", "model", "verdict", "decided_by_text", "votes", "adjudicated_by",
-                    "problem_in_caption", "problem_in_response", "flagged_harmful", "prompt_tokens",
+    list_display = ["id", "instance", "source", "model", "verdict", "decided_by_text", "votes", "held_for_review",
+                    "adjudicated_by", "problem_in_caption", "problem_in_response", "flagged_harmful", "prompt_tokens",
                     "completion_tokens", "cost_usd"]
-    list_filter = ["verdict", "decided_by", DisagreementFilter, "source", "model", "flagged_harmful"]
+    list_filter = ["verdict", "decided_by", DisagreementFilter, HeldForReviewFilter, "source", "model",
+                   "flagged_harmful"]
     actions = [adjudicate_action]
 
     # Words from a reference or its instruction: each field has a trigram index (migration 0029).

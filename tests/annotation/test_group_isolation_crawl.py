@@ -25,6 +25,7 @@ from annotation.datasets import snapshots
 from annotation.models import (
     Assignment,
     Battle,
+    DecisionChange,
     EndpointCall,
     HumanJudgement,
     JudgeCall,
@@ -100,6 +101,9 @@ class GroupA:
         self.reference = Reference.objects.create(
             instance=self.instance, caption=self.instance.current_caption, model="gpt-4",
             text=f"{MARK} reference", verdict=Reference.Verdict.CORRECT)
+        self.decision_change = DecisionChange.objects.create(
+            reference=self.reference, model="dawid_skene", before=Reference.Verdict.INCORRECT,
+            after=Reference.Verdict.CORRECT, applied=False, note=f"{MARK} decision stands")
         self.unit = WorkUnit.objects.create(stage=Stage.VERIFICATION, key=f"{MARK}-unit", family=self.family,
                                             instance=self.instance, reference=self.reference)
         self.assignment = Assignment.objects.create(
@@ -156,7 +160,8 @@ class GroupA:
     def row_of(self, model):
         """A's row of `model`, or None where A has none (SHARED_MODELS says why that is fine)."""
         rows = {row._meta.concrete_model: row for row in (
-            self.family, self.instance, self.reference, self.verification, self.unit, self.assignment,
+            self.family, self.instance, self.reference, self.decision_change, self.verification, self.unit,
+            self.assignment,
             self.tournament, self.battle, self.human_judgement, self.judge_run, self.judge_call,
             self.judge_judgement, self.endpoint_call, self.reliability, self.study, self.hit, self.submission,
             self.bonus, self.audit_log, self.webhook, self.delivery, self.snapshot, self.worker, self.group,
