@@ -160,7 +160,7 @@ def _waiting_text(waits):
         parts.append(f"{counts[Waits.NO_NEXT_STEP]} with no next step")
     if waits.slots_missing:
         parts.append(f"{waits.slots_missing} instance(s) of the target with no task asking for them")
-    return f"; waiting: {', '.join(parts)}" if parts else ""
+    return f"; undecided instances waiting: {', '.join(parts)}" if parts else ""
 
 
 def _changed_by_refits(family):
@@ -237,7 +237,7 @@ def _family_next_action(family, *, launched, is_new, total, awaiting_reference, 
                           "answers decide and makes the tasks they still need.")
     counts = waits.counts()
     if counts[Waits.REVIEWER]:
-        return NextAction("review", f"Review: {plural(counts[Waits.REVIEWER], 'instance')} wait for a reviewer",
+        return NextAction("review", f"Review: {plural(counts[Waits.REVIEWER], 'instance')} waiting for a reviewer",
                           "A worker model disagreed with every vote on a reference, or the stage counts only "
                           "accepted answers: a reviewer decides.",
                           url=admin_url("reference_changelist") + "?" + urlencode({
