@@ -3,7 +3,7 @@
 Launch, lease, submit, give back, expire, a late submit, a verdict that discards or sends back, a
 second reference pasted, a researcher's caption, a rejection or an acceptance in review, an
 adjudication, a refit of the worker models, a changed verification rule, aggregation, overlap or
-counting of provisional answers, a raised target, the sweep, a job run again,
+counting of provisional answers, a raised target, a snapshot built, the sweep, a job run again,
 and any of them with a database error at a random statement, with verification and battles asking a
 fixed overlap or until decided. After every step: no item has more units or answers than its stage
 asks, no worker answers an item twice, a stage asking until decided buys no answer after its answers
@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 from annotation import queue, review
 from annotation.benchmark_check import violations
 from annotation.collection import captions, configs, instructions, references, stages, verification, waiting
+from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Aggregation,
@@ -99,6 +100,7 @@ class OwedWork(RuleBasedStateMachine):
         self.tournament = create_tournament(name="arena", families=[self.arena], include_reference=False,
                                             judgements_per_pair=2)
         self.reviewer = get_user_model().objects.create_user(username="reviewer")
+        self.snapshots_built = False
         self.stored = {}  # assignment id -> the answer's model, for what a service said it stored
         self.answers = 0
 
@@ -126,6 +128,10 @@ class OwedWork(RuleBasedStateMachine):
             return
         if stage == Stage.INSTRUCTION_GENERATION:
             overlap = 1
+        # Launched again, a stage's overlap is raised, never lowered (as in `_change_rule`).
+        launched = StageConfig.objects.filter(family=self.family, stage=stage, launched_at__isnull=False).first()
+        if launched is not None:
+            overlap = max(overlap, launched.overlap)
         stages.launch_stage(family=self.family, stage=stage, overlap=overlap)
 
     def _lease(self, worker, stage):
@@ -228,6 +234,10 @@ class OwedWork(RuleBasedStateMachine):
         self.family.refresh_from_db()
         waiting.settle_family(self.family)
 
+    def _snapshot(self):
+        snapshots.build_snapshot(snapshot=snapshots.request_snapshot(note="a history's snapshot", background=False))
+        self.snapshots_built = True
+
     def _run(self, step, fault_at):
         kind, arguments = step
         if kind == "submit":
@@ -241,7 +251,7 @@ class OwedWork(RuleBasedStateMachine):
             "researcher_caption": self._researcher_caption, "sweep": self._sweep, "rerun": self._rerun,
             "expire": self._expire, "give_back": self._give_back, "reject": self._reject,
             "accept": self._accept, "adjudicate": self._adjudicate, "refit": self._refit,
-            "change_rule": self._change_rule, "raise_target": self._raise_target,
+            "change_rule": self._change_rule, "raise_target": self._raise_target, "snapshot": self._snapshot,
         }[kind]
         self._step(lambda: action(*arguments), fault_at)
 
@@ -266,6 +276,7 @@ class OwedWork(RuleBasedStateMachine):
             st.sampled_from(StageConfig.VerificationRule.values),
             st.sampled_from([Aggregation.VOTES, Aggregation.DAWID_SKENE]), st.integers(1, 3), st.booleans())),
         st.tuples(st.just("raise_target"), st.just(())),
+        st.tuples(st.just("snapshot"), st.just(())),
     )
 
     def _with_workers(self, step):
@@ -328,7 +339,9 @@ class OwedWork(RuleBasedStateMachine):
     @invariant()
     def the_benchmark_check_finds_nothing(self):
         # Every item decided on counted work, none against every vote unseen, none without a next step.
-        found = violations(families=InstructionFamily.objects.filter(pk=self.family.pk), snapshots=False)
+        # The built snapshots' sheets are read back too, once a history has built one.
+        found = violations(families=InstructionFamily.objects.filter(pk=self.family.pk),
+                           snapshots=self.snapshots_built)
         assert found == [], [str(violation) for violation in found]
 
     @invariant()
@@ -393,7 +406,8 @@ class OwedWork(RuleBasedStateMachine):
             assert model.objects.filter(**{f"{link}__in": expected}).count() == len(expected), model
 
 
-def test_every_stage_owes_each_unit_once_whatever_the_order_of_steps():
+def test_every_stage_owes_each_unit_once_whatever_the_order_of_steps(request, tmp_path):
+    request.getfixturevalue("settings").MEDIA_ROOT = tmp_path  # where the histories' snapshots are written
     run_state_machine_as_test(
         OwedWork,
         settings=settings(max_examples=EXAMPLES, stateful_step_count=50, deadline=None,
