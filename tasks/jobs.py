@@ -93,7 +93,13 @@ def lease(kind, number):
 def probe_silent_peers(sender, connection, **kwargs):
     """A `connection_created` receiver (tasks/apps.py): PostgreSQL probes this session's peer after
     DATABASE_KEEPALIVE_SECONDS of silence, six times, 1/6 of that apart, and ends the session when
-    none is answered.
+    none is answered; and ends it when data it sent stays unacknowledged for twice that
+    (`tcp_user_timeout`).
+
+    The second is the case that matters: keepalive probes are sent only on an idle connection, so a
+    host that died while a reply to it was on the wire is not probed at all, and the kernel's
+    retransmissions (`tcp_retries2`) hold the session, its row locks and its advisory leases for
+    about 15 minutes.
 
     A worker killed on a live machine has its connections closed by the kernel, and its leases end
     at once. A host that loses power or its network closes nothing: without probes PostgreSQL keeps
@@ -107,9 +113,16 @@ def probe_silent_peers(sender, connection, **kwargs):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('tcp_keepalives_idle', %s, false), "
-            "set_config('tcp_keepalives_interval', %s, false), set_config('tcp_keepalives_count', '6', false)",
-            [str(seconds), str(max(1, seconds // 6))],
+            "set_config('tcp_keepalives_interval', %s, false), set_config('tcp_keepalives_count', '6', false), "
+            "set_config('tcp_user_timeout', %s, false)",
+            [str(seconds), str(max(1, seconds // 6)), str(unacknowledged_limit_ms(seconds))],
         )
+
+
+def unacknowledged_limit_ms(keepalive_seconds):
+    """How long data PostgreSQL sent a session may stay unacknowledged before it ends the session:
+    twice the keepalive, the same bound a silent dead peer gets."""
+    return keepalive_seconds * 2 * 1000
 
 
 def leased_elsewhere(kind, number):

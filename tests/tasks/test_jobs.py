@@ -341,8 +341,11 @@ def test_postgresql_probes_each_new_session_so_a_vanished_hosts_leases_end(setti
     session = connections.create_connection("default")  # a process's new connection
     try:
         with session.cursor() as cursor:
-            cursor.execute("SELECT name, setting FROM pg_settings WHERE name LIKE 'tcp_keepalives_%'")
+            cursor.execute("SELECT name, setting FROM pg_settings WHERE name LIKE 'tcp_keepalives_%' "
+                           "OR name = 'tcp_user_timeout'")
             probes = dict(cursor.fetchall())
     finally:
         session.close()
-    assert probes == {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "6"}
+    # A reply on the wire at the death is never probed: unacknowledged for a minute, the session ends too.
+    assert probes == {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "6",
+                      "tcp_user_timeout": "60000"}
