@@ -25,7 +25,7 @@ from fixtures.images import IMAGES
 from fixtures.loader import skimage_data_dir
 from mturk.models import CrowdStudy, Hit
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, launch
-from tests.scoring_factories import create_tournament
+from tests.scoring_factories import create_tournament, decided_as_a_sheet_decides
 
 XSS_INSTRUCTION = 'Count the birds <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script>'
 XSS_RESPONSE = ('The cat watches a bird. <img src=x onerror="window.__xss=3">'
@@ -197,6 +197,8 @@ def pairwise_unit(*, left_text="The cat is watching a bird outside the window: i
     instance = _instance(family, photos, instruction="What is the cat looking at? Explain the clues.")
     Instance.objects.filter(pk=instance.pk).update(status=Instance.Status.VERIFIED,
                                                    reference_output="A bird outside.")
+    instance.refresh_from_db()
+    decided_as_a_sheet_decides(instance).save()
     ModelResponse.objects.create(instance=instance, model_name="model-a", text=left_text)
     ModelResponse.objects.create(instance=instance, model_name="model-b", text=right_text)
     tournament = create_tournament(

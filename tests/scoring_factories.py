@@ -29,12 +29,16 @@ def verified_instance(*, family=None, image_count=None, caption=None, **fields):
         texts=texts * instance.instanceimage_set.count() if len(texts) == 1 else texts,
     )
     instance.save()
-    # Verified as a published sheet verifies one: its reference decided correct (annotation/benchmark.py
-    # holds only instances with a decided reference).
-    Reference.objects.create(instance=instance, caption=instance.current_caption, source=Reference.Source.IMPORTED,
-                             text=instance.reference_output, verdict=Reference.Verdict.CORRECT,
-                             decided_by=Reference.DecidedBy.SHEET, decided_at=timezone.now())
+    decided_as_a_sheet_decides(instance).save()
     return instance
+
+
+def decided_as_a_sheet_decides(instance):
+    """The decided reference a verified instance holds (annotation/benchmark.py holds only
+    instances with one), as a published sheet's import leaves it."""
+    return Reference(instance=instance, caption=instance.current_caption, source=Reference.Source.IMPORTED,
+                     text=instance.reference_output, verdict=Reference.Verdict.CORRECT,
+                     decided_by=Reference.DecidedBy.SHEET, decided_at=timezone.now())
 
 
 class ModelResponseFactory(factory.django.DjangoModelFactory):
@@ -133,6 +137,7 @@ def random_tournament(*, name, rng, models=15, questions=100, pairs_per_question
         instances = bulk(Instance, [Instance(family=family, instruction=f"What is unusual here? ({n})",
                                              status=Instance.Status.VERIFIED, reference_output=REFERENCE_TEXT)
                                     for n in range(first, min(questions, first + chunk_questions))])
+        bulk(Reference, [decided_as_a_sheet_decides(instance) for instance in instances])
         responses = bulk(ModelResponse, [
             ModelResponse(instance=instance, model_name=model,
                           text=f"{model} answers question {instance.pk} " * rng.randint(1, 5))

@@ -233,9 +233,13 @@ class ContradictionSerializer(serializers.Serializer):
 class AgreementSerializer(serializers.Serializer):
     judge = serializers.CharField()
     shared = serializers.IntegerField(help_text="Battles judged by both the judge and the crowd.")
-    accuracy = serializers.FloatField(allow_null=True, help_text="Reconstructs the crowd majority.")
+    with_majority = serializers.IntegerField(help_text="Of those, the battles whose crowd votes have a majority: "
+                                                       "the accuracy's denominator.")
+    accuracy = serializers.FloatField(allow_null=True, help_text="Reconstructs the crowd majority, over "
+                                                                 "with_majority battles.")
     kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa (CHIRP C.2.5).")
-    spearman = serializers.FloatField(allow_null=True, help_text="Spearman of the two Elo rankings.")
+    spearman = serializers.FloatField(allow_null=True, help_text="Spearman of the two Elo rankings, as the "
+                                                                 "boards show them (bootstrap, All images).")
     judge_contradictions = ContradictionSerializer(help_text="The judge's verdicts on every battle it judged.")
     human_contradictions = ContradictionSerializer(help_text="The crowd's judgements on every battle they judged.")
     majority = MajorityAgreementSerializer(many=True)

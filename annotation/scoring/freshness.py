@@ -30,12 +30,12 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
+from annotation.benchmark import benchmark_instances
 from annotation.models import (
     CHIRP_CRITERIA,
     REFERENCE_MODEL_NAME,
     Battle,
     HumanJudgement,
-    Instance,
     InstructionFamily,
     JudgeJudgement,
     JudgeRun,
@@ -101,7 +101,7 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     settings = Tournament.objects.values_list("seed", "counts_provisional", "with_rubric", "rubric",
                                               "aggregation").get(pk=tournament.pk)
     # Which of them count (counted_work, counted_battles) is read from the work states of their
-    # assignments and the states of their battles' instances, as well as from the stamps a review
+    # assignments and whether their battles' instances are in the benchmark, as well as from the stamps a review
     # and a verification leave (annotation/review.py, collection/verification.py).
     human = HumanJudgement.objects.filter(tournament=tournament).aggregate(**_set_checksum())
     left_out = _left_out_by_work_state(tournament, counts_provisional=settings[1])
@@ -111,7 +111,7 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
                 .values_list("id", "engine", "mode", "finished_at"))
     battles = Battle.objects.filter(tournament=tournament).aggregate(
         n=Count("id"), last=Max("id"), instances=Max("instance__updated_at"),
-        **_id_checksum(Q(instance__status=Instance.Status.VERIFIED), prefix="verified_"))
+        **_id_checksum(Q(instance__in=benchmark_instances().order_by().values("pk")), prefix="verified_"))
     # The last edit of a response to the tournament's instances (the judge report counts the tokens
     # of those in battles): one semi-join, where reading both responses of every battle cost five
     # times the battles' own aggregate.

@@ -12,7 +12,7 @@ and its cost. Every rate carries its n and a 95% Wilson interval.
 import numpy as np
 import pandas as pd
 
-from annotation.scoring import agreement, ratings
+from annotation.scoring import agreement
 
 # Bins of "tokens longer" (non-whitespace tokens, as battles.py counts them): [1, 10), [10, 30)...
 LENGTH_BIN_EDGES = [1, 10, 30, 100, np.inf]
@@ -110,9 +110,12 @@ def majority_by_strength(human, orderings):
             for row in table.to_dict(orient="records")]
 
 
-def elo_spearman(human, judge_battles):
-    """Spearman's rho between the crowd's Elo and the judge's, over the models both rated."""
-    found = agreement.ranking_spearman(ratings.online_elo(human), ratings.online_elo(judge_battles))
+def spearman_of_shown_elo(elo_by_key, crowd_key, key):
+    """Spearman's rho between the crowd's Elo and evaluator `key`'s, over the models both rated: of
+    the Elo their leaderboard boards show (`elo_by_key`: board key -> Elo by model), so the figure
+    never contradicts the ratings beside it."""
+    empty = pd.Series(dtype=float)
+    found = agreement.ranking_spearman(elo_by_key.get(crowd_key, empty), elo_by_key.get(key, empty))
     return {"rho": found.statistic, "models": found.n}
 
 
@@ -121,7 +124,7 @@ def crowd_row(human):
     return {"key": "human", "judge": "Human judgements", "length": length_bias(human)}
 
 
-def judge_row(evaluator, human):
+def judge_row(evaluator, human, elo_by_key, crowd_key):
     """One judge run's row of the report, against the crowd's judgements of the same battles."""
     row = {
         "key": evaluator.key, "judge": evaluator.judge, "engine": evaluator.engine, "mode": evaluator.mode,
@@ -135,11 +138,12 @@ def judge_row(evaluator, human):
     if not human.empty and not evaluator.battles.empty:
         row.update(majority=majority_by_strength(human, evaluator.orderings),
                    kappa_by_category=kappa_by_category(human, evaluator.battles),
-                   spearman=elo_spearman(human, evaluator.battles))
+                   spearman=spearman_of_shown_elo(elo_by_key, crowd_key, evaluator.key))
     return row
 
 
-def judge_report(found):
-    """Every judge run of the tournament in one table, the crowd first as the reference."""
+def judge_report(found, *, elo_by_key):
+    """Every judge run of the tournament in one table, the crowd first as the reference.
+    `elo_by_key`: each board's Elo as the leaderboard shows it (leaderboard.compute)."""
     human = found[0].battles
-    return [crowd_row(human), *(judge_row(evaluator, human) for evaluator in found[1:])]
+    return [crowd_row(human), *(judge_row(evaluator, human, elo_by_key, found[0].key) for evaluator in found[1:])]

@@ -135,7 +135,7 @@ def _labels_by_model(frame):
     return frame.apply(lambda row: row[row["winner"]] if row["winner"] != "tie" else "tie", axis=1)
 
 
-def _agreement(human, human_elo, human_contradictions, judge):
+def _agreement(human, elo_by_key, human_contradictions, judge):
     """How one judge agrees with the crowd on the battles both judged (paper §4.3; CHIRP C.2),
     or None when they share none."""
     verdicts = judge.battles
@@ -161,9 +161,12 @@ def _agreement(human, human_elo, human_contradictions, judge):
         "key": judge.key,
         "judge": judge.judge,
         "shared": len(shared_ids),
+        # The accuracy's denominator: the shared battles whose crowd votes have a majority.
+        "with_majority": int(overall["n_pairs"].iloc[0]) if len(overall) else 0,
         "accuracy": float(overall["judge_accuracy"].iloc[0]) if len(overall) else None,
         "kappa": kappa,
-        "spearman": agreement.ranking_spearman(human_elo, ratings.online_elo(verdicts)).statistic,
+        # Of the Elo the boards beside it show (one computation per figure), not another Elo.
+        "spearman": judge_report.spearman_of_shown_elo(elo_by_key, HUMAN_KEY, judge.key)["rho"],
         "judge_contradictions": agreement.contradiction_share(agreement.contradictions(verdicts)),
         "human_contradictions": human_contradictions,
         "majority": _records(majority),
@@ -236,6 +239,7 @@ def _rubric_part(scores, elo):
 def compute(found, *, seed, rounds):
     """The whole leaderboard of one state of the judgements, as JSON-ready data."""
     boards = [_board(evaluator, rounds=rounds, seed=seed) for evaluator in found]
+    elo_by_key = {board["key"]: _shown_elo(board) for board in boards}
     agreements = []
     human = found[0].battles
     # Among the crowd themselves: units are battles, the value the response chosen (sides are
@@ -245,9 +249,8 @@ def compute(found, *, seed, rounds):
     found = [found[0], *(evaluator for evaluator in found[1:] if evaluator.judge)]
     if not human.empty:
         human_contradictions = agreement.contradiction_share(agreement.contradictions(human))
-        human_elo = ratings.online_elo(human)
         for judge in found[1:]:
-            result = _agreement(human, human_elo, human_contradictions, judge)
+            result = _agreement(human, elo_by_key, human_contradictions, judge)
             if result is not None:
                 agreements.append(_plain(result))
     correlations = []
@@ -259,13 +262,22 @@ def compute(found, *, seed, rounds):
                                             **rubric_correlation(crowd_scores, judge.scores)}))
     return {"boards": boards, "agreements": agreements, "rubric_correlations": correlations,
             "crowd_alpha": _plain(crowd_alpha),
-            "judge_report": _plain(judge_report.judge_report(found))}
+            "judge_report": _plain(judge_report.judge_report(found, elo_by_key=elo_by_key))}
+
+
+def _shown_elo(board):
+    """A board's Elo as its table shows it (All images), by model."""
+    rows = [row for row in board["rows"] if row.get("split") in (None, tables.ALL_IMAGES)]
+    return pd.Series({row["model"]: row["elo"] for row in rows}, dtype=float)
 
 
 def tournament_judge_report(*, tournament, criterion="overall"):
-    """The judge report alone, as JSON-ready data: it needs no bootstrap (the snapshot's
-    judge_report.json)."""
-    return _plain(judge_report.judge_report(evaluators(tournament=tournament, criterion=criterion)))
+    """The judge report alone, as JSON-ready data (the snapshot's judge_report.json): the one the
+    leaderboard's stored result holds for the judgements as they are now, computed and stored when
+    it is not yet, so the snapshot's report and the leaderboard's never differ."""
+    from annotation.scoring.freshness import refresh_leaderboard
+
+    return refresh_leaderboard(tournament=tournament, criterion=criterion).result["judge_report"]
 
 
 # --- what the pages read -----------------------------------------------------------------------
@@ -542,6 +554,7 @@ def agreement_row(found):
         "key": found["key"],
         "judge": found["judge"],
         "shared": found["shared"],
+        "with_majority": found.get("with_majority"),
         "agreement": _number(found["accuracy"], "{:.1%}"),
         "kappa": _number(found["kappa"], "{:.2f}"),
         "spearman": _number(found["spearman"], "{:.2f}"),

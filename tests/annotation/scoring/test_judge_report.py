@@ -171,3 +171,52 @@ def test_the_length_plot_draws_a_judge_whose_longer_answer_always_won():
     below = {**length, "bins": [{**found, "upper": float(np.nextafter(found["rate"], 0.0))} if found["n"] else found
                                 for found in length["bins"]]}
     assert length_bias_plot([{"judge": "gpt-4o, Vision", "length": below}]).startswith(b"\x89PNG")
+
+
+def test_the_reports_rank_correlation_is_that_of_the_elo_the_boards_show_and_the_snapshot_holds_the_same():
+    """Issue 39: "Spearman of Elo with the crowd's 1.00" stood beside Elo that ranked two models the
+    other way. Every rank correlation is now of the ratings shown beside it, and the snapshot's
+    judge_report.json is the leaderboard's own."""
+    from scipy import stats
+
+    from annotation.scoring.leaderboard import tournament_judge_report
+
+    rng = np.random.default_rng(39)
+    family = FamilyFactory(name="Contextual knowledge")
+    strength = {"alpha": 0.0, "beta": 0.4, "gamma": 0.9, "delta": 1.5}
+    for _ in range(8):
+        instance = verified_instance(family=family)
+        for model in strength:
+            ModelResponseFactory(instance=instance, model_name=model)
+    tournament = create_tournament(name="Shown Elo", include_reference=False, judgements_per_pair=3)
+    launch_tournament(tournament=tournament)
+    for _ in range(3):
+        worker = WorkerFactory()
+        while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
+            task = pairwise_task(assignment=assignment)
+            left, right = task["left"].model_name, task["right"].model_name
+            p_left = 1 / (1 + np.exp(strength[right] - strength[left]))
+            submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker,
+                                      choice="left" if rng.random() < p_left else "right")
+    # A judge whose order is the crowd's reversed in its middle.
+    judged = {"alpha": 0.0, "beta": 0.9, "gamma": 0.4, "delta": 1.5}
+    run = _finished_run(tournament, mode=JudgeRun.Mode.VISION, engine="gpt-4o", verdict=lambda battle, ordering: (
+        rng.random() < 1 / (1 + np.exp(judged[battle.response_b.model_name] - judged[battle.response_a.model_name]))))
+
+    result = refresh_leaderboard(tournament=tournament, rounds=10).result
+    shown = {found["key"]: {row["model"]: row["elo"] for row in found["rows"]} for found in result["boards"]}
+    crowd, judge = shown["human"], shown[f"run-{run.pk}"]
+    models = sorted(set(crowd) & set(judge))
+    expected = stats.spearmanr([crowd[m] for m in models], [judge[m] for m in models]).statistic
+
+    row = next(found for found in result["judge_report"] if found["key"] == f"run-{run.pk}")
+    assert row["spearman"]["models"] == len(models) == 4
+    assert row["spearman"]["rho"] == pytest.approx(expected)
+    agreement = next(found for found in result["agreements"] if found["key"] == f"run-{run.pk}")
+    assert agreement["spearman"] == pytest.approx(expected)
+    # The accuracy's denominator is said: the shared battles with a crowd majority (three votes each
+    # here, so every battle has one).
+    assert agreement["with_majority"] == agreement["shared"] == tournament.battles.count()
+
+    stored = refresh_leaderboard(tournament=tournament)
+    assert tournament_judge_report(tournament=tournament) == stored.result["judge_report"]
