@@ -6,7 +6,7 @@ A snapshot is immutable, so every field of an existing one is read-only and none
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
@@ -48,6 +48,19 @@ class SnapshotAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
         if request.method == "GET" and (warning := placeholder_warning("this snapshot's image URLs")):
             self.message_user(request, warning, messages.WARNING)
         return super().add_view(request, form_url, extra_context)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        if object_id is None:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        # A snapshot is immutable: its page offers nothing to save, and a save posted anyway is
+        # told so rather than reaching save_model's refusal as a server error.
+        if request.method == "POST":
+            snapshot = get_object_or_404(self.get_queryset(request), pk=object_id)
+            self.message_user(request, f"{snapshot} is immutable: nothing was saved.", messages.ERROR)
+            return redirect(request.path)
+        extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
+                         "show_save_and_add_another": False}
+        return super().changeform_view(request, object_id, form_url, extra_context)
 
     def get_fields(self, request, obj=None):
         return self.add_fields if obj is None else ["note", "group", "tournaments", *self.readonly_fields]

@@ -294,6 +294,7 @@ class AnswersBought:
     fixed_overlap_answers: int
     units: int
     open_units: int
+    decided: int
 
     @property
     def saved_pct(self):
@@ -303,25 +304,34 @@ class AnswersBought:
         text = f"{self.answers} answers bought of {self.fixed_overlap_answers} at a fixed overlap"
         if self.saved_pct is not None and self.answers <= self.fixed_overlap_answers:
             text += f" ({self.saved_pct:.0f}% fewer)"
-        return text + f"; {self.units - self.open_units} of {self.units} decided"
+        return text + f"; {self.decided} of {self.units} decided"
 
 
-def _bought(units, maximum):
+def _bought(units, maximum, *, decided=None):
+    """`decided`: which units' items are decided; by default those no longer asking."""
     # A cancelled unit's item moved on by another path: neither way of asking would finish it.
     counts = units.exclude(status=WorkUnit.Status.CANCELLED).aggregate(
         units=Count("pk", distinct=True),
         open_units=Count("pk", filter=Q(status=WorkUnit.Status.OPEN), distinct=True),
+        decided=Count("pk", filter=~Q(status=WorkUnit.Status.OPEN) if decided is None else decided, distinct=True),
         answers=Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED)
                       & ~Q(assignments__work_state=WorkState.REJECTED)),
     )
     return AnswersBought(answers=counts["answers"], fixed_overlap_answers=counts["units"] * maximum,
-                         units=counts["units"], open_units=counts["open_units"])
+                         units=counts["units"], open_units=counts["open_units"], decided=counts["decided"])
 
 
 def answers_bought(*, family, stage):
     """A family stage's answers bought against its overlap (under ask until decided, the most it asks)."""
     config = StageConfig.objects.filter(family=family, stage=stage).first()
-    return _bought(WorkUnit.objects.filter(family=family, stage=stage), config.overlap if config else 1)
+    units, decided = WorkUnit.objects.filter(family=family, stage=stage), None
+    if stage == Stage.VERIFICATION:
+        # A reference is decided by its verdict, not by its unit closing: under a worker model a
+        # closed unit waits for the job, and a reference withdrawn with its rejected caption moved on
+        # (like a cancelled unit's item) and is neither decided nor asked about.
+        units = units.exclude(reference__verdict=Reference.Verdict.WITHDRAWN)
+        decided = Q(reference__in=benchmark_references())
+    return _bought(units, config.overlap if config else 1, decided=decided)
 
 
 def judgements_bought(*, tournament):

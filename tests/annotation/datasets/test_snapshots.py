@@ -226,6 +226,17 @@ def test_admin_requests_a_snapshot_and_shows_it_read_only(client, judged_tournam
     assert Snapshot.objects.filter(pk=snapshot.pk).exists()
 
 
+def test_a_built_snapshots_page_offers_no_save_and_refuses_one_with_a_message(client, snapshot_folder):
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    snapshot = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(background=False))
+    url = reverse("admin:annotation_snapshot_change", args=[snapshot.pk])
+    assert b'name="_save"' not in client.get(url).content
+    response = client.post(url, {"_save": "Save"}, follow=True)
+    assert response.status_code == 200
+    assert "Snapshot v1 is immutable: nothing was saved." in response.content.decode()
+    assert Snapshot.objects.get(pk=snapshot.pk).content_sha256 == snapshot.content_sha256
+
+
 @pytest.fixture
 def s3_server():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
