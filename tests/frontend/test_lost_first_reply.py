@@ -80,6 +80,7 @@ def test_a_first_reply_lost_is_retried_from_the_same_browser_as_the_same_partici
     assert again.context["assignment"].pk == first.context["assignment"].pk  # the task it was given
     assert Assignment.objects.count() == 1
     assert PARTICIPANTS_COOKIE in again.cookies  # this browser holds the participant now
+    assert again["Referrer-Policy"] == "same-origin"  # the token's address is not sent off the site
     assert prolific.requests == []  # the platform was never asked
     assert browser.get(LINK).status_code == 200  # and the plain study link opens for it
 
