@@ -86,8 +86,8 @@ _ARRIVAL_SALT = "crowdbench.frontend.study-arrival"
 
 ARRIVAL_EXPIRED = (
     "This study page was first opened too long ago to be reloaded in a browser that does not hold "
-    "your place in the study. Please continue in the browser where you started; if you cannot, message the researchers "
-    "through your platform. Nothing was shown or recorded here."
+    "your place in the study. Please continue in the browser where you started; if you cannot, "
+    "message the researchers through your platform. Nothing was shown or recorded here."
 )
 ARRIVAL_FORGED = (
     "This study link has been altered, so it cannot be opened here. Please open the study again "
