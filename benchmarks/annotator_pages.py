@@ -137,7 +137,7 @@ def annotate(index, units, think, barrier, timings, errors):
         for _ in range(units):
             time.sleep(pace.uniform(0, 2 * think))
             started = time.perf_counter()
-            page = client.get(url)
+            page = client.get(url, follow=True)  # a new participant is sent on with an arrival token
             timings["next unit + render"].append(time.perf_counter() - started)
             match = TOKEN.search(page.content.decode())
             if page.status_code != 200 or match is None:

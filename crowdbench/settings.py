@@ -343,6 +343,10 @@ ANNOTATOR_TOKEN_MAX_AGE_SECONDS = env.int("ANNOTATOR_TOKEN_MAX_AGE_SECONDS", def
 LEASE_IDLE_MINUTES = env.float("LEASE_IDLE_MINUTES", default=5.0)
 # New participant ids a study admits from one client address (django-ratelimit's "count/period").
 STUDY_NEW_PARTICIPANTS_RATE = env("STUDY_NEW_PARTICIPANTS_RATE", default="10/h")
+# How long the signed arrival token a new participant's study link is redirected with stays good
+# (frontend/arrival.py): while it does, the browser that made the participant's row may reload the
+# page whose reply was lost and is let in again without the platform's confirmation.
+STUDY_ARRIVAL_TOKEN_MAX_AGE_SECONDS = env.int("STUDY_ARRIVAL_TOKEN_MAX_AGE_SECONDS", default=15 * 60)
 LEASE_HEARTBEAT_SECONDS = env.int("LEASE_HEARTBEAT_SECONDS", default=60)
 # The task page tells its worker this long before their lease lapses (issue 38): an idle worker
 # then has time to come back before the task can go to someone else.

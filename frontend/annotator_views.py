@@ -36,6 +36,7 @@ from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.arrival import (
     MAX_ACTIVE_SECONDS,
+    NewArrival,
     arrivals_window_seconds,
     bound_to_browser,
     study_participant,
@@ -155,6 +156,8 @@ def stage_page(request, stage):
                             status=404)
         try:
             worker = study_participant(request, arrival=arrival, study=study)
+        except NewArrival as first:
+            return redirect(first.location)
         except identity.IdentityRefused as refused:
             return problem_page(request, str(refused), status=403)
         except TooManyNewParticipants as refused:

@@ -25,7 +25,7 @@ from annotation.workforce import qualifications
 from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
-from frontend.arrival import IDLE_SECONDS, study_participant
+from frontend.arrival import IDLE_SECONDS, NewArrival, study_participant
 from frontend.page_parts import gold_material
 from frontend.rendering import NOTICES, problem_page, refusal
 from frontend.stage_pages import PAGES
@@ -109,7 +109,8 @@ class _TestPage:
 
 
 def _test_taker(request, stage):
-    """(worker, QualificationPass) for whoever opened the test, or a response to send instead."""
+    """(worker, QualificationPass) for whoever opened the test, or (None, None) for a login; raises
+    TokenRefused, or NewArrival for a new participant's study link (frontend/arrival.py)."""
     params = request.GET
     token = params.get("q") if request.method == "GET" else request.POST.get("token", "")
     if token or request.method != "GET":
@@ -201,6 +202,8 @@ def qualify(request, stage):
     wants_json = "application/json" in request.headers.get("Accept", "")
     try:
         worker, grant = _test_taker(request, stage)
+    except NewArrival as first:
+        return redirect(first.location)
     except tokens.TokenRefused as error:
         if request.method == "POST":
             return refusal(request, str(error), wants_json=wants_json)

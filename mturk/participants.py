@@ -6,6 +6,11 @@ and any later claim to the same id from elsewhere is checked with the platform b
 their work or their completion code (mturk/identity.py). Which browser holds which participant is
 the web layer's to remember; it tells `admit_participant` whether this one does.
 
+The reply that tells a browser it holds a new participant can be lost after their row committed
+(a web process killed mid-reply). So a new participant's row is made only by a request carrying an
+arrival key the web layer gave that browser a moment before, kept on the row: the same request
+again, reloaded, is the same browser, and needs no platform to say so (issue 38).
+
 Once shown the completion code, a participant has entered it on their platform, or will: the
 platform's submission (Prolific's SESSION_ID, Connect's assignmentId) is complete and paid as it
 stands. So the study link, opened again in that session, shows the code again and hands out no
@@ -69,31 +74,41 @@ def done_in_study(worker, study):
     return _submitted_in(study, worker).count()
 
 
-def admit_participant(*, arrival, study, known_here, may_admit_new=lambda: True):
+class ArrivalKeyNeeded(Exception):
+    """A new participant id arrived without an arrival key: the web layer gives the browser one and
+    sends it back; the row is made by the request that brings it."""
+
+
+def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_new=lambda: True):
     """The Worker a StudyArrival names, once it may act as them here.
 
     `known_here(worker_id)` says whether this browser was admitted as that worker before. A new
-    participant is admitted at once, while `may_admit_new()` lets one more in (the web layer's
-    throttle of new ids per address: an id nobody confirmed yet, mturk/services/confirming.py);
-    a known one arriving from elsewhere only when the platform confirms the claim. Raises
-    IdentityRefused, or TooManyNewParticipants.
+    participant is admitted while `may_admit_new()` lets one more in (the web layer's throttle of
+    new ids per address: an id nobody confirmed yet, mturk/services/confirming.py), and only with
+    an `arrival_key` (else ArrivalKeyNeeded), which their row keeps. A known one is admitted where
+    they are known, by the key that made their row (the first arrival again, its reply lost), or
+    when the platform confirms the claim. Raises IdentityRefused, or TooManyNewParticipants.
     """
     same_id = participants_of(study).filter(platform=study.platform, external_id=arrival.participant_id)
     worker = same_id.first()
     if worker is None:
+        if not arrival_key:
+            raise ArrivalKeyNeeded()
         if not may_admit_new():
             raise TooManyNewParticipants()
         try:
             with transaction.atomic():
-                Worker.objects.create(platform=study.platform, external_id=arrival.participant_id)
+                Worker.objects.create(platform=study.platform, external_id=arrival.participant_id,
+                                      first_arrival_key=arrival_key)
         except IntegrityError:
             pass  # the same id's other tab made it first: it is the same participant
         # A row just made carries none of the annotations: one query for them all, where each
         # check of the request (standing twice, progress once) would otherwise ask its own.
         return same_id.get()
-    if not known_here(worker.pk):
-        identity.confirm_participant(study=study, participant_id=arrival.participant_id,
-                                     platform_session_id=arrival.session_id)
+    if known_here(worker.pk) or (arrival_key and worker.first_arrival_key == arrival_key):
+        return worker
+    identity.confirm_participant(study=study, participant_id=arrival.participant_id,
+                                 platform_session_id=arrival.session_id)
     return worker
 
 

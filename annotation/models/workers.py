@@ -22,6 +22,10 @@ class Worker(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True,
                                 on_delete=models.SET_NULL, related_name="worker")
     created_at = models.DateTimeField(auto_now_add=True)
+    # The random key of the study-link arrival that made this row (frontend/arrival.py): a browser
+    # whose first reply was lost brings it back in the signed arrival token, and is let in again
+    # without the platform's confirmation. Empty for rows made any other way.
+    first_arrival_key = models.CharField(max_length=32, blank=True, default="", editable=False)
 
     class Meta:
         constraints = [

@@ -25,9 +25,12 @@ CAPTION = "A white cup of espresso on a red saucer, a spoon resting on the sauce
 STUDY_NEXT_UNIT = 6
 # A reload of the page of a held lease: the held lease with its page instead of the insert.
 STUDY_RELOAD = 6
-# A new participant's first arrival through the study link (once per participant): the study;
-# the worker looked up, made (BEGIN, INSERT, COMMIT) and fetched again with standing and progress;
-# then BEGIN, their lock, the candidate, the lease, COMMIT.
+# A new participant's study link (once per participant) is sent on with an arrival token: the
+# study and the worker looked up, and nothing made (frontend/arrival.py).
+STUDY_ARRIVAL_REDIRECT = 2
+# Their first arrival with the token: the study; the worker looked up, made (BEGIN, INSERT,
+# COMMIT) and fetched again with standing and progress; then BEGIN, their lock, the candidate, the
+# lease, COMMIT.
 STUDY_FIRST_ARRIVAL = 11
 # Django's session and its user instead of the study (the session's user must be checked
 # against the database to honour a password change or a logout elsewhere).
@@ -62,7 +65,7 @@ def test_a_study_participants_next_unit_after_a_submit_and_a_reload(django_asser
         caption_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION)
     browser = Client()
-    first = browser.get(prolific_link(Stage.CAPTION))
+    first = browser.get(prolific_link(Stage.CAPTION), follow=True)
     following = _next_unit_and_a_reload(browser, first, {"caption-0": CAPTION}, next_unit=STUDY_NEXT_UNIT,
                                         reload=STUDY_RELOAD, max_queries=django_assert_max_num_queries)
     assert following.context["gallery"][0].src, "the unit's image came with it"
@@ -71,8 +74,12 @@ def test_a_study_participants_next_unit_after_a_submit_and_a_reload(django_asser
 def test_a_new_participants_first_arrival(django_assert_max_num_queries):
     caption_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION)
+    browser = Client()
+    with django_assert_max_num_queries(STUDY_ARRIVAL_REDIRECT) as sent:
+        sent_on = browser.get(prolific_link(Stage.CAPTION))
+    assert sent_on.status_code == 302, _log(sent)
     with django_assert_max_num_queries(STUDY_FIRST_ARRIVAL) as sent:
-        arrived = Client().get(prolific_link(Stage.CAPTION))
+        arrived = browser.get(sent_on["Location"])
     assert arrived.status_code == 200, _log(sent)
     assert arrived.context["assignment"].worker.external_id == "P1"
 
@@ -115,7 +122,7 @@ def test_a_caption_units_next_unit_and_submit_join_no_other_stages_tables():
         caption_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION)
     browser = Client()
-    first = browser.get(prolific_link(Stage.CAPTION))
+    first = browser.get(prolific_link(Stage.CAPTION), follow=True)
     with CaptureQueriesContext(connection) as submitting:
         saved = browser.post("/work/submit/", {"token": first.context["token"], "caption-0": CAPTION})
     with CaptureQueriesContext(connection) as leasing:

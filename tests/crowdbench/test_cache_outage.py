@@ -42,12 +42,12 @@ def test_the_study_link_admits_new_participants_and_logs_while_the_cache_is_down
     settings.PUBLIC_BASE_URL = "https://crowdbench.example.org"
     settings.STUDY_NEW_PARTICIPANTS_RATE = "1/h"
     prolific_caption_study(units=3)
-    assert Client().get(link(1)).status_code == 200
-    assert Client().get(link(2)).status_code == 429  # the throttle counts while the cache is up
+    assert Client().get(link(1), follow=True).status_code == 200
+    assert Client().get(link(2), follow=True).status_code == 429  # the throttle counts while the cache is up
 
     cache_redis.stop()
     with caplog.at_level(logging.WARNING, logger="crowdbench.shared_cache"):
-        pages = [Client().get(link(n)) for n in (3, 4)]
+        pages = [Client().get(link(n), follow=True) for n in (3, 4)]
 
     assert [page.status_code for page in pages] == [200, 200]
     assert all(page.context["token"] for page in pages)  # each was leased a task

@@ -52,7 +52,7 @@ def test_a_study_participant_gives_a_task_back_and_stays_in_the_study():
         verification_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION)
     browser = Client()
-    page = browser.get(prolific_link(Stage.VERIFICATION))
+    page = browser.get(prolific_link(Stage.VERIFICATION), follow=True)
     result = browser.post("/work/give-back/", {"token": page.context["token"]}, headers=JSON).json()
     assert result["ok"] and "continue=" in result["next"]
     offer = browser.get(result["next"])

@@ -35,7 +35,7 @@ def connect_link(assignment_id="CRASG1", participant="CR1"):
 
 
 def do_one_task(browser, url):
-    page = browser.get(url)
+    page = browser.get(url, follow=True)
     assert page.status_code == 200 and page.context["assignment"] is not None
     result = browser.post("/work/submit/", {"token": page.context["token"], "verdict": "correct"},
                           headers=JSON).json()

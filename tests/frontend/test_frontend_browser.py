@@ -230,6 +230,46 @@ def test_a_finished_prolific_participant_reopening_the_study_link_sees_the_code_
     assert page.errors == []
 
 
+def test_a_new_participant_whose_first_reply_was_cut_reloads_into_the_same_task(page, live_server):
+    """Issue 38: the reply that tells a browser it holds a new participant is cut after their row
+    and lease committed. The browser still shows the address it was loading, with the arrival token
+    the study link redirected it to; a reload there opens the same task, with no platform API."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    caption_unit()
+    study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION, external_id="STUDY9", code="PROCODE9")
+    link = f"{live_server.url}/work/{Stage.CAPTION}/?" + urlencode(
+        {"PROLIFIC_PID": "PP1", "STUDY_ID": "STUDY9", "SESSION_ID": "SESS1"})
+    # Playwright's routes never see a redirect's next request; Chromium's own interception does,
+    # once the server has answered it.
+    devtools = page.context.new_cdp_session(page)
+    devtools.send("Fetch.enable", {"patterns": [{"urlPattern": "*arrival=*", "requestStage": "Response"}]})
+    cut = []
+
+    def cut_reply(event):
+        cut.append(event["request"]["url"])
+        devtools.send("Fetch.failRequest", {"requestId": event["requestId"], "errorReason": "ConnectionReset"})
+
+    devtools.on("Fetch.requestPaused", cut_reply)
+    with pytest.raises(PlaywrightError):
+        page.goto(link)
+    devtools.send("Fetch.disable")
+    page.context.clear_cookies()  # nothing of the cut reply reached the browser
+    assert len(cut) == 1 and Worker.objects.filter(external_id="PP1").count() == 1
+    leased = Assignment.objects.get()
+
+    page.goto(cut[0])  # the reload: the address the browser was loading
+
+    page.locator("textarea[name=caption-0]").wait_for()
+    assert Worker.objects.filter(external_id="PP1").count() == 1
+    assert list(Assignment.objects.values_list("pk", flat=True)) == [leased.pk]
+    page.fill("textarea[name=caption-0]", CAPTION)
+    page.keyboard.press("Control+Enter")
+    page.wait_for_url(lambda url: "after=saved" in url)
+    assert Caption.objects.get().assignment.worker.external_id == "PP1"
+    assert page.errors == []
+
+
 def test_double_click_on_submit_stores_one_answer(page, live_server, external_submit):
     origin, received = external_submit
     unit = caption_unit()

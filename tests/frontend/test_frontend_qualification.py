@@ -114,9 +114,8 @@ def test_a_prolific_participant_takes_the_test_then_continues_in_the_study():
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION, external_id="ST1")
     client = Client()
     query = urlencode({"PROLIFIC_PID": "PP9", "STUDY_ID": "ST1", "SESSION_ID": "SE1"})
-    arrival = client.get(f"/work/{Stage.VERIFICATION}/?{query}")
-    assert arrival.status_code == 302 and "/work/qualify/" in arrival["Location"]
-    page = client.get(arrival["Location"])
+    page = client.get(f"/work/{Stage.VERIFICATION}/?{query}", follow=True)
+    assert page.redirect_chain[-1][0].startswith(f"/work/qualify/{Stage.VERIFICATION}/")
     attempt = QualificationAttempt.objects.get()
     done = client.post(f"/work/qualify/{Stage.VERIFICATION}/",
                        {"token": page.context["token"], **right_answers(attempt)}, headers=JSON)
@@ -131,7 +130,7 @@ def test_the_test_is_reachable_by_a_study_link_and_by_a_signed_in_annotator():
     qualification_test()
     study(platform=Worker.Platform.CLOUDRESEARCH, stage=Stage.VERIFICATION, external_id="PRJ1")
     query = urlencode({"participantId": "CR1", "projectId": "PRJ1", "assignmentId": "A1"})
-    page = Client().get(f"/work/qualify/{Stage.VERIFICATION}/?{query}")
+    page = Client().get(f"/work/qualify/{Stage.VERIFICATION}/?{query}", follow=True)
     assert page.status_code == 200 and page.context["items"]
     user = get_user_model().objects.create_user("ann", password="pw-ann-12345")
     client = Client()
@@ -218,7 +217,7 @@ def test_a_worker_paused_below_the_bar_is_told_so_on_the_next_request():
     client = Client()
     query = urlencode({"participantId": "AGOLD-CR", "projectId": "PRJ2"})
     next_url = f"/work/{Stage.VERIFICATION}/?{query}"
-    client.get(next_url)  # the first arrival binds the participant to this browser
+    client.get(next_url, follow=True)  # the first arrival binds the participant to this browser
     WorkerQualification.objects.create(
         qualification=qualification, test_score="1.000",
         worker=Worker.objects.get(platform=Worker.Platform.CLOUDRESEARCH, external_id="AGOLD-CR"))
@@ -298,8 +297,7 @@ def test_a_study_participant_who_fails_is_told_to_return_the_study_on_their_plat
     verification_unit()
     study(platform=platform, stage=Stage.VERIFICATION, external_id="ST1")
     client = Client()
-    arrival = client.get(f"/work/{Stage.VERIFICATION}/?{urlencode(query)}")
-    page = client.get(arrival["Location"])
+    page = client.get(f"/work/{Stage.VERIFICATION}/?{urlencode(query)}", follow=True)
     attempt = QualificationAttempt.objects.get()
     result = client.post(f"/work/qualify/{Stage.VERIFICATION}/",
                          {"token": page.context["token"], **right_answers(attempt, wrong=3)})

@@ -84,7 +84,7 @@ def arrival_of(study, participant_id, session_id=""):
 
 def test_a_new_participant_is_admitted_and_a_known_one_is_admitted_where_they_are_known():
     study = study_on("prolific")
-    first = participants.admit_participant(arrival=arrival_of(study, "P1"), study=study,
+    first = participants.admit_participant(arrival=arrival_of(study, "P1"), study=study, arrival_key="k1",
                                            known_here=lambda worker_id: False)
     again = participants.admit_participant(arrival=arrival_of(study, "P1"), study=study,
                                            known_here=lambda worker_id: worker_id == first.pk)
@@ -92,9 +92,34 @@ def test_a_new_participant_is_admitted_and_a_known_one_is_admitted_where_they_ar
     assert Worker.objects.filter(platform="prolific", external_id="P1").count() == 1
 
 
+def test_a_new_participant_needs_an_arrival_key_and_their_row_keeps_it():
+    study = study_on("prolific")
+    with pytest.raises(participants.ArrivalKeyNeeded):
+        participants.admit_participant(arrival=arrival_of(study, "P1"), study=study,
+                                       known_here=lambda worker_id: False)
+    assert not Worker.objects.filter(external_id="P1").exists()
+    made = participants.admit_participant(arrival=arrival_of(study, "P1"), study=study, arrival_key="k1",
+                                          known_here=lambda worker_id: False)
+    assert made.first_arrival_key == "k1"
+
+
+def test_the_key_that_made_a_row_admits_again_where_the_platform_is_not_asked_and_another_key_is_asked(
+        prolific):
+    study = study_on("prolific")
+    made = participants.admit_participant(arrival=arrival_of(study, "P1", "sub1"), study=study,
+                                          arrival_key="k1", known_here=lambda worker_id: False)
+    again = participants.admit_participant(arrival=arrival_of(study, "P1", "sub1"), study=study,
+                                           arrival_key="k1", known_here=lambda worker_id: False)
+    assert again.pk == made.pk and prolific.requests == []
+    with pytest.raises(identity.IdentityRefused):
+        participants.admit_participant(arrival=arrival_of(study, "P1", "sub1"), study=study,
+                                       arrival_key="k2", known_here=lambda worker_id: False)
+    assert len(prolific.requests) == 1
+
+
 def test_a_known_participant_elsewhere_is_admitted_only_when_prolific_confirms(prolific):
     study = study_on("prolific")
-    participants.admit_participant(arrival=arrival_of(study, "P1"), study=study,
+    participants.admit_participant(arrival=arrival_of(study, "P1"), study=study, arrival_key="k1",
                                    known_here=lambda worker_id: False)
     prolific.submissions["sub1"] = {"id": "sub1", "participant_id": "P1",
                                     "study_id": study.external_id, "status": "ACTIVE"}

@@ -38,9 +38,8 @@ def test_in_house_annotators_skip_the_qualification_test_and_the_annotator_guide
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION, external_id="ST1")
 
     participant = Client().get(f"/work/{Stage.VERIFICATION}/?" + urlencode(
-        {"PROLIFIC_PID": "PP1", "STUDY_ID": "ST1", "SESSION_ID": "SE1"}))
-    assert participant.status_code == 302
-    assert participant["Location"].startswith(f"/work/qualify/{Stage.VERIFICATION}/")
+        {"PROLIFIC_PID": "PP1", "STUDY_ID": "ST1", "SESSION_ID": "SE1"}), follow=True)
+    assert participant.redirect_chain[-1][0].startswith(f"/work/qualify/{Stage.VERIFICATION}/")
     annotator = Client()
     user = get_user_model().objects.create_user("ann", password=None)
     annotator.force_login(user)

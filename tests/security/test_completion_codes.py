@@ -35,7 +35,7 @@ def connect_link(participant, assignment_id="CRASG1"):
 
 def do_one_task(browser, link):
     """A participant's browser arrives, verifies one response and gets the next page's link."""
-    page = browser.get(link)
+    page = browser.get(link, follow=True)
     assert page.status_code == 200 and page.context["assignment"] is not None
     result = browser.post("/work/submit/", {"token": page.context["token"], "verdict": "correct"},
                           headers=JSON).json()
@@ -117,7 +117,7 @@ def test_the_qualification_test_does_not_open_for_someone_elses_pid(prolific_stu
     from tests.frontend_support import qualification_test
 
     qualification_test()
-    Client().get(prolific_link("VICTIM"))  # the victim arrives first and is sent to the test
+    Client().get(prolific_link("VICTIM"), follow=True)  # the victim arrives first and is sent to the test
     response = Client().get(f"/work/qualify/{STAGE}/?" + urlencode(
         {"PROLIFIC_PID": "VICTIM", "STUDY_ID": "STUDY123", "SESSION_ID": "X"}))
     assert response.status_code == 403

@@ -124,7 +124,7 @@ def test_a_free_text_qualification_answer_with_a_nul_is_a_form_error():
                                 answer="A cup.")
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.CAPTION)
     browser = Client()
-    test = browser.get(f"/work/qualify/{Stage.CAPTION}/?PROLIFIC_PID=P1&STUDY_ID=STUDY123")
+    test = browser.get(f"/work/qualify/{Stage.CAPTION}/?PROLIFIC_PID=P1&STUDY_ID=STUDY123", follow=True)
     assert test.status_code == 200
     item = test.context["items"][0]["name"]
     response = browser.post(f"/work/qualify/{Stage.CAPTION}/",
