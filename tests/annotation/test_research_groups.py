@@ -394,3 +394,57 @@ def test_the_family_workflow_page_names_only_tournaments_of_the_family_s_group(l
     lab.client_of(lab.people[Role.RESEARCHER], client)
     page = client.get(reverse("admin:annotation_instructionfamily_workflow", args=[lab.family.pk])).content.decode()
     assert "Vision models" in page and "Speech models" not in page
+
+
+# --- Table 2 "All families" (issue 37) -------------------------------------------------------------
+
+def _rated(family, count):
+    """`count` model-written references of `family` verification decided correct."""
+    for n in range(count):
+        _published(family, f"What does sign {n} of {family.name} say?")
+
+
+@pytest.fixture
+def rated_in_each_group(lab):
+    """Table 2 rates 3 references of the vision lab, 1 of the speech lab and 2 of no group."""
+    _rated(lab.family, 3)
+    _rated(lab.other_family, 1)
+    _rated(FamilyFactory(name="Unowned family"), 2)
+    return lab
+
+
+def _table2_references(client, **query):
+    page = client.get(reverse("admin:annotation_instructionfamily_table2"), query)
+    assert page.status_code == 200
+    overall, single, multi = dict(page.context["rows"])["References rated (n)"]
+    return int(overall)
+
+
+@pytest.mark.parametrize("role", Role.values)
+def test_table2_of_all_families_counts_only_the_member_s_groups_references(rated_in_each_group, client, role):
+    lab = rated_in_each_group
+    lab.client_of(lab.people[role], client)
+    assert _table2_references(client) == 3
+    lab.client_of(lab.outsider, client)
+    assert _table2_references(client) == 1
+
+
+def test_table2_of_all_families_counts_no_group_s_references_for_staff_outside_groups_and_all_for_a_superuser(
+        rated_in_each_group, client):
+    staff = get_user_model().objects.create_user("legacy", password="pw", is_staff=True)
+    staff.user_permissions.set([Permission.objects.get(codename="view_instructionfamily")])
+    client.force_login(staff)
+    assert _table2_references(client) == 2
+    assert client.get(reverse("admin:annotation_instructionfamily_table2"),
+                      {"family": rated_in_each_group.family.pk}).status_code == 404
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    assert _table2_references(client) == 6
+
+
+def test_a_snapshot_s_table2_counts_its_group_s_references_and_one_of_no_group_those_of_no_group(
+        rated_in_each_group):
+    lab = rated_in_each_group
+    vision = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(group=lab.vision, background=False))
+    speech = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(group=lab.speech, background=False))
+    unowned = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(background=False))
+    assert [built.manifest["table2"]["overall"]["references"] for built in (vision, speech, unowned)] == [3, 1, 2]
