@@ -28,10 +28,14 @@ from annotation.models import (
     Stage,
     StageConfig,
     Tournament,
+    WorkUnit,
 )
 from annotation.preferences.eligible import eligible_instances
+from mturk import pay
+from mturk.models import CrowdStudy
+from mturk.services.publishing import units_to_publish
 from tests import published_data
-from tests.factories import FamilyFactory, ReferenceFactory
+from tests.factories import FamilyFactory, ReferenceFactory, launch
 from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db
@@ -448,3 +452,48 @@ def test_a_snapshot_s_table2_counts_its_group_s_references_and_one_of_no_group_t
     speech = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(group=lab.speech, background=False))
     unowned = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(background=False))
     assert [built.manifest["table2"]["overall"]["references"] for built in (vision, speech, unowned)] == [3, 1, 2]
+
+
+# --- what a crowd study draws on (issue 37) --------------------------------------------------------
+
+def _open_caption_unit(family):
+    launch(family, Stage.CAPTION)
+    return WorkUnit.objects.create(stage=Stage.CAPTION, key=f"caption-{family.pk}", family=family)
+
+
+def test_a_study_publishes_its_family_s_work_and_one_naming_no_family_only_the_work_of_no_group(lab):
+    mine, theirs = _open_caption_unit(lab.family), _open_caption_unit(lab.other_family)
+    unowned = _open_caption_unit(FamilyFactory(name="Unowned family"))
+    of_recipes = CrowdStudy.objects.create(platform="mturk", stage=Stage.CAPTION, family=lab.family, name="Recipes")
+    of_no_family = CrowdStudy.objects.create(platform="mturk", stage=Stage.CAPTION, name="Every family")
+    assert list(units_to_publish(of_recipes)) == [mine]
+    assert list(units_to_publish(of_no_family)) == [unowned]
+    assert theirs.pk not in units_to_publish(of_no_family).values_list("pk", flat=True)
+
+
+def test_a_study_s_pay_plan_reads_only_the_tournaments_and_overlaps_its_families_draw_on(lab):
+    launch(lab.other_family, Stage.CAPTION, overlap=5)
+    launch(FamilyFactory(name="Unowned family"), Stage.CAPTION, overlap=2)
+    of_no_family = CrowdStudy.objects.create(platform="mturk", stage=Stage.CAPTION, name="Every family",
+                                             estimated_seconds=60)
+    assert pay.plan_for_study(of_no_family, tasks=10).assignments_per_task == 2
+
+    # Both labs' tournaments name no family; the speech lab's is the newer.
+    pairwise = {"platform": "prolific", "stage": Stage.PAIRWISE, "estimated_seconds": 60}
+    recipes = CrowdStudy.objects.create(family=lab.family, name="Recipes pairwise", **pairwise)
+    assert "tournament “Vision models”" in pay.plan_for_study(recipes, tasks=1).overlap_source
+    of_no_group = pay.plan_for_study(CrowdStudy.objects.create(name="Pairwise", **pairwise), tasks=1)
+    assert "Speech models" not in of_no_group.overlap_source and "Vision models" not in of_no_group.overlap_source
+
+
+def test_a_member_s_new_study_names_a_family_of_their_group(lab, client):
+    lab.client_of(lab.people[Role.OWNER], client)
+    added = client.post(reverse("admin:mturk_crowdstudy_add") + "?platform=local", {
+        "platform": "local", "stage": Stage.CAPTION, "name": "Every family", "reward_usd": "0.10",
+        "target_hourly_wage_usd": "18.00", "assignment_duration_minutes": 60, "lifetime_hours": 72,
+        "auto_approval_days": 0, "frame_height": 0, "min_approval_rate": 0, "min_approved_hits": 0,
+        "places_published": 0})
+    assert added.status_code == 200 and list(added.context["adminform"].form.errors) == ["family"]
+    assert not CrowdStudy.objects.exists()
+    form = client.get(reverse("admin:mturk_crowdstudy_add") + "?platform=local").content.decode()
+    assert "Recipes" in form and "Street signs" not in form
