@@ -25,6 +25,7 @@ from annotation.datasets import snapshots
 from annotation.models import (
     Assignment,
     Battle,
+    Caption,
     DecisionChange,
     EndpointCall,
     HumanJudgement,
@@ -109,6 +110,15 @@ class GroupA:
         self.assignment = Assignment.objects.create(
             unit=self.unit, worker=self.worker, status=Assignment.Status.SUBMITTED,
             lease_expires_at=timezone.now(), submitted_at=timezone.now(), review_reason=f"{MARK} review reason")
+        # The worker copied one caption onto two of A's instances: their page quotes copied text.
+        for number in range(2):
+            copied = verified_instance(family=self.family, instruction=f"{MARK} instruction {number}")
+            unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"{MARK}-caption-{number}", family=self.family,
+                                           instance=copied)
+            Caption.objects.create(instance=copied, texts=[f"{MARK} copied caption"], author=self.worker,
+                                   assignment=Assignment.objects.create(
+                                       unit=unit, worker=self.worker, status=Assignment.Status.SUBMITTED,
+                                       lease_expires_at=timezone.now(), submitted_at=timezone.now()))
         self.verification = Verification.objects.create(
             reference=self.reference, worker=self.worker, assignment=self.assignment, is_correct=True,
             comment=f"{MARK} verification comment")
@@ -321,5 +331,6 @@ def test_the_crawl_sees_group_a_s_rows_as_a_member_of_group_a(group_a):
     for expected in (f"/admin/annotation/instructionfamily/{group_a.family.pk}/change/",
                      f"/admin/annotation/instructionfamily/{group_a.family.pk}/sheet/single_image.csv",
                      f"/api/snapshots/{group_a.snapshot.version}/files/{group_a.snapshot_file}/",
-                     f"/admin/webhooks/endpoint/{group_a.webhook.pk}/change/"):
+                     f"/admin/webhooks/endpoint/{group_a.webhook.pk}/change/",
+                     f"/admin/annotation/worker/{group_a.worker.pk}/page/"):
         assert expected in leaked

@@ -19,6 +19,8 @@ from annotation import teams
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import (
+    Assignment,
+    Caption,
     Instance,
     InstructionFamily,
     Membership,
@@ -35,7 +37,7 @@ from mturk import pay
 from mturk.models import CrowdStudy
 from mturk.services.publishing import units_to_publish
 from tests import published_data
-from tests.factories import FamilyFactory, ReferenceFactory, launch
+from tests.factories import FamilyFactory, InstanceFactory, ReferenceFactory, WorkerFactory, launch
 from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db
@@ -497,3 +499,64 @@ def test_a_member_s_new_study_names_a_family_of_their_group(lab, client):
     assert not CrowdStudy.objects.exists()
     form = client.get(reverse("admin:mturk_crowdstudy_add") + "?platform=local").content.decode()
     assert "Recipes" in form and "Street signs" not in form
+
+
+# --- the worker page (issue 37) ------------------------------------------------------------------
+
+def _captioned(worker, family, text, *, seconds):
+    instance = InstanceFactory(family=family, status=Instance.Status.AWAITING_REFERENCE)
+    unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"caption:{instance.pk}", family=family,
+                                   instance=instance)
+    assignment = Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
+                                           lease_expires_at=instance.created_at, submitted_at=instance.created_at,
+                                           active_seconds=seconds)
+    return Caption.objects.create(instance=instance, texts=[text], author=worker, assignment=assignment)
+
+
+@pytest.fixture
+def worked_for_both(lab):
+    """A worker who copied one caption onto three of the vision lab's instances and another onto two
+    of the speech lab's, and wrote one more text for each lab."""
+    worker = WorkerFactory()
+    for _ in range(3):
+        _captioned(worker, lab.family, "Soup simmers in the vision lab's pot.", seconds=30)
+    for _ in range(2):
+        _captioned(worker, lab.other_family, "A stop sign at the speech lab's corner.", seconds=90)
+    _captioned(worker, lab.family, "Written once for each lab.", seconds=30)
+    _captioned(worker, lab.other_family, "Written once for each lab.", seconds=90)
+    return worker
+
+
+def _worker_page(client, worker):
+    page = client.get(reverse("admin:annotation_worker_page", args=[worker.pk]))
+    assert page.status_code == 200
+    return page.context["report"], page.content.decode()
+
+
+@pytest.mark.parametrize("role", Role.values)
+def test_the_worker_page_counts_and_quotes_only_the_work_done_for_the_member_s_group(lab, worked_for_both, client,
+                                                                                   role):
+    lab.client_of(lab.people[role], client)
+    report, page = _worker_page(client, worked_for_both)
+    assert [(row.stage, row.submitted, row.median_seconds) for row in report.stages] == [(Stage.CAPTION, 4, 30)]
+    assert [example for flag in report.flags for example in flag.examples] == [
+        ("Soup simmers in the vision lab's pot.", 3)]
+    assert "speech lab" not in page and "Written once" not in page
+
+
+def test_the_worker_page_of_another_group_quotes_its_own_copies_only(lab, worked_for_both, client):
+    lab.client_of(lab.outsider, client)
+    report, page = _worker_page(client, worked_for_both)
+    assert [(row.submitted, row.median_seconds) for row in report.stages] == [(3, 90)]
+    assert [example for flag in report.flags for example in flag.examples] == [
+        ("A stop sign at the speech lab's corner.", 2)]
+    assert "vision lab" not in page
+
+
+def test_the_worker_page_shows_a_superuser_every_group_s_work(lab, worked_for_both, client):
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    report, _ = _worker_page(client, worked_for_both)
+    assert [row.submitted for row in report.stages] == [7]
+    assert {text for flag in report.flags for text, _ in flag.examples} == {
+        "Soup simmers in the vision lab's pot.", "A stop sign at the speech lab's corner.",
+        "Written once for each lab."}
