@@ -231,7 +231,8 @@ def role_permissions(role):
     """The Django model permissions a role needs; the rows they reach are narrowed per group."""
     every = Permission.objects.filter(content_type__app_label__in=_APPS)
     if role == Role.OWNER:
-        return every
+        # Owners read their group's audit trail too (annotation/audit.py narrows it).
+        return every | Permission.objects.filter(content_type__app_label="auditlog", codename="view_logentry")
     # Groups and their members are the owners' to manage.
     work = every.exclude(content_type__app_label="annotation", content_type__model__in=["researchgroup", "membership"])
     if role == Role.VIEWER:

@@ -11,6 +11,7 @@ import re
 import uuid
 
 import pytest
+from auditlog.models import LogEntry
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -72,7 +73,6 @@ SHARED_MODELS = {
     "axes.accessattempt": "login throttling, shown to superusers only",
     "axes.accesslog": "login throttling, shown to superusers only",
     "axes.accessfailurelog": "login throttling, shown to superusers only",
-    "auditlog.logentry": "the whole audit trail, shown to superusers only",
     "authtoken.tokenproxy": "API tokens, shown to superusers only",
     "annotation.imageasset": "images are shared by every group",
     "annotation.researchgroup": "the groups themselves; owners manage their own",
@@ -176,7 +176,8 @@ class GroupA:
             self.judge_judgement, self.endpoint_call, self.reliability, self.study, self.hit, self.submission,
             self.bonus, self.audit_log, self.webhook, self.delivery, self.snapshot, self.worker, self.group,
             self.user)}
-        rows.update({ModelResponse: self.responses[0], StageConfig: self.stage_config})
+        rows.update({ModelResponse: self.responses[0], StageConfig: self.stage_config,
+                     LogEntry: LogEntry.objects.get_for_object(self.family).first()})
         return rows.get(model._meta.concrete_model)
 
 
@@ -332,5 +333,6 @@ def test_the_crawl_sees_group_a_s_rows_as_a_member_of_group_a(group_a):
                      f"/admin/annotation/instructionfamily/{group_a.family.pk}/sheet/single_image.csv",
                      f"/api/snapshots/{group_a.snapshot.version}/files/{group_a.snapshot_file}/",
                      f"/admin/webhooks/endpoint/{group_a.webhook.pk}/change/",
-                     f"/admin/annotation/worker/{group_a.worker.pk}/page/"):
+                     f"/admin/annotation/worker/{group_a.worker.pk}/page/",
+                     f"/admin/auditlog/logentry/{group_a.row_of(LogEntry).pk}/change/"):
         assert expected in leaked

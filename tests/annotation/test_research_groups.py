@@ -7,6 +7,7 @@ import io
 import itertools
 
 import pytest
+from auditlog.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -560,3 +561,40 @@ def test_the_worker_page_shows_a_superuser_every_group_s_work(lab, worked_for_bo
     assert {text for flag in report.flags for text, _ in flag.examples} == {
         "Soup simmers in the vision lab's pot.", "A stop sign at the speech lab's corner.",
         "Written once for each lab."}
+
+
+# --- the audit trail (issue 37) --------------------------------------------------------------------
+
+def _trail(client):
+    page = client.get(reverse("admin:auditlog_logentry_changelist"))
+    assert page.status_code == 200
+    return {(entry.content_type.model, entry.object_repr) for entry in page.context["cl"].result_list}
+
+
+def test_a_group_owner_reads_the_audit_trail_of_their_group_s_rows_only(lab, client):
+    speech_owner = lab._member("speech-owner", lab.speech, Role.OWNER)
+    FamilyFactory(name="Unowned family")
+    theirs = lab.other_family.stage_configs.create(stage=Stage.CAPTION)
+    lab.client_of(lab.people[Role.OWNER], client)
+    trail = _trail(client)
+    assert {("instructionfamily", "Recipes"), ("tournament", "Vision models"), ("researchgroup", "Vision lab")} <= trail
+    assert not {repr_ for _, repr_ in trail} & {"Street signs", "Speech models", "Speech lab", "Unowned family",
+                                                 str(theirs)}
+    assert "speech" not in " ".join(repr_.lower() for _, repr_ in trail)
+    entry = LogEntry.objects.get_for_object(lab.other_family).first()
+    assert client.get(reverse("admin:auditlog_logentry_change", args=[entry.pk])).status_code in (302, 404)
+
+    lab.client_of(speech_owner, client)
+    assert ("instructionfamily", "Street signs") in _trail(client) and not any(
+        repr_ == "Recipes" for _, repr_ in _trail(client))
+
+
+@pytest.mark.parametrize("role", [Role.RESEARCHER, Role.REVIEWER, Role.VIEWER])
+def test_only_owners_read_the_group_s_audit_trail(lab, client, role):
+    lab.client_of(lab.people[role], client)
+    assert client.get(reverse("admin:auditlog_logentry_changelist")).status_code == 403
+
+
+def test_a_superuser_reads_every_group_s_audit_trail(lab, client):
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    assert {("instructionfamily", "Recipes"), ("instructionfamily", "Street signs")} <= _trail(client)
