@@ -9,6 +9,11 @@ write to the hot path and drown the researchers' actions. What researchers decid
 
 from auditlog.models import LogEntry
 from auditlog.registry import auditlog
+from django.apps import apps
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import Q
+
+from annotation import teams
 
 
 def register_researcher_models():
@@ -55,3 +60,36 @@ def record_review(*, assignment, before, reviewer, reason):
     if reason:
         changes["review_reason"] = ["", reason]
     LogEntry.objects.log_create(assignment, action=LogEntry.Action.UPDATE, changes=changes, actor=reviewer)
+
+
+# Rows whose trail their group's owners read besides those of annotation/teams.py's GROUP_PATHS:
+# the group itself and its memberships, which owners manage.
+_GROUP_ROWS = {"annotation.researchgroup": "pk", "annotation.membership": "group"}
+
+
+def _trail_paths():
+    """{model: the lookup to its owning group} for every model entries are written about: those
+    registered here, and the answers a review logs (`record_review`)."""
+    logged = {*auditlog.get_models(), apps.get_model("annotation", "Assignment")}
+    paths = {}
+    for model in logged:
+        path = _GROUP_ROWS.get(model._meta.label_lower) or teams.group_path(model)
+        if path is not None:
+            paths[model] = path
+    return paths
+
+
+def visible_entries(entries, user):
+    """The audit entries `user` reads in the admin's audit trail: a superuser every one; an owner of
+    a research group those about that group's rows (its families, tournaments, snapshots and what
+    hangs from them, its reviews of answers, the group and its members), never another group's.
+    Staff outside groups given the permission read those about rows of no group. Entries about rows
+    no group owns (images, qualification tests, worker blocks) and about deleted rows, whose group
+    can no longer be read, stay the superusers'."""
+    if user is not None and user.is_superuser:
+        return entries
+    about = Q(pk__in=[])
+    for model, path in _trail_paths().items():
+        owned = teams.changeable(model.objects.all(), user, via=path, roles={teams.Role.OWNER})
+        about |= Q(content_type=ContentType.objects.get_for_model(model), object_id__in=owned.values("pk"))
+    return entries.filter(about)

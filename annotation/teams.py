@@ -83,6 +83,7 @@ GROUP_PATHS = {
     "annotation.assignment": "unit__family__group",
     "annotation.answer": "unit__family__group",
     "annotation.caption": "instance__family__group",
+    "annotation.instructionsubmission": "instance__family__group",
     "annotation.reference": "instance__family__group",
     "annotation.decisionchange": "reference__instance__family__group",
     "annotation.modelresponse": "instance__family__group",
@@ -105,6 +106,15 @@ GROUP_PATHS = {
     "webhooks.endpoint": ENDPOINT_GROUPS,
     "webhooks.delivery": tuple(f"endpoint__{path}" for path in ENDPOINT_GROUPS),
 }
+
+
+def scope_key(user):
+    """A name for the rows `user` sees, the same for every user who sees the same: a cache key's part
+    for a figure computed over them."""
+    if user is not None and user.is_superuser:
+        return "all"
+    held = _roles(user)
+    return "groups-" + "-".join(map(str, sorted(held))) if held else "no-group"
 
 
 def group_path(model):
@@ -221,7 +231,8 @@ def role_permissions(role):
     """The Django model permissions a role needs; the rows they reach are narrowed per group."""
     every = Permission.objects.filter(content_type__app_label__in=_APPS)
     if role == Role.OWNER:
-        return every
+        # Owners read their group's audit trail too (annotation/audit.py narrows it).
+        return every | Permission.objects.filter(content_type__app_label="auditlog", codename="view_logentry")
     # Groups and their members are the owners' to manage.
     work = every.exclude(content_type__app_label="annotation", content_type__model__in=["researchgroup", "membership"])
     if role == Role.VIEWER:

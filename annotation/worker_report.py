@@ -129,13 +129,15 @@ class WorkerReport:
 
 
 def worker_report(worker, *, user):
-    """What is known of `worker`; the reliabilities fitted on one family are those of families `user`
-    may see (a worker is shared by every research group, the families they worked on are not)."""
-    stages = _stages(worker)
-    verification = _verification(worker)
-    pairwise = _pairwise(worker)
+    """What is known of `worker` from the work `user` may see (annotation/teams.py): a worker is
+    shared by every research group, the work they did for each is not, so each count, time, flag
+    and copied text is of the rows of `user`'s groups, and so is every figure of the other workers
+    it is compared with. Gold answers are of the qualification tests, which every group shares."""
+    stages = _stages(worker, user)
+    verification = _verification(worker, user)
+    pairwise = _pairwise(worker, user)
     agreement = [row for row in (verification["agreement"], pairwise["agreement"]) if row.answers]
-    flags = [*_too_fast(stages), *_same_side(pairwise), *_first_option(verification), *_copies(worker)]
+    flags = [*_too_fast(stages), *_same_side(pairwise), *_first_option(verification), *_copies(worker, user)]
     return WorkerReport(worker=worker, stages=stages, gold=_gold(worker), agreement=agreement, flags=flags,
                         reliabilities=_reliabilities(worker, user))
 
@@ -165,16 +167,16 @@ def _state(state):
     return Count("pk", filter=Q(work_state=state))
 
 
-def _stages(worker):
+def _stages(worker, user):
     labels = dict(Stage.choices)
     rows = list(
-        Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED)
+        teams.scoped(Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED), user)
         .values("unit__stage")
         .annotate(provisional=_state(WorkState.PROVISIONAL), accepted=_state(WorkState.ACCEPTED),
                   rejected=_state(WorkState.REJECTED), mean=Avg("active_seconds"), median=Median("active_seconds"))
         .order_by("unit__stage")
     )
-    others = {row["unit__stage"]: _others_median(row["unit__stage"], worker) for row in rows}
+    others = {row["unit__stage"]: _others_median(row["unit__stage"], worker, user) for row in rows}
     return [
         StageRow(stage=row["unit__stage"], label=labels.get(row["unit__stage"], row["unit__stage"]),
                  provisional=row["provisional"], accepted=row["accepted"], rejected=row["rejected"],
@@ -184,15 +186,15 @@ def _stages(worker):
     ]
 
 
-def _others_median(stage, worker):
-    """The median time of every other worker's answers in `stage`. Past EXACT_MEDIAN_UP_TO
-    answers it is the whole stage's median, kept STAGE_MEDIAN_SECONDS in the cache: sorting a
-    million answers took 1.7 s on every worker's page, and one worker among so many moves the
-    median by nothing a flag could see."""
-    answers = Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage=stage)
+def _others_median(stage, worker, user):
+    """The median time of every other worker's answers in `stage` that `user` may see. Past
+    EXACT_MEDIAN_UP_TO answers it is the whole stage's median in that scope, kept
+    STAGE_MEDIAN_SECONDS in the cache: sorting a million answers took 1.7 s on every worker's page,
+    and one worker among so many moves the median by nothing a flag could see."""
+    answers = teams.scoped(Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage=stage), user)
     if count_up_to(answers, EXACT_MEDIAN_UP_TO) <= EXACT_MEDIAN_UP_TO:
         return answers.exclude(worker=worker).aggregate(median=Median("active_seconds"))["median"]
-    return shared_cache.get_or_set(f"worker-report:stage-median:{stage}",
+    return shared_cache.get_or_set(f"worker-report:stage-median:{stage}:{teams.scope_key(user)}",
                             lambda: answers.aggregate(median=Median("active_seconds"))["median"],
                             STAGE_MEDIAN_SECONDS)
 
@@ -233,9 +235,9 @@ def _others_count(model, item, condition):
     return Coalesce(Subquery(others, output_field=IntegerField()), Value(0))
 
 
-def _verification(worker):
+def _verification(worker, user):
     found = (
-        Verification.objects.filter(worker=worker)
+        teams.scoped(Verification.objects.filter(worker=worker), user)
         .annotate(yes=_others_count(Verification, "reference", Q(is_correct=True)),
                   no=_others_count(Verification, "reference", Q(is_correct=False)))
         .aggregate(answers=Count("pk"), correct=Count("pk", filter=Q(is_correct=True)),
@@ -245,7 +247,7 @@ def _verification(worker):
     )
     # The chance rate of "Correct" (the first option of the verification page) is how often the
     # other verifiers choose it.
-    others = Verification.objects.exclude(worker=worker).aggregate(
+    others = teams.scoped(Verification.objects.exclude(worker=worker), user).aggregate(
         answers=Count("pk"), correct=Count("pk", filter=Q(is_correct=True)))
     return {**found, "others": others,
             "agreement": AgreementRow(label=dict(Stage.choices)[Stage.VERIFICATION], answers=found["answers"],
@@ -276,10 +278,10 @@ _CHOSE_B = Q(choice=Side.LEFT, shown_left=HumanJudgement.ShownLeft.B) | Q(choice
                                                                          shown_left=HumanJudgement.ShownLeft.A)
 
 
-def _pairwise(worker):
+def _pairwise(worker, user):
     # Sides are drawn per worker, so agreement is on the response chosen, not on the side clicked.
     found = (
-        HumanJudgement.objects.filter(worker=worker)
+        teams.scoped(HumanJudgement.objects.filter(worker=worker), user)
         .annotate(chose_a=Case(When(_CHOSE_A, then=Value(1)), default=Value(0), output_field=IntegerField()),
                   for_a=_others_count(HumanJudgement, "battle", _CHOSE_A),
                   for_b=_others_count(HumanJudgement, "battle", _CHOSE_B))
@@ -328,8 +330,11 @@ def _copied(queryset, text_field, shown_field, stage, what):
             stage=stage, examples=[(group["shown"], group["instances"]) for group in groups])
 
 
-def _copies(worker):
-    yield from _copied(Caption.objects.filter(assignment__worker=worker), "texts", KT("texts__0"),
-                       Stage.CAPTION, "caption")
-    yield from _copied(InstructionSubmission.objects.filter(assignment__worker=worker), "instance__instruction",
-                       "instance__instruction", Stage.INSTRUCTION_GENERATION, "instruction")
+def _copies(worker, user):
+    # Copies within the work `user` may see: the text quoted is of their groups' instances, and a
+    # caption copied onto another group's instance is none of theirs to compare.
+    yield from _copied(teams.scoped(Caption.objects.filter(assignment__worker=worker), user), "texts",
+                       KT("texts__0"), Stage.CAPTION, "caption")
+    yield from _copied(teams.scoped(InstructionSubmission.objects.filter(assignment__worker=worker), user),
+                       "instance__instruction", "instance__instruction", Stage.INSTRUCTION_GENERATION,
+                       "instruction")

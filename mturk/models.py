@@ -27,7 +27,7 @@ class CrowdStudy(models.Model):
     stage = models.CharField(max_length=30, choices=Stage.choices)
     family = models.ForeignKey(InstructionFamily, null=True, blank=True, on_delete=models.PROTECT,
                                related_name="crowd_studies",
-                               help_text="Leave empty to draw work from every family of the stage.")
+                               help_text="Leave empty to draw work from every family of no research group.")
     name = models.CharField(max_length=200)
     external_id = models.CharField(
         max_length=128, blank=True,
@@ -87,6 +87,16 @@ class CrowdStudy(models.Model):
     @property
     def hit_title(self):
         return self.title or self.name
+
+    def families_drawn_on(self):
+        """The families whose work the study publishes and plans pay from: its family or, when it
+        names none, every family of no research group. A study belongs to its family's group
+        (annotation/teams.py), so one naming no family is of no group, and draws on what no group
+        owns, as a tournament of no group does (issue 37): another group's work is never published,
+        priced or paid through it."""
+        if self.family_id:
+            return InstructionFamily.objects.filter(pk=self.family_id)
+        return InstructionFamily.objects.filter(group__isnull=True)
 
 
 # What a new study starts with on each platform. The worker requirements are MTurk's own

@@ -141,14 +141,15 @@ def reward_for(*, seconds, hourly_wage):
         CENT, rounding=ROUND_CEILING))
 
 
-def measured_seconds(*, stage, family=None):
-    """(median active seconds, how many) of submitted assignments of the stage."""
+def measured_seconds(*, stage, families=None):
+    """(median active seconds, how many) of submitted assignments of the stage, in `families` (a
+    queryset; None: every family)."""
     rows = Assignment.objects.filter(
         unit__stage=stage, status=Assignment.Status.SUBMITTED, active_seconds__isnull=False,
         active_seconds__gt=0,
     )
-    if family is not None:
-        rows = rows.filter(unit__family=family)
+    if families is not None:
+        rows = rows.filter(unit__family__in=families)
     values = list(rows.values_list("active_seconds", flat=True))
     return (statistics.median(values) if values else None), len(values)
 
@@ -221,18 +222,27 @@ def _fee_note(platform):
     return fee_rate(platform).note
 
 
-def stage_overlap(*, stage, family=None):
-    """(assignments per task, where that number comes from) for a stage's work: what
-    annotation/collection/stages.py gives its units. Caption and verification units take their
-    family's stage overlap; pairwise units take their tournament's judgements per pair."""
+def _drawing_on(families):
+    """Tournaments whose battles may hold `families`' instances: those naming one of them, and those
+    naming none of the group that owns one (annotation/preferences/eligible.py)."""
+    groups = set(families.values_list("group_id", flat=True))
+    of_their_groups = Q(group__in=groups - {None})
+    if None in groups:
+        of_their_groups |= Q(group__isnull=True)
+    return Tournament.objects.filter(Q(battles__instance__family__in=families) | Q(families__in=families)
+                                     | (Q(families__isnull=True) & of_their_groups)).distinct()
+
+
+def stage_overlap(*, stage, families=None):
+    """(assignments per task, where that number comes from) for a stage's work in `families` (a
+    queryset; None: every family): what annotation/collection/stages.py gives its units. Caption and
+    verification units take their family's stage overlap; pairwise units take their tournament's
+    judgements per pair."""
     label = Stage(stage).label.lower() if stage in Stage.values else stage
     if stage == Stage.INSTRUCTION_GENERATION:
         return 1, "each instruction-generation task is one new instance by one worker"
     if stage == Stage.PAIRWISE:
-        tournaments = Tournament.objects.all()
-        if family is not None:
-            tournaments = tournaments.filter(Q(battles__instance__family=family) | Q(families=family)
-                                             | Q(families__isnull=True)).distinct()
+        tournaments = Tournament.objects.all() if families is None else _drawing_on(families)
         # The newest launched tournament is the one whose battles a study publishes now; before any
         # launch, the newest one is the one being planned.
         tournament = tournaments.order_by(F("launched_at").desc(nulls_last=True), "-created_at").first()
@@ -240,16 +250,18 @@ def stage_overlap(*, stage, family=None):
             return 1, "no tournament yet: 1 assumed; a tournament's judgements per pair set it"
         return tournament.judgements_per_pair, f"judgements per pair of tournament “{tournament.name}”"
     configs = StageConfig.objects.filter(stage=stage)
-    if family is not None:
-        configs = configs.filter(family=family)
+    names = list(families.values_list("name", flat=True)[:2]) if families is not None else []
+    only = names[0] if len(names) == 1 else None
+    if families is not None:
+        configs = configs.filter(family__in=families)
     found = list(configs.values_list("overlap", flat=True))
     overlaps = sorted(set(found))
-    if family is not None:
-        of = f"of “{family.name}”"
+    if only is not None:
+        of = f"of “{only}”"
     else:
         of = "in the one family set up for it" if len(found) == 1 else f"in all {len(found)} families set up for it"
     if not overlaps:
-        unset = (f"the {label} stage of “{family.name}” is not set up yet" if family is not None
+        unset = (f"the {label} stage of “{only}” is not set up yet" if only is not None
                  else f"no family has the {label} stage set up yet")
         return 1, f"{unset}; a stage starts at 1"
     if len(overlaps) == 1:
@@ -293,19 +305,20 @@ def _refuse_impossible(*, tasks, assignments_per_task, hourly_wage, estimated_se
         raise PlatformError(f"A reward must be more than $0.00 (asked for ${reward}).")
 
 
-def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None, family=None,
+def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None, families=None,
          estimated_seconds=None, budget=None, committed=Decimal("0.00"), reward=None):
-    """The plan for `tasks` tasks: reward from the measured median time (or the estimate), fees as
-    the platform bills them. Without `assignments_per_task` each task asks the stage's overlap."""
+    """The plan for `tasks` tasks of work in `families` (None: every family): reward from the
+    measured median time (or the estimate), fees as the platform bills them. Without
+    `assignments_per_task` each task asks the stage's overlap."""
     hourly_wage = hourly_wage if hourly_wage is not None else settings.TARGET_HOURLY_WAGE_USD
     if assignments_per_task is None:
-        assignments_per_task, overlap_source = stage_overlap(stage=stage, family=family)
+        assignments_per_task, overlap_source = stage_overlap(stage=stage, families=families)
     else:
         overlap_source = "as asked"
     _refuse_impossible(tasks=tasks, assignments_per_task=assignments_per_task, hourly_wage=hourly_wage,
                        estimated_seconds=estimated_seconds, budget=budget, reward=reward)
     hourly_wage = Decimal(str(hourly_wage))
-    median, count = measured_seconds(stage=stage, family=family)
+    median, count = measured_seconds(stage=stage, families=families)
     if median is not None and count >= MIN_MEASUREMENTS:
         seconds, source = median, f"median active time of {count} submitted assignments"
     elif estimated_seconds is not None:
@@ -333,11 +346,11 @@ def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None,
 
 
 def plan_for_study(study, *, tasks, assignments_per_task=None):
-    """The study's plan: its platform, stage, family, wage, estimate and budget, and, unless
-    `assignments_per_task` says otherwise, its stage's overlap."""
+    """The study's plan: its platform, stage, the families it draws on, wage, estimate and budget,
+    and, unless `assignments_per_task` says otherwise, its stage's overlap."""
     return plan(platform=study.platform, stage=study.stage, tasks=tasks,
                 assignments_per_task=assignments_per_task, hourly_wage=study.target_hourly_wage_usd,
-                family=study.family, estimated_seconds=study.estimated_seconds,
+                families=study.families_drawn_on(), estimated_seconds=study.estimated_seconds,
                 budget=study.budget_usd, committed=committed_spend(study))
 
 

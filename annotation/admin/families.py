@@ -389,7 +389,8 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
         family = None
         if request.GET.get("family"):
             family = get_object_or_404(families, pk=request.GET["family"])
-        table = progress.table2(family=family)
+        # "All families" is all the families this user may see, never another group's.
+        table = progress.table2(family=family, families=families)
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
                    "title": "Verification report (paper Table 2)",
                    "columns": [name for name, _ in table.columns()],

@@ -62,6 +62,12 @@ class GroupScopedAdminMixin:
         elif teams.group_path(db_field.related_model):
             # A judge call's run, a hit's study: only the ones this member may see.
             kwargs["queryset"] = teams.scoped(db_field.related_model.objects.all(), request.user)
+            if (_owned_through(self.model, db_field.name) and teams.is_member(request.user)
+                    and not request.user.is_superuser):
+                # The row's group is reached through this field (a study's family): left empty, a
+                # member's row would be of no group, hidden from its maker and drawing on the work
+                # of no group.
+                kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
@@ -75,6 +81,11 @@ class GroupScopedAdminMixin:
         # names); RelatedOnlyFieldListFilter lists those the rows on this page reach, and the page
         # holds this member's rows only.
         return [_related_only(self.model, entry) for entry in super().get_list_filter(request)]
+
+
+def _owned_through(model, field_name):
+    path = teams.group_path(model)
+    return isinstance(path, str) and path.startswith(f"{field_name}__")
 
 
 def _related_only(model, entry):

@@ -93,7 +93,7 @@ def _is_multi_image(instance_path):
                 output_field=BooleanField())
 
 
-def table2(*, family=None, group=None):
+def table2(*, family=None, families=None):
     """The paper's Table 2 from decided references, and the yield of verification.
 
     Percentages are over the references verification decided (correct or incorrect), as in the
@@ -101,15 +101,16 @@ def table2(*, family=None, group=None):
     (the paper's "yield from the original candidate set") is the share of instances with a decided
     model candidate that ended with one accepted; an instance sent back for a new caption and then
     accepted counts as kept. Human-written references imported with the fully annotated example
-    are left out: nobody rated them, and Table 2 is about model-written candidates. `group`: only
-    the families a research group owns.
+    are left out: nobody rated them, and Table 2 is about model-written candidates. `families`: the
+    families counted (a queryset: a user's scope, or a snapshot's group's families); None counts
+    every family, for the superuser's command line only.
     """
     # The benchmark's decided references (annotation/benchmark.py): none written from a rejected caption.
     references = benchmark_references().exclude(source=Reference.Source.IMPORTED, model="")
     if family is not None:
         references = references.filter(instance__family=family)
-    if group is not None:
-        references = references.filter(instance__family__group=group)
+    if families is not None:
+        references = references.filter(instance__family__in=families)
 
     # One pass over the decided candidates gives both halves: an instance has ended with a decided
     # candidate when one of its references is here and verification is over for it, and is kept

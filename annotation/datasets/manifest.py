@@ -120,7 +120,9 @@ def _family_counts(group):
 def build_manifest(*, snapshot, tournaments, files, content_sha256):
     published = snapshot_instances(snapshot)
     exported = {entry["table"]: entry["rows"] for entry in files}
-    table = table2(group=snapshot.group)
+    # The snapshot's group's families, or for a snapshot of no group those no group owns, as
+    # `snapshot_instances` holds them.
+    table = table2(families=InstructionFamily.objects.filter(group=snapshot.group))
     image_licences = licences.image_licences(instances=published)
     runs = JudgeRun.objects.filter(tournament__in=tournaments).select_related("tournament").order_by("pk")
     reformatted = (

@@ -26,9 +26,7 @@ def units_to_publish(study):
     units = WorkUnit.objects.filter(stage=study.stage, status=WorkUnit.Status.OPEN).exclude(
         hits__study=study)
     launched = StageConfig.objects.filter(stage=study.stage, launched_at__isnull=False)
-    units = units.filter(family__in=launched.values("family"))
-    if study.family_id:
-        units = units.filter(family_id=study.family_id)
+    units = units.filter(family__in=launched.values("family")).filter(family__in=study.families_drawn_on())
     return units.annotate(
         submitted=Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED))
     ).order_by("id")

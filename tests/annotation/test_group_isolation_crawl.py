@@ -11,6 +11,7 @@ import re
 import uuid
 
 import pytest
+from auditlog.models import LogEntry
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -25,6 +26,7 @@ from annotation.datasets import snapshots
 from annotation.models import (
     Assignment,
     Battle,
+    Caption,
     DecisionChange,
     EndpointCall,
     HumanJudgement,
@@ -71,7 +73,6 @@ SHARED_MODELS = {
     "axes.accessattempt": "login throttling, shown to superusers only",
     "axes.accesslog": "login throttling, shown to superusers only",
     "axes.accessfailurelog": "login throttling, shown to superusers only",
-    "auditlog.logentry": "the whole audit trail, shown to superusers only",
     "authtoken.tokenproxy": "API tokens, shown to superusers only",
     "annotation.imageasset": "images are shared by every group",
     "annotation.researchgroup": "the groups themselves; owners manage their own",
@@ -109,6 +110,15 @@ class GroupA:
         self.assignment = Assignment.objects.create(
             unit=self.unit, worker=self.worker, status=Assignment.Status.SUBMITTED,
             lease_expires_at=timezone.now(), submitted_at=timezone.now(), review_reason=f"{MARK} review reason")
+        # The worker copied one caption onto two of A's instances: their page quotes copied text.
+        for number in range(2):
+            copied = verified_instance(family=self.family, instruction=f"{MARK} instruction {number}")
+            unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"{MARK}-caption-{number}", family=self.family,
+                                           instance=copied)
+            Caption.objects.create(instance=copied, texts=[f"{MARK} copied caption"], author=self.worker,
+                                   assignment=Assignment.objects.create(
+                                       unit=unit, worker=self.worker, status=Assignment.Status.SUBMITTED,
+                                       lease_expires_at=timezone.now(), submitted_at=timezone.now()))
         self.verification = Verification.objects.create(
             reference=self.reference, worker=self.worker, assignment=self.assignment, is_correct=True,
             comment=f"{MARK} verification comment")
@@ -166,7 +176,8 @@ class GroupA:
             self.judge_judgement, self.endpoint_call, self.reliability, self.study, self.hit, self.submission,
             self.bonus, self.audit_log, self.webhook, self.delivery, self.snapshot, self.worker, self.group,
             self.user)}
-        rows.update({ModelResponse: self.responses[0], StageConfig: self.stage_config})
+        rows.update({ModelResponse: self.responses[0], StageConfig: self.stage_config,
+                     LogEntry: LogEntry.objects.get_for_object(self.family).first()})
         return rows.get(model._meta.concrete_model)
 
 
@@ -321,5 +332,7 @@ def test_the_crawl_sees_group_a_s_rows_as_a_member_of_group_a(group_a):
     for expected in (f"/admin/annotation/instructionfamily/{group_a.family.pk}/change/",
                      f"/admin/annotation/instructionfamily/{group_a.family.pk}/sheet/single_image.csv",
                      f"/api/snapshots/{group_a.snapshot.version}/files/{group_a.snapshot_file}/",
-                     f"/admin/webhooks/endpoint/{group_a.webhook.pk}/change/"):
+                     f"/admin/webhooks/endpoint/{group_a.webhook.pk}/change/",
+                     f"/admin/annotation/worker/{group_a.worker.pk}/page/",
+                     f"/admin/auditlog/logentry/{group_a.row_of(LogEntry).pk}/change/"):
         assert expected in leaked

@@ -7,6 +7,7 @@ import io
 import itertools
 
 import pytest
+from auditlog.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -19,6 +20,8 @@ from annotation import teams
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import (
+    Assignment,
+    Caption,
     Instance,
     InstructionFamily,
     Membership,
@@ -28,10 +31,14 @@ from annotation.models import (
     Stage,
     StageConfig,
     Tournament,
+    WorkUnit,
 )
 from annotation.preferences.eligible import eligible_instances
+from mturk import pay
+from mturk.models import CrowdStudy
+from mturk.services.publishing import units_to_publish
 from tests import published_data
-from tests.factories import FamilyFactory, ReferenceFactory
+from tests.factories import FamilyFactory, InstanceFactory, ReferenceFactory, WorkerFactory, launch
 from tests.scoring_factories import verified_instance
 
 pytestmark = pytest.mark.django_db
@@ -394,3 +401,200 @@ def test_the_family_workflow_page_names_only_tournaments_of_the_family_s_group(l
     lab.client_of(lab.people[Role.RESEARCHER], client)
     page = client.get(reverse("admin:annotation_instructionfamily_workflow", args=[lab.family.pk])).content.decode()
     assert "Vision models" in page and "Speech models" not in page
+
+
+# --- Table 2 "All families" (issue 37) -------------------------------------------------------------
+
+def _rated(family, count):
+    """`count` model-written references of `family` verification decided correct."""
+    for n in range(count):
+        _published(family, f"What does sign {n} of {family.name} say?")
+
+
+@pytest.fixture
+def rated_in_each_group(lab):
+    """Table 2 rates 3 references of the vision lab, 1 of the speech lab and 2 of no group."""
+    _rated(lab.family, 3)
+    _rated(lab.other_family, 1)
+    _rated(FamilyFactory(name="Unowned family"), 2)
+    return lab
+
+
+def _table2_references(client, **query):
+    page = client.get(reverse("admin:annotation_instructionfamily_table2"), query)
+    assert page.status_code == 200
+    overall, single, multi = dict(page.context["rows"])["References rated (n)"]
+    return int(overall)
+
+
+@pytest.mark.parametrize("role", Role.values)
+def test_table2_of_all_families_counts_only_the_member_s_groups_references(rated_in_each_group, client, role):
+    lab = rated_in_each_group
+    lab.client_of(lab.people[role], client)
+    assert _table2_references(client) == 3
+    lab.client_of(lab.outsider, client)
+    assert _table2_references(client) == 1
+
+
+def test_table2_of_all_families_counts_no_group_s_references_for_staff_outside_groups_and_all_for_a_superuser(
+        rated_in_each_group, client):
+    staff = get_user_model().objects.create_user("legacy", password="pw", is_staff=True)
+    staff.user_permissions.set([Permission.objects.get(codename="view_instructionfamily")])
+    client.force_login(staff)
+    assert _table2_references(client) == 2
+    assert client.get(reverse("admin:annotation_instructionfamily_table2"),
+                      {"family": rated_in_each_group.family.pk}).status_code == 404
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    assert _table2_references(client) == 6
+
+
+def test_a_snapshot_s_table2_counts_its_group_s_references_and_one_of_no_group_those_of_no_group(
+        rated_in_each_group):
+    lab = rated_in_each_group
+    vision = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(group=lab.vision, background=False))
+    speech = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(group=lab.speech, background=False))
+    unowned = snapshots.build_snapshot(snapshot=snapshots.request_snapshot(background=False))
+    assert [built.manifest["table2"]["overall"]["references"] for built in (vision, speech, unowned)] == [3, 1, 2]
+
+
+# --- what a crowd study draws on (issue 37) --------------------------------------------------------
+
+def _open_caption_unit(family):
+    launch(family, Stage.CAPTION)
+    return WorkUnit.objects.create(stage=Stage.CAPTION, key=f"caption-{family.pk}", family=family)
+
+
+def test_a_study_publishes_its_family_s_work_and_one_naming_no_family_only_the_work_of_no_group(lab):
+    mine, theirs = _open_caption_unit(lab.family), _open_caption_unit(lab.other_family)
+    unowned = _open_caption_unit(FamilyFactory(name="Unowned family"))
+    of_recipes = CrowdStudy.objects.create(platform="mturk", stage=Stage.CAPTION, family=lab.family, name="Recipes")
+    of_no_family = CrowdStudy.objects.create(platform="mturk", stage=Stage.CAPTION, name="Every family")
+    assert list(units_to_publish(of_recipes)) == [mine]
+    assert list(units_to_publish(of_no_family)) == [unowned]
+    assert theirs.pk not in units_to_publish(of_no_family).values_list("pk", flat=True)
+
+
+def test_a_study_s_pay_plan_reads_only_the_tournaments_and_overlaps_its_families_draw_on(lab):
+    launch(lab.other_family, Stage.CAPTION, overlap=5)
+    launch(FamilyFactory(name="Unowned family"), Stage.CAPTION, overlap=2)
+    of_no_family = CrowdStudy.objects.create(platform="mturk", stage=Stage.CAPTION, name="Every family",
+                                             estimated_seconds=60)
+    assert pay.plan_for_study(of_no_family, tasks=10).assignments_per_task == 2
+
+    # Both labs' tournaments name no family; the speech lab's is the newer.
+    pairwise = {"platform": "prolific", "stage": Stage.PAIRWISE, "estimated_seconds": 60}
+    recipes = CrowdStudy.objects.create(family=lab.family, name="Recipes pairwise", **pairwise)
+    assert "tournament “Vision models”" in pay.plan_for_study(recipes, tasks=1).overlap_source
+    of_no_group = pay.plan_for_study(CrowdStudy.objects.create(name="Pairwise", **pairwise), tasks=1)
+    assert "Speech models" not in of_no_group.overlap_source and "Vision models" not in of_no_group.overlap_source
+
+
+def test_a_member_s_new_study_names_a_family_of_their_group(lab, client):
+    lab.client_of(lab.people[Role.OWNER], client)
+    added = client.post(reverse("admin:mturk_crowdstudy_add") + "?platform=local", {
+        "platform": "local", "stage": Stage.CAPTION, "name": "Every family", "reward_usd": "0.10",
+        "target_hourly_wage_usd": "18.00", "assignment_duration_minutes": 60, "lifetime_hours": 72,
+        "auto_approval_days": 0, "frame_height": 0, "min_approval_rate": 0, "min_approved_hits": 0,
+        "places_published": 0})
+    assert added.status_code == 200 and list(added.context["adminform"].form.errors) == ["family"]
+    assert not CrowdStudy.objects.exists()
+    form = client.get(reverse("admin:mturk_crowdstudy_add") + "?platform=local").content.decode()
+    assert "Recipes" in form and "Street signs" not in form
+
+
+# --- the worker page (issue 37) ------------------------------------------------------------------
+
+def _captioned(worker, family, text, *, seconds):
+    instance = InstanceFactory(family=family, status=Instance.Status.AWAITING_REFERENCE)
+    unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"caption:{instance.pk}", family=family,
+                                   instance=instance)
+    assignment = Assignment.objects.create(unit=unit, worker=worker, status=Assignment.Status.SUBMITTED,
+                                           lease_expires_at=instance.created_at, submitted_at=instance.created_at,
+                                           active_seconds=seconds)
+    return Caption.objects.create(instance=instance, texts=[text], author=worker, assignment=assignment)
+
+
+@pytest.fixture
+def worked_for_both(lab):
+    """A worker who copied one caption onto three of the vision lab's instances and another onto two
+    of the speech lab's, and wrote one more text for each lab."""
+    worker = WorkerFactory()
+    for _ in range(3):
+        _captioned(worker, lab.family, "Soup simmers in the vision lab's pot.", seconds=30)
+    for _ in range(2):
+        _captioned(worker, lab.other_family, "A stop sign at the speech lab's corner.", seconds=90)
+    _captioned(worker, lab.family, "Written once for each lab.", seconds=30)
+    _captioned(worker, lab.other_family, "Written once for each lab.", seconds=90)
+    return worker
+
+
+def _worker_page(client, worker):
+    page = client.get(reverse("admin:annotation_worker_page", args=[worker.pk]))
+    assert page.status_code == 200
+    return page.context["report"], page.content.decode()
+
+
+@pytest.mark.parametrize("role", Role.values)
+def test_the_worker_page_counts_and_quotes_only_the_work_done_for_the_member_s_group(lab, worked_for_both, client,
+                                                                                   role):
+    lab.client_of(lab.people[role], client)
+    report, page = _worker_page(client, worked_for_both)
+    assert [(row.stage, row.submitted, row.median_seconds) for row in report.stages] == [(Stage.CAPTION, 4, 30)]
+    assert [example for flag in report.flags for example in flag.examples] == [
+        ("Soup simmers in the vision lab's pot.", 3)]
+    assert "speech lab" not in page and "Written once" not in page
+
+
+def test_the_worker_page_of_another_group_quotes_its_own_copies_only(lab, worked_for_both, client):
+    lab.client_of(lab.outsider, client)
+    report, page = _worker_page(client, worked_for_both)
+    assert [(row.submitted, row.median_seconds) for row in report.stages] == [(3, 90)]
+    assert [example for flag in report.flags for example in flag.examples] == [
+        ("A stop sign at the speech lab's corner.", 2)]
+    assert "vision lab" not in page
+
+
+def test_the_worker_page_shows_a_superuser_every_group_s_work(lab, worked_for_both, client):
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    report, _ = _worker_page(client, worked_for_both)
+    assert [row.submitted for row in report.stages] == [7]
+    assert {text for flag in report.flags for text, _ in flag.examples} == {
+        "Soup simmers in the vision lab's pot.", "A stop sign at the speech lab's corner.",
+        "Written once for each lab."}
+
+
+# --- the audit trail (issue 37) --------------------------------------------------------------------
+
+def _trail(client):
+    page = client.get(reverse("admin:auditlog_logentry_changelist"))
+    assert page.status_code == 200
+    return {(entry.content_type.model, entry.object_repr) for entry in page.context["cl"].result_list}
+
+
+def test_a_group_owner_reads_the_audit_trail_of_their_group_s_rows_only(lab, client):
+    speech_owner = lab._member("speech-owner", lab.speech, Role.OWNER)
+    FamilyFactory(name="Unowned family")
+    theirs = lab.other_family.stage_configs.create(stage=Stage.CAPTION)
+    lab.client_of(lab.people[Role.OWNER], client)
+    trail = _trail(client)
+    assert {("instructionfamily", "Recipes"), ("tournament", "Vision models"), ("researchgroup", "Vision lab")} <= trail
+    assert not {repr_ for _, repr_ in trail} & {"Street signs", "Speech models", "Speech lab", "Unowned family",
+                                                 str(theirs)}
+    assert "speech" not in " ".join(repr_.lower() for _, repr_ in trail)
+    entry = LogEntry.objects.get_for_object(lab.other_family).first()
+    assert client.get(reverse("admin:auditlog_logentry_change", args=[entry.pk])).status_code in (302, 404)
+
+    lab.client_of(speech_owner, client)
+    assert ("instructionfamily", "Street signs") in _trail(client) and not any(
+        repr_ == "Recipes" for _, repr_ in _trail(client))
+
+
+@pytest.mark.parametrize("role", [Role.RESEARCHER, Role.REVIEWER, Role.VIEWER])
+def test_only_owners_read_the_group_s_audit_trail(lab, client, role):
+    lab.client_of(lab.people[role], client)
+    assert client.get(reverse("admin:auditlog_logentry_changelist")).status_code == 403
+
+
+def test_a_superuser_reads_every_group_s_audit_trail(lab, client):
+    client.force_login(get_user_model().objects.create_superuser("lead", password="pw"))
+    assert {("instructionfamily", "Recipes"), ("instructionfamily", "Street signs")} <= _trail(client)

@@ -64,7 +64,8 @@ def test_the_stage_median_is_computed_without_the_cache_while_it_is_down(cache_r
                                   lease_expires_at=now, submitted_at=now, active_seconds=seconds)
     cache_redis.stop()
 
-    assert worker_report._others_median(Stage.CAPTION, worker) == 45
+    # No user: the rows of no group, which this family is.
+    assert worker_report._others_median(Stage.CAPTION, worker, None) == 45
 
 
 def test_remembered_answers_are_asked_again_while_the_cache_is_down(cache_redis, settings):

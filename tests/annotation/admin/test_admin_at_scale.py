@@ -170,12 +170,12 @@ def test_past_the_exact_limit_a_stages_median_time_is_the_whole_stages_kept_in_t
                                        family=instance.family)
         Assignment.objects.create(unit=unit, worker=who, status=Assignment.Status.SUBMITTED, lease_expires_at=now,
                                   submitted_at=now, active_seconds=seconds)
-    assert worker_report._others_median(Stage.CAPTION, worker) == 50  # exact: the three others
+    assert worker_report._others_median(Stage.CAPTION, worker, None) == 50  # exact: the three others
 
     monkeypatch.setattr(worker_report, "EXACT_MEDIAN_UP_TO", 2)
-    assert worker_report._others_median(Stage.CAPTION, worker) == 45  # the whole stage's
+    assert worker_report._others_median(Stage.CAPTION, worker, None) == 45  # the whole stage's
     with CaptureQueriesContext(connection) as queries:
-        assert worker_report._others_median(Stage.CAPTION, others[0]) == 45
+        assert worker_report._others_median(Stage.CAPTION, others[0], None) == 45
     assert len(queries) == 1  # the bounded count; the median came from the cache
 
 
