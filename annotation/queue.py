@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connections, models, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.db.transaction import TransactionManagementError
@@ -61,6 +61,16 @@ def _items_held_or_answered(worker, stage):
                                      **{f"unit__{item}": OuterRef(item)})
 
 
+def of_families(rows, family, path="family"):
+    """`rows` of `family`: one family, a query of families (a study naming none draws on every
+    family of no group), or None for every family."""
+    if family is None:
+        return rows
+    if isinstance(family, models.QuerySet):
+        return rows.filter(**{f"{path}__in": family.values("pk")})
+    return rows.filter(**{path: family})
+
+
 def units_open_to(*, worker, stage, family=None, now=None):
     """Open units of a launched stage that this worker may take, with room under their overlap."""
     if not may_work(worker, stage):
@@ -73,8 +83,7 @@ def units_open_to(*, worker, stage, family=None, now=None):
         family__stage_configs__stage=stage,
         family__stage_configs__launched_at__isnull=False,
     ).exclude(Exists(_items_held_or_answered(worker, stage)))
-    if family is not None:
-        units = units.filter(family=family)
+    units = of_families(units, family)
     if stage == Stage.VERIFICATION:
         # A worker never verifies an instance whose instruction or caption they wrote.
         units = units.exclude(instance__author=worker).exclude(reference__caption__author=worker)
@@ -141,7 +150,7 @@ def _held_leases(*, worker, stage, family, now):
         worker=worker, unit__stage=stage, unit__status=WorkUnit.Status.OPEN, status=Assignment.Status.LEASED,
         lease_expires_at__gt=now,
     )
-    return leases.filter(unit__family=family) if family is not None else leases
+    return of_families(leases, family, "unit__family")
 
 
 def _innermost_atomic_block():
@@ -264,9 +273,7 @@ def _earlier_leases(*, worker, stage, family, now, lapsed):
                                | Q(status=Assignment.Status.LEASED, lease_expires_at__lte=now))
     else:
         leases = leases.filter(status=Assignment.Status.RETURNED)
-    if family is not None:
-        leases = leases.filter(unit__family=family)
-    return leases.order_by("-leased_at", "-pk")
+    return of_families(leases, family, "unit__family").order_by("-leased_at", "-pk")
 
 
 def _renew(lease_id, *, worker, now):

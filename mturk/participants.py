@@ -176,7 +176,8 @@ def next_step_in_study(*, worker, study, platform_session_id, given_back_too=Tru
     given (they are finished) when nothing is left for them after a task of theirs is saved."""
     if finished(worker=worker, study=study, platform_session_id=platform_session_id):
         return NextStep(Step.COMPLETION, "the participant was shown the code in this session", again=True)
-    step = next_step(worker=worker, stage=study.stage, family=study.family,
+    # A study naming no family draws on every family of no group, never on another group's.
+    step = next_step(worker=worker, stage=study.stage, family=study.family or study.families_drawn_on(),
                      platform_assignment_id=platform_session_id, platform_listing_id=study.external_id,
                      given_back_too=given_back_too, shows_gold=shows_gold)
     if step.kind == Step.PAUSED:

@@ -212,7 +212,7 @@ class HeldForReviewFilter(admin.SimpleListFilter):
 
 
 @admin.register(DecisionChange)
-class DecisionChangeAdmin(GroupScopedAdminMixin, admin.ModelAdmin):
+class DecisionChangeAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     """What later fits of the worker models changed, read-only: the job writes these."""
 
     list_display = ["changed_at", "reference", "model", "before", "after", "posterior_before", "posterior_after",

@@ -474,6 +474,23 @@ def test_a_study_publishes_its_family_s_work_and_one_naming_no_family_only_the_w
     assert theirs.pk not in units_to_publish(of_no_family).values_list("pk", flat=True)
 
 
+def test_a_participant_of_a_study_naming_no_family_is_given_only_the_work_of_no_group(lab):
+    from annotation.next_step import Step
+    from mturk.participants import next_step_in_study
+
+    _open_caption_unit(lab.family)
+    _open_caption_unit(lab.other_family)
+    unowned = _open_caption_unit(FamilyFactory(name="Unowned family"))
+    study = CrowdStudy.objects.create(platform="prolific", stage=Stage.CAPTION, name="Every family")
+    given = []
+    for number in range(3):
+        participant = WorkerFactory(platform="prolific")
+        step = next_step_in_study(worker=participant, study=study, platform_session_id=f"session-{number}")
+        given.append(step.assignment.unit if step.kind == Step.LEASE else step.kind)
+    # One unit of no group, taken by the first; the others find nothing, never another group's unit.
+    assert given == [unowned, Step.NOTHING, Step.NOTHING]
+
+
 def test_a_study_s_pay_plan_reads_only_the_tournaments_and_overlaps_its_families_draw_on(lab):
     launch(lab.other_family, Stage.CAPTION, overlap=5)
     launch(FamilyFactory(name="Unowned family"), Stage.CAPTION, overlap=2)
