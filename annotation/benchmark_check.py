@@ -1,6 +1,6 @@
 """Every way the benchmark could be wrong, looked for in any database (`manage.py check_benchmark`).
 
-Each rule here is one the collection services keep by construction (annotation/benchmark.py,
+Each rule here is one the collection services keep by construction (annotation/models/benchmark.py,
 annotation/collection/waiting.py, the worker-model job): the check reads the rows those services
 wrote and names every instance where one does not hold, so a fault in a path nobody listed shows
 up the day it happens. The owed-work property test runs it after every step of its random
@@ -11,7 +11,6 @@ import csv
 import io
 from dataclasses import dataclass
 
-from annotation.benchmark import benchmark_instances, benchmark_references
 from annotation.collection.stages import stage_config
 from annotation.collection.verification import counted_votes
 from annotation.collection.waiting import Waits, waits_for
@@ -25,6 +24,7 @@ from annotation.models import (
     StageConfig,
     WorkState,
 )
+from annotation.models.benchmark import benchmark_instances, benchmark_references
 
 MODELS = [value for value in Aggregation.values if value != Aggregation.VOTES]
 

@@ -6,7 +6,7 @@ agreement, snapshots: they read only counted work, `counted_work`), gives its sl
 asks a different worker, and undoes what was built on it while nothing more was built on that: a
 rejected caption that went to the model withdraws its reference, a rejected vote reopens its
 reference's decision (its battles leave the ratings until it is decided again), and a rejected caption
-an instance was verified on takes it out of the benchmark (annotation/benchmark.py) until it is
+an instance was verified on takes it out of the benchmark (annotation/models/benchmark.py) until it is
 captioned and verified again. Where more was built (a later caption round, a discarded instance) the
 decision stands, and the outcome says so. Platforms' approve and reject calls are the
 crowd platforms' part (mturk/services/reviewing.py), which calls these.

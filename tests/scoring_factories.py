@@ -34,7 +34,7 @@ def verified_instance(*, family=None, image_count=None, caption=None, **fields):
 
 
 def decided_as_a_sheet_decides(instance):
-    """The decided reference a verified instance holds (annotation/benchmark.py holds only
+    """The decided reference a verified instance holds (annotation/models/benchmark.py holds only
     instances with one), as a published sheet's import leaves it."""
     return Reference(instance=instance, caption=instance.current_caption, source=Reference.Source.IMPORTED,
                      text=instance.reference_output, verdict=Reference.Verdict.CORRECT,

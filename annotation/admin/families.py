@@ -23,7 +23,6 @@ from annotation.admin.images import thumbnail_html
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_family_action
-from annotation.benchmark import benchmark_instances
 from annotation.collection import configs, progress, stages
 from annotation.collection.uploads import store_uploaded_image
 from annotation.collection.verification import WORKER_MODEL_JOB
@@ -40,6 +39,7 @@ from annotation.models import (
     StageConfig,
     multi_image_q,
 )
+from annotation.models.benchmark import benchmark_instances
 from crowdbench.jobs import enqueue
 
 

@@ -22,7 +22,6 @@ from annotation.admin.workflow_steps import (
     plural,
     recent_jobs,
 )
-from annotation.benchmark import benchmark_instances
 from annotation.collection import progress
 from annotation.collection.waiting import Waits, waits_for
 from annotation.models import (
@@ -38,6 +37,7 @@ from annotation.models import (
     Tournament,
     WorkUnit,
 )
+from annotation.models.benchmark import benchmark_instances
 
 
 def _tournaments_of(family):

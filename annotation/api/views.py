@@ -19,7 +19,6 @@ from annotation import scoring, teams
 from annotation.api import serializers
 from annotation.api.filters import FilterSet
 from annotation.api.numbers import ID_PATH_PATTERN, IdFilter, query_number
-from annotation.benchmark import benchmark_instances
 from annotation.collection import progress
 from annotation.datasets import downloads, manifest, snapshots
 from annotation.models import (
@@ -33,6 +32,7 @@ from annotation.models import (
     Tournament,
     multi_image_q,
 )
+from annotation.models.benchmark import benchmark_instances
 from annotation.scoring import freshness
 
 MAX_LEADERBOARD_ROUNDS = 1000

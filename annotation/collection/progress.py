@@ -13,7 +13,6 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from annotation.benchmark import benchmark_references
 from annotation.models import (
     Assignment,
     Instance,
@@ -26,6 +25,7 @@ from annotation.models import (
     counted_work,
     multi_image_q,
 )
+from annotation.models.benchmark import benchmark_references
 from annotation.queue import slots_taken
 
 # --- Table 2 -----------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def table2(*, family=None, families=None):
     families counted (a queryset: a user's scope, or a snapshot's group's families); None counts
     every family, for the superuser's command line only.
     """
-    # The benchmark's decided references (annotation/benchmark.py): none written from a rejected caption.
+    # The benchmark's decided references (annotation/models/benchmark.py): none written from a rejected caption.
     references = benchmark_references().exclude(source=Reference.Source.IMPORTED, model="")
     if family is not None:
         references = references.filter(instance__family=family)

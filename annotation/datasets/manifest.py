@@ -9,7 +9,6 @@ from importlib.metadata import version
 from django.conf import settings
 from django.db.models import Count, Q
 
-from annotation.benchmark import benchmark_instances
 from annotation.collection.progress import table2
 from annotation.datasets import formats, layouts, licences, streams
 from annotation.exceptions import AnnotationError
@@ -26,6 +25,7 @@ from annotation.models import (
     StageConfig,
     WorkUnit,
 )
+from annotation.models.benchmark import benchmark_instances
 
 CONTENT_SUMS_NAME = "SHA256SUMS"
 MANIFEST_NAME = "manifest.json"

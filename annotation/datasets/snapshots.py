@@ -247,7 +247,7 @@ def _write_files(snapshot, workdir, progress):
 def _write_judge_report(snapshot, tournaments, path):
     """The judge report of each tournament (annotation/scoring/judge_report.py)."""
     # The scientific stack loads in the worker that builds a snapshot, not in every web worker.
-    from annotation.scoring.leaderboard import tournament_judge_report
+    from annotation.scoring.freshness import tournament_judge_report
 
     reports = [{"tournament": tournament.name, "tournament_id": tournament.pk, "criterion": "overall",
                 "rows": tournament_judge_report(tournament=tournament)} for tournament in tournaments]

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q
 
-from annotation.benchmark import benchmark_instances, benchmark_references
 from annotation.datasets import cells, layouts, licences
 from annotation.datasets.formats import SHEETS, sheet_table
 from annotation.exceptions import AnnotationError
@@ -31,6 +30,7 @@ from annotation.models import (
     Reference,
     multi_image_q,
 )
+from annotation.models.benchmark import benchmark_instances, benchmark_references
 from annotation.privacy import pseudonymise
 from annotation.public_urls import public_url
 

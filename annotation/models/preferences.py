@@ -5,6 +5,7 @@ from django.db import models
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Upper
 
+from annotation.models.benchmark import benchmark_instances
 from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
 from annotation.models.work import Assignment, counted_work
@@ -271,12 +272,9 @@ class Side(models.TextChoices):
 
 def counted_battles(battle="battle"):
     """A Q for judgements (through their `battle` path) whose battle counts: while its instance is
-    in the benchmark (annotation/benchmark.py). An instance whose decision a review reopened, or
+    in the benchmark (annotation/models/benchmark.py). An instance whose decision a review reopened, or
     discarded, or whose caption was rejected, leaves the ratings and exports with its battles until
     it is verified again."""
-    # Imported here: the benchmark's definition reads these models.
-    from annotation.benchmark import benchmark_instances
-
     return Q(**{f"{battle}__instance__in": benchmark_instances().order_by().values("pk")})
 
 

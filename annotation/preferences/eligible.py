@@ -2,12 +2,12 @@
 of its research group, or every family of no group for a tournament of none), of its image kind.
 Battles are sampled from them and endpoint models answer them."""
 
-from annotation.benchmark import benchmark_instances
 from annotation.models import Tournament
+from annotation.models.benchmark import benchmark_instances
 
 
 def eligible_instances(tournament, *, between=None):
-    """The tournament's instances in the benchmark (annotation/benchmark.py), in order; `between`
+    """The tournament's instances in the benchmark (annotation/models/benchmark.py), in order; `between`
     (first id, last id) keeps those of one span of ids."""
     instances = benchmark_instances().select_related("family")
     if between is not None:

@@ -30,7 +30,6 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
-from annotation.benchmark import benchmark_instances
 from annotation.models import (
     CHIRP_CRITERIA,
     REFERENCE_MODEL_NAME,
@@ -44,6 +43,7 @@ from annotation.models import (
     Tournament,
     WorkState,
 )
+from annotation.models.benchmark import benchmark_instances
 from annotation.scoring import DEFAULT_ROUNDS
 from crowdbench.jobs import enqueue
 
@@ -170,6 +170,13 @@ def refresh_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUND
         stored = LeaderboardResult.objects.get(**board, data_key=key)
     LeaderboardResult.objects.filter(**board, computed_at__lt=stored.computed_at).delete()
     return stored
+
+
+def tournament_judge_report(*, tournament, criterion="overall"):
+    """The judge report alone, as JSON-ready data (the snapshot's judge_report.json): the one the
+    leaderboard's stored result holds for the judgements as they are now, computed and stored when
+    it is not yet, so the snapshot's report and the leaderboard's never differ."""
+    return refresh_leaderboard(tournament=tournament, criterion=criterion).result["judge_report"]
 
 
 def latest_stored(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):

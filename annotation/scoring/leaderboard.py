@@ -271,14 +271,6 @@ def _shown_elo(board):
     return pd.Series({row["model"]: row["elo"] for row in rows}, dtype=float)
 
 
-def tournament_judge_report(*, tournament, criterion="overall"):
-    """The judge report alone, as JSON-ready data (the snapshot's judge_report.json): the one the
-    leaderboard's stored result holds for the judgements as they are now, computed and stored when
-    it is not yet, so the snapshot's report and the leaderboard's never differ."""
-    from annotation.scoring.freshness import refresh_leaderboard
-
-    return refresh_leaderboard(tournament=tournament, criterion=criterion).result["judge_report"]
-
 
 # --- what the pages read -----------------------------------------------------------------------
 

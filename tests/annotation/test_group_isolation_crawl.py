@@ -181,6 +181,8 @@ class GroupA:
         return rows.get(model._meta.concrete_model)
 
 
+HEALTH_ROUTE = "health/"
+
 # --- reading the URL configuration ---------------------------------------------------------------
 
 def _patterns(resolvers, prefix=()):
@@ -306,7 +308,9 @@ def _crawl(client, a):
         url = _path(pieces, values)
         response = client.get(url)
         body = b"".join(response.streaming_content) if response.streaming else response.content
-        if response.status_code >= 500:
+        # /health/ says 503 when a component it checks is down (no Celery worker answers in a test run):
+        # the answer it exists to give, not a fault; its body is still searched for A's data below.
+        if response.status_code >= 500 and not (route == HEALTH_ROUTE and response.status_code == 503):
             problems.append((url, f"answered {response.status_code}"))
         elif MARK.encode() in body.lower():
             problems.append((url, f"answered {response.status_code} with group A's data"))

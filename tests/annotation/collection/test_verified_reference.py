@@ -12,7 +12,6 @@ from django.db.models import Q
 from django.urls import reverse
 
 from annotation import queue
-from annotation.benchmark import benchmark_instances
 from annotation.collection import verification
 from annotation.collection.references import add_manual_reference, generate_reference, store_reference
 from annotation.datasets import exports, layouts, snapshots
@@ -29,6 +28,7 @@ from annotation.models import (
     Reference,
     Stage,
 )
+from annotation.models.benchmark import benchmark_instances
 from annotation.preferences.predictions import import_predictions
 from tests.factories import WorkerFactory, awaiting_reference, launch
 from tests.openai_fake import completion

@@ -1,4 +1,4 @@
-"""Every export holds exactly what annotation/benchmark.py says is in the benchmark.
+"""Every export holds exactly what annotation/models/benchmark.py says is in the benchmark.
 
 One world holds each kind of row the benchmark must tell apart: an instance verified through the
 crowd, one verified on a caption that review then rejected, one our verifiers discarded, and the
@@ -22,11 +22,11 @@ from rest_framework.test import APIClient
 
 from annotation import queue, review
 from annotation.admin.families import family_sheets
-from annotation.benchmark import benchmark_instances
 from annotation.collection import captions, references, stages, verification
 from annotation.datasets import formats, layouts, manifest, snapshots
 from annotation.datasets.imports import import_visit_bench
 from annotation.models import HumanJudgement, Instance, Reference, Stage, Tournament, multi_image_q
+from annotation.models.benchmark import benchmark_instances
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from tests.factories import FamilyFactory, InstanceFactory, WorkerFactory, launch

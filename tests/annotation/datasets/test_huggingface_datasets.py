@@ -12,12 +12,12 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from annotation.benchmark import benchmark_instances
 from annotation.datasets import licences, manifest, snapshots
 from annotation.datasets.exports import export_sheet
 from annotation.datasets.imports import import_visit_bench
 from annotation.datasets.layouts import MULTI_IMAGE, SINGLE_IMAGE
 from annotation.models import ImageAsset, Instance
+from annotation.models.benchmark import benchmark_instances
 from tests.export_fixtures import judged_tournament_with_criteria_fixture  # noqa: F401
 from tests.factories import FamilyFactory, ImageAssetFactory
 from tests.published_data import DATA, benchmark_part

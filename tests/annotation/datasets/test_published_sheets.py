@@ -10,12 +10,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation.benchmark import benchmark_instances
 from annotation.collection.progress import table2
 from annotation.datasets import snapshots
 from annotation.datasets.imports import import_visit_bench
 from annotation.exceptions import AnnotationError
 from annotation.models import ImportedRow, Instance, InstructionFamily, Reference
+from annotation.models.benchmark import benchmark_instances
 from tests.published_data import ANNOTATED, MULTI, SHEETS, SINGLE, benchmark_part
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]

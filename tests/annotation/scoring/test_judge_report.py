@@ -179,7 +179,7 @@ def test_the_reports_rank_correlation_is_that_of_the_elo_the_boards_show_and_the
     judge_report.json is the leaderboard's own."""
     from scipy import stats
 
-    from annotation.scoring.leaderboard import tournament_judge_report
+    from annotation.scoring.freshness import tournament_judge_report
 
     rng = np.random.default_rng(39)
     family = FamilyFactory(name="Contextual knowledge")

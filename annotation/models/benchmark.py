@@ -1,6 +1,7 @@
 """What the benchmark contains (DESIGN: "in the benchmark"): the one definition that the snapshots
 (every sheet, Parquet and the Hugging Face configs), the family sheets and the API read, so none
-decides it for itself.
+decides it for itself. It lives with the models because what counts in the ratings
+(`counted_battles`) reads it too.
 
 Only counted work enters (`counted_work`: accepted answers, provisional ones where their stage
 counts them, and the researchers' and imports'); a rejected answer, and whatever rests on it, is
@@ -11,11 +12,9 @@ incorrect without giving a reference (imported as discarded), is not.
 
 from django.db.models import Exists, OuterRef, Q
 
-from annotation.models import (
-    Instance,
-    Reference,
-    WorkState,
-)
+from annotation.models.collection import Reference
+from annotation.models.instances import Instance
+from annotation.models.work import WorkState
 
 
 def _rests_on_rejected_caption(caption="caption"):
