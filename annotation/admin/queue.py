@@ -14,6 +14,7 @@ from annotation.admin.page_rows import PageRowsAdminMixin
 from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.search import SearchFieldByFieldMixin
 from annotation.admin.teams import GroupScopedAdminMixin
+from annotation.figures import duration
 from annotation.models import (
     Assignment,
     Worker,
@@ -53,10 +54,15 @@ class WorkUnitAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmin
 @admin.register(Assignment)
 class AssignmentAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAdmin):
     list_display = ["id", "unit", "worker", "status", "leased_at", "lease_expires_at", "submitted_at",
-                    "active_seconds"]
+                    "active_time"]
     list_filter = ["status", "unit__stage"]
     raw_id_fields = ["unit", "worker", "reviewed_by"]
-    readonly_fields = ["leased_at", "submitted_at", "active_seconds"]
+    readonly_fields = ["leased_at", "submitted_at", "active_time"]
+    exclude = ["active_seconds"]
+
+    @admin.display(description="active time", ordering="active_seconds")
+    def active_time(self, assignment):
+        return duration(assignment.active_seconds)
 
 
 @admin.register(Worker)

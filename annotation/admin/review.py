@@ -18,6 +18,7 @@ from annotation.admin.search import SearchFieldByFieldMixin
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
 from annotation.exceptions import AnnotationError
+from annotation.figures import duration
 from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification, counted_verifications
 from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, form_step, may_block, stop_workers_and_say
 from mturk.services.reviewing import review_on_platforms
@@ -150,9 +151,9 @@ class AnswerAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMi
         text = answer.review_reason
         return format_html('<span title="{}">{}</span>', text, text if len(text) <= 60 else text[:59] + "…")
 
-    @admin.display(description="s", ordering="active_seconds")
+    @admin.display(description="active time", ordering="active_seconds")
     def seconds(self, answer):
-        return round(answer.active_seconds) if answer.active_seconds is not None else "-"
+        return duration(answer.active_seconds)
 
     @admin.action(description="Accept the selected answers", permissions=["change"])
     def accept(self, request, queryset):

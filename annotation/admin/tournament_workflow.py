@@ -20,6 +20,7 @@ from annotation.admin.workflow_steps import (
 
 # The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
 from annotation.collection import progress
+from annotation.figures import dollars
 from annotation.models import (
     REFERENCE_MODEL_NAME,
     HumanJudgement,
@@ -170,7 +171,7 @@ def _answers_step(answers):
              else "active" if any(p.in_flight for p in answers) else "todo")
     counts = "; ".join(
         f"{p.endpoint.model_name}: {p.done} of {p.total}"
-        + (f", {p.failed} failed" if p.failed else "") + f", ${p.cost_usd:.4f}"
+        + (f", {p.failed} failed" if p.failed else "") + f", {dollars(p.cost_usd)}"
         for p in answers)
     return Step("answers", "Answers from endpoint models (before the battles)", state,
                 counts + ". Battles are drawn from the answers there are, so these come first.",

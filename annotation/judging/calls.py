@@ -9,7 +9,6 @@ import json
 import logging
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from decimal import Decimal
 
 from django.conf import settings
 
@@ -42,8 +41,7 @@ def _store_calls(run, answered, *, via_batch=False):
             request_sha256=sha, request=request, response=response,
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             cost_usd=llm.cost_usd(model=request["model"], prompt_tokens=prompt_tokens,
-                                  completion_tokens=completion_tokens, via_batch=via_batch)
-            or Decimal(0),
+                                  completion_tokens=completion_tokens, via_batch=via_batch),
             via_batch=via_batch, run=run,
         ))
     # A request another run asked at the same moment keeps that run's answer, as good as ours.

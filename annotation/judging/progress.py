@@ -90,7 +90,7 @@ def refresh_counters(run):
     """
     paid = JudgeCall.objects.filter(run=run).aggregate(
         prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
-        cost=Sum("cost_usd"),
+        cost=Sum("cost_usd"), unpriced=Count("pk", filter=Q(cost_usd__isnull=True)),
     )
     judgements = JudgeJudgement.objects.filter(run=run, battle__tournament_id=run.tournament_id)
     counts = judgements.aggregate(
@@ -113,4 +113,5 @@ def refresh_counters(run):
         prompt_tokens=paid["prompt"] or 0,
         completion_tokens=paid["completion"] or 0,
         cost_usd=paid["cost"] or Decimal(0),
+        unpriced_calls=paid["unpriced"],
     )

@@ -181,7 +181,7 @@ def _emit_run_event(event, run_id):
     emit(event=event, scope=run.tournament, key=f"{run.pk}:{run.finished_at.isoformat()}",
          payload={"run": run.pk, "tournament": run.tournament_id, "engine": run.engine, "mode": run.mode,
                   "status": run.status, "calls": run.total_calls, "cost_usd": str(run.cost_usd),
-                  "error": run.error})
+                  "unpriced_calls": run.unpriced_calls, "error": run.error})
 
 
 def record_job_status(run_id, status, error=""):

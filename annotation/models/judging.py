@@ -41,7 +41,10 @@ class JudgeRun(models.Model):
     fallback_calls = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0,
+                                   help_text="Of the paid calls whose price is known.")
+    unpriced_calls = models.PositiveIntegerField(
+        default=0, help_text="Paid calls whose price is unknown (OPENAI_PRICES names none for the model).")
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -61,6 +64,13 @@ class JudgeRun(models.Model):
     def progress(self):
         return f"{self.done_calls}/{self.total_calls}"
 
+    @property
+    def cost_text(self):
+        """The run's cost as every page writes it (annotation/figures.py)."""
+        from annotation.figures import dollars
+
+        return dollars(self.cost_usd, unpriced=self.unpriced_calls)
+
 
 class JudgeCall(models.Model):
     """A chat completion request and its answer, keyed by the whole request: asking again is free.
@@ -71,7 +81,8 @@ class JudgeCall(models.Model):
     response = models.JSONField()
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    # Null: the price of the model is unknown (OPENAI_PRICES names none), never a free call.
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     via_batch = models.BooleanField(default=False)
     # The run that paid for the answer; a run's tokens and cost are the sum of its own calls.
     run = models.ForeignKey(JudgeRun, null=True, blank=True, on_delete=models.SET_NULL,

@@ -129,6 +129,7 @@ def judge_row(evaluator, human, elo_by_key, crowd_key):
     row = {
         "key": evaluator.key, "judge": evaluator.judge, "engine": evaluator.engine, "mode": evaluator.mode,
         "prompts_sha256": evaluator.prompts_sha256, "cost_usd": evaluator.cost_usd,
+        "unpriced_calls": evaluator.unpriced_calls,
         "judgements": evaluator.judgements,
         "position": position_bias(evaluator.orderings),
         "length": length_bias(evaluator.orderings),

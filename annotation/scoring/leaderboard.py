@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from annotation import worker_models
+from annotation.figures import dollars, number_text
 from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult, Tournament
 from annotation.scoring import (
     BT_PRIOR_SD,
@@ -67,6 +68,7 @@ class Evaluator:
     mode: str = ""
     prompts_sha256: str = ""
     cost_usd: float | None = None
+    unpriced_calls: int = 0
     # How its verdicts were aggregated into the board, said on the board.
     aggregation: str = ""
     # crowd-kit's pairwise model (Tournament.Aggregation) whose board this is; `battles` is then
@@ -100,7 +102,7 @@ def evaluators(*, tournament, criterion="overall"):
                 engine=run.engine,
                 mode=run.mode,
                 prompts_sha256=run.prompts_sha256,
-                cost_usd=float(run.cost_usd),
+                cost_usd=float(run.cost_usd), unpriced_calls=run.unpriced_calls,
                 aggregation="Each battle's two orderings combined by the VisIT-Bench tie rule",
             )
         )
@@ -276,7 +278,7 @@ def _shown_elo(board):
 
 
 def _number(value, form="{:.0f}"):
-    return "" if value is None else form.format(value)
+    return number_text(value, form)
 
 
 def _interval(lower, upper):
@@ -535,7 +537,7 @@ def judge_report_column(row, *, crowd_judgements=None):
                             "detail": f"n={found['n']}"} for found in row["kappa_by_category"]],
         spearman=[] if spearman is None else [{"text": _number(spearman["rho"], "{:.2f}") or "–",
                                                "detail": f"over {spearman['models']} models"}],
-        cost=[{"text": _number(row["cost_usd"], "${:.4f}") or "–"}],
+        cost=[{"text": dollars(row["cost_usd"], unpriced=row.get("unpriced_calls", 0))}],
     )
     return {"key": row["key"], "crowd": False, "judge": row["engine"], "mode": JudgeRun.Mode(row["mode"]).label,
             "prompts": row["prompts_sha256"][:12], "cells": cells}

@@ -219,6 +219,19 @@ def test_tokens_and_cost_are_recorded_per_run(judge_server):
     assert run.cost_usd == Decimal("0.084000")
 
 
+def test_a_model_without_a_known_price_is_said_to_have_one_unknown_never_to_cost_nothing(judge_server, settings):
+    settings.OPENAI_PRICES = {}
+    tournament, _ = one_battle_tournament()
+    judge_server.script(
+        completion("Overall, Response A is better.", prompt_tokens=1000, completion_tokens=200),
+        completion("Overall, Response A is better.", prompt_tokens=1000, completion_tokens=200),
+    )
+    run = judge(tournament)
+    assert (run.prompt_tokens, run.cost_usd, run.unpriced_calls) == (2000, Decimal(0), 2)
+    assert list(JudgeCall.objects.filter(run=run).values_list("cost_usd", flat=True)) == [None, None]
+    assert run.cost_text == "price unknown"
+
+
 def test_rate_limits_are_retried_by_the_client(judge_server):
     tournament, _ = one_battle_tournament()
     judge_server.script(
