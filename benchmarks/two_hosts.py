@@ -491,15 +491,18 @@ class HeldReply:
 
 def force_reply_in_flight(processes, dsn, family, postgres_port):
     """Host 1's session, started inside it, holding the reference lease of an instance still
-    awaiting its caption (the survivor will need it: the instance is not verified without its
-    reference, and the sweep leaves leased work alone) and reading REPLY slowly."""
+    without its reference (the survivor will need it: the instance is not verified without its
+    reference, and the sweep leaves leased work alone) and reading REPLY slowly.
+
+    The last instances awaiting their caption are offered first, then the last awaiting their
+    reference, the furthest back in the queue; the session takes the first lease no job holds."""
     from annotation.models import Instance
     from tasks.jobs import _lock_ids
 
-    waiting = list(family.instances.filter(status=Instance.Status.AWAITING_CAPTION)
-                   .order_by("-pk").values_list("pk", flat=True)[:20])
+    waiting = [pk for status in (Instance.Status.AWAITING_CAPTION, Instance.Status.AWAITING_REFERENCE)
+               for pk in family.instances.filter(status=status).order_by("-pk").values_list("pk", flat=True)[:10]]
     if not waiting:
-        raise RuntimeError("no instance awaits its caption at the cut: give --kill-after less")
+        raise RuntimeError("every instance had its reference at the cut: give --kill-after less")
     locks = [":".join(str(n) for n in _lock_ids("reference", pk)) for pk in waiting]
     reader = processes.track(subprocess.Popen(
         [*DOOMED.run_in, sys.executable, str(Path(__file__).resolve()), "read-slowly", dsn, *locks], cwd=ROOT,
