@@ -408,10 +408,10 @@ class TaskEvents:
 # --- the reply in flight at the cut --------------------------------------------------------------
 
 # What host 1 asks PostgreSQL for just before its power is cut: a reply far larger than every
-# buffer on its way (2 GB), read slowly, so that data toward the host is queued unacknowledged on
-# PostgreSQL's side of the connection (the forwarder's, here) when the link goes. While it is, no
-# keepalive probe is sent: only TCP_USER_TIMEOUT, or the kernel's retransmissions giving up
-# (tcp_retries2, about 15 minutes), end the connection.
+# buffer on its way (2 GB), so that data toward the host is unacknowledged on PostgreSQL's side of
+# the connection (the forwarder's, here) when the link goes. While it is, no keepalive probe is
+# sent: only TCP_USER_TIMEOUT, or the kernel's retransmissions giving up (tcp_retries2, about 15
+# minutes), end the connection.
 REPLY = "SELECT repeat('x', 1000000) FROM generate_series(1, 2000)"
 READER = "two-hosts reply in flight"
 
@@ -512,6 +512,17 @@ def force_reply_in_flight(processes, dsn, family, postgres_port):
     if not said:
         raise RuntimeError("the session inside host 1 did not start its reply (see reply-in-flight.log)")
     said = json.loads(said)
+    # The reply's own path to host 1 is a slow network, 1 MB/s (HTB on this machine's end of the
+    # veth; the rest of host 1's traffic passes unshaped). The reader keeps up with it, so the
+    # reply is not held back by a closed window (persist timer, zero-window probes) but in flight,
+    # unacknowledged (retransmission timer), as it is across a real network.
+    outside = f"{DOOMED.namespace}h"
+    for command in (["qdisc", "add", "dev", outside, "root", "handle", "1:", "htb"],
+                    ["class", "add", "dev", outside, "parent", "1:", "classid", "1:2", "htb", "rate", "8mbit"],
+                    ["filter", "add", "dev", outside, "parent", "1:", "protocol", "ip", "u32",
+                     "match", "ip", "dst", f"{DOOMED.address}/32", "match", "ip", "sport", str(postgres_port), "0xffff",
+                     "match", "ip", "dport", str(said["port"]), "0xffff", "flowid", "1:2"]):
+        subprocess.run(["tc", *command], check=True, capture_output=True)
     return HeldReply(reader, waiting[locks.index(said["lock"])], said["port"], postgres_port)
 
 
@@ -817,7 +828,7 @@ def run(args, cleanup):
                                                                      ports)["DATABASE_URL"],
                                          family, ports["postgres"])
             doomed.append(held.process)
-            time.sleep(2)  # every buffer between PostgreSQL and the reader filled
+            time.sleep(3)  # the reply paced by its slow path, with segments in flight
             held.at_cut = held.forwarder_socket()
             held.cut_at = time.monotonic()
         state.killed_at = time.time()
@@ -901,7 +912,7 @@ def run(args, cleanup):
     if held is not None:
         bound = 3 * args.keepalive
         print(f"reply in flight at the cut: host 1's session held the reference lease of instance "
-              f"{held.instance} and read {REPLY!r} a row each 0.2 s; the forwarder's socket toward it: "
+              f"{held.instance} and read {REPLY!r} over a 1 MB/s path; the forwarder's socket toward it: "
               f"{held.at_cut_summary()}")
         lease = (f"free {held.lease_free_after:.1f} s after the cut" if held.lease_free_after is not None
                  else f"still held {held.watched_for:.0f} s after the cut")
