@@ -3,7 +3,7 @@ any lease taken twice, any answer lost or doubled, any background job stranded?
 
     sudo DATABASE_URL=postgres://postgres@127.0.0.1:5432/ .venv/bin/python benchmarks/two_hosts.py \
         [--instances 160] [--captioners 10] [--verifiers 6] [--kill-after 45] [--redis-db 13] \
-        [--death kill|power-cut] [--keepalive 60]
+        [--death kill|power-cut] [--keepalive 60] [--no-user-timeout] [--timeout 900]
 
 Run as root: each host is a Linux network namespace (`ip netns`) joined to this machine by a veth
 pair, 10.77.1.2 and 10.77.2.2, with this machine at 10.77.1.1 and 10.77.2.1. Each host runs
@@ -27,13 +27,25 @@ API (written to the bucket by a worker) before, just before and after the kill, 
 At --kill-after seconds the driver SIGKILLs host 1's gunicorn and Celery worker (each its whole
 process group); with --death power-cut it first takes host 1's end of its link down, so nothing
 host 1 had open is closed from its side, as when a machine loses power. --keepalive is the hosts'
-DATABASE_KEEPALIVE_SECONDS, and the forwarders to PostgreSQL probe the hosts as PostgreSQL then
-would. The driver listens to the workers' task events throughout.
+DATABASE_KEEPALIVE_SECONDS, and the forwarders to PostgreSQL keep toward the hosts the TCP
+settings PostgreSQL holds for a session our code opened (read from pg_settings of the driver's
+own session, which tasks/jobs.py probe_silent_peers set up as it sets up every host's): keepalive
+probes, and TCP_USER_TIMEOUT, unacknowledged_limit_ms(--keepalive) (--no-user-timeout leaves it
+out, as before it was set). The driver listens to the workers' task events throughout.
+
+A power cut comes with a reply on the wire, the case in which no keepalive probe is sent: just
+before the cut a session inside host 1 takes the reference lease of an instance still without
+its reference (an advisory lock, as a reference job holds it while it waits for the model) and
+asks PostgreSQL for a 2 GB result, which streams to it over a 1 MB/s path of its own, so that
+segments are unacknowledged when the link goes. From the cut the driver measures how long that
+lease and the forwarder's connection toward the session live on.
 
 At the end it checks through the database, the bucket and the clients' own records, prints the
-counts and the load average, and exits 1 if any check fails. Everything it made (namespaces,
-veths, processes, forwarders, the database, the Redis database's keys) is removed on the way out,
-also on an error or Ctrl-C.
+counts and the load average, and exits 1 if any check fails: among them, that the death hit work
+(a job host 1 had taken and not finished, or a submit to it cut) and, with a power cut, that the
+dead session's lease was free within 3 x --keepalive. Everything it made (namespaces, veths, the
+shaping of the reply's path, processes, forwarders, the database, the Redis database's keys) is
+removed on the way out, also on an error or Ctrl-C.
 """
 
 import argparse
@@ -193,26 +205,39 @@ class Processes:
             process.wait()
 
 
-def forward(processes, host, port, keepalive=0, unacknowledged_ms=0):
+def forward(processes, host, port, peer=None):
     """Connections to this machine's address on the host's veth, `port`, carried to the same port
     on loopback.
 
     The forwarder is PostgreSQL's peer here, so PostgreSQL's own socket settings would only ever
-    reach it; the forwarder's socket toward the host keeps them in its place. With `keepalive`
-    seconds, a connection silent that long is probed as PostgreSQL probes our sessions
-    (DATABASE_KEEPALIVE_SECONDS, tasks/jobs.py probe_silent_peers) and dropped, with the one it
-    was carried to, when the host does not answer. With `unacknowledged_ms`, a connection whose
-    data stays unacknowledged that long is dropped too (TCP_USER_TIMEOUT, PostgreSQL's
-    tcp_user_timeout): the case of a reply on the wire, when no keepalive probe is sent."""
+    reach it; given `peer` (session_settings), the forwarder's socket toward the host keeps them
+    in its place. A connection silent for tcp_keepalives_idle is probed as PostgreSQL probes our
+    sessions and dropped, with the one it was carried to, when the host does not answer; one
+    whose data stays unacknowledged for tcp_user_timeout is dropped too (TCP_USER_TIMEOUT): the
+    case of a reply on the wire, when no keepalive probe is sent."""
     listen = f"TCP-LISTEN:{port},bind={host.gateway},reuseaddr,fork"
-    if keepalive:
-        listen += f",keepalive,keepidle={keepalive},keepintvl={max(1, keepalive // 6)},keepcnt=6"
-    if unacknowledged_ms:
+    peer = peer or {}
+    if peer.get("tcp_keepalives_idle"):
+        listen += (f",keepalive,keepidle={peer['tcp_keepalives_idle']},"
+                   f"keepintvl={peer['tcp_keepalives_interval']},keepcnt={peer['tcp_keepalives_count']}")
+    if peer.get("tcp_user_timeout"):
         # socat 1.7 has no name for TCP_USER_TIMEOUT: level IPPROTO_TCP (6), option 18; it sets
         # it on each accepted connection (strace shows it there, in the forked child).
-        listen += f",sockopt-int=6:18:{unacknowledged_ms}"
+        listen += f",sockopt-int=6:18:{peer['tcp_user_timeout']}"
     forwarder = processes.start(f"forward-{host.number}-{port}", ["socat", listen, f"TCP:127.0.0.1:{port}"])
     wait_for_port(host.gateway, port, forwarder, f"socat on {host.gateway}:{port}")
+
+
+def session_settings():
+    """PostgreSQL's TCP settings for a session our code opened (the driver's own, with the hosts'
+    DATABASE_KEEPALIVE_SECONDS): what tasks/jobs.py probe_silent_peers set, or the OS's defaults
+    where it set nothing. Keepalive idle and interval in seconds, user timeout in ms."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name, setting::int FROM pg_settings WHERE name IN ('tcp_keepalives_idle', "
+                       "'tcp_keepalives_interval', 'tcp_keepalives_count', 'tcp_user_timeout')")
+        return dict(cursor.fetchall())
 
 
 def free_port():
@@ -779,16 +804,14 @@ def run(args, cleanup):
     # reads the shared services on loopback.
     os.environ.update({**host_environment(args, "127.0.0.1", database_url, ports), "LOG_LEVEL": "WARNING"})
     set_up_django(os.environ["DATABASE_URL"])
-    from tasks.jobs import unacknowledged_limit_ms
-
-    # PostgreSQL's settings for our sessions, read from the code that sets them (tasks/jobs.py).
-    unacknowledged_ms = 0 if args.no_user_timeout else unacknowledged_limit_ms(args.keepalive)
+    # The forwarders to PostgreSQL take the settings PostgreSQL holds for a session our code opened,
+    # not the values the code means to set: with probe_silent_peers gone, so are they.
+    peer = session_settings()
+    if args.no_user_timeout:
+        peer["tcp_user_timeout"] = 0
     for host in HOSTS:
         for name, port in ports.items():
-            if name == "postgres":
-                forward(processes, host, port, args.keepalive, unacknowledged_ms)
-            else:
-                forward(processes, host, port)
+            forward(processes, host, port, peer if name == "postgres" else None)
     boto3.client("s3", endpoint_url=os.environ["AWS_S3_ENDPOINT_URL"], region_name="us-east-1").create_bucket(
         Bucket=BUCKET)
     family, api_token = seed(args.instances)
@@ -869,8 +892,10 @@ def run(args, cleanup):
     twice, twice_unexplained = paid_twice(fake, workers.references_on_the_wire)
     print(f"\n{args.instances} instances (caption overlap 1, verification overlap 2); {args.captioners} captioners, "
           f"{args.verifiers} verifiers; 2 hosts x (gunicorn {args.web_workers} workers, Celery {args.concurrency}); "
-          f"host 1's death: {args.death}, keepalive {args.keepalive or 'off'}, user timeout "
-          f"{f'{unacknowledged_ms} ms' if unacknowledged_ms else 'off'}; model {args.model_latency:g} s a "
+          f"host 1's death: {args.death}, keepalive {args.keepalive or 'off'}; PostgreSQL's end toward the "
+          f"hosts: keepalive {peer['tcp_keepalives_idle']} s + {peer['tcp_keepalives_count']} x "
+          f"{peer['tcp_keepalives_interval']} s, user timeout {peer['tcp_user_timeout'] or 'off'}"
+          f"{' ms' if peer['tcp_user_timeout'] else ''}; model {args.model_latency:g} s a "
           f"reference; sweep every 5 s, owed after {args.requeue_after} s, visibility timeout "
           f"{args.visibility_timeout} s; {elapsed:.0f} s; load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f} ({os.cpu_count()} CPUs)")
