@@ -444,7 +444,7 @@ READER = "two-hosts reply in flight"
 def read_slowly(dsn, *locks):
     """Run inside host 1 (`two_hosts.py read-slowly DSN NAMESPACE:NUMBER...`): take the first free
     of the advisory locks offered, as tasks/jobs.py `lease` takes a job's, say which and from
-    which port, then read REPLY a row (1 MB) every 0.2 s until killed."""
+    which port, then read REPLY, a row (1 MB) at most every 0.2 s, until killed."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True, application_name=READER) as db:
