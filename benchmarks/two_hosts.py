@@ -3,7 +3,7 @@ any lease taken twice, any answer lost or doubled, any background job stranded?
 
     sudo DATABASE_URL=postgres://postgres@127.0.0.1:5432/ .venv/bin/python benchmarks/two_hosts.py \
         [--instances 160] [--captioners 10] [--verifiers 6] [--kill-after 45] [--redis-db 13] \
-        [--death kill|power-cut] [--keepalive 60]
+        [--death kill|power-cut] [--keepalive 60] [--no-user-timeout] [--timeout 900]
 
 Run as root: each host is a Linux network namespace (`ip netns`) joined to this machine by a veth
 pair, 10.77.1.2 and 10.77.2.2, with this machine at 10.77.1.1 and 10.77.2.1. Each host runs
@@ -27,13 +27,25 @@ API (written to the bucket by a worker) before, just before and after the kill, 
 At --kill-after seconds the driver SIGKILLs host 1's gunicorn and Celery worker (each its whole
 process group); with --death power-cut it first takes host 1's end of its link down, so nothing
 host 1 had open is closed from its side, as when a machine loses power. --keepalive is the hosts'
-DATABASE_KEEPALIVE_SECONDS, and the forwarders to PostgreSQL probe the hosts as PostgreSQL then
-would. The driver listens to the workers' task events throughout.
+DATABASE_KEEPALIVE_SECONDS, and the forwarders to PostgreSQL keep toward the hosts the TCP
+settings PostgreSQL holds for a session our code opened (read from pg_settings of the driver's
+own session, which tasks/jobs.py probe_silent_peers set up as it sets up every host's): keepalive
+probes, and TCP_USER_TIMEOUT, unacknowledged_limit_ms(--keepalive) (--no-user-timeout leaves it
+out, as before it was set). The driver listens to the workers' task events throughout.
+
+A power cut comes with a reply on the wire, the case in which no keepalive probe is sent: just
+before the cut a session inside host 1 takes the reference lease of an instance still without
+its reference (an advisory lock, as a reference job holds it while it waits for the model) and
+asks PostgreSQL for a 2 GB result, which streams to it over a 1 MB/s path of its own, so that
+segments are unacknowledged when the link goes. From the cut the driver measures how long that
+lease and the forwarder's connection toward the session live on.
 
 At the end it checks through the database, the bucket and the clients' own records, prints the
-counts and the load average, and exits 1 if any check fails. Everything it made (namespaces,
-veths, processes, forwarders, the database, the Redis database's keys) is removed on the way out,
-also on an error or Ctrl-C.
+counts and the load average, and exits 1 if any check fails: among them, that the death hit work
+(a job host 1 had taken and not finished, or a submit to it cut) and, with a power cut, that the
+dead session's lease was free within 3 x --keepalive. Everything it made (namespaces, veths, the
+shaping of the reply's path, processes, forwarders, the database, the Redis database's keys) is
+removed on the way out, also on an error or Ctrl-C.
 """
 
 import argparse
@@ -42,6 +54,8 @@ import hashlib
 import json
 import os
 import random
+import re
+import select
 import shutil
 import signal
 import socket
@@ -191,19 +205,39 @@ class Processes:
             process.wait()
 
 
-def forward(processes, host, port, keepalive=0):
+def forward(processes, host, port, peer=None):
     """Connections to this machine's address on the host's veth, `port`, carried to the same port
     on loopback.
 
-    With `keepalive` seconds, a connection silent that long is probed as PostgreSQL probes our
-    sessions (DATABASE_KEEPALIVE_SECONDS, tasks/jobs.py) and dropped, with the one it was carried
-    to, when the host does not answer. The forwarder is PostgreSQL's peer here, so PostgreSQL's own
-    probes would only ever reach it."""
+    The forwarder is PostgreSQL's peer here, so PostgreSQL's own socket settings would only ever
+    reach it; given `peer` (session_settings), the forwarder's socket toward the host keeps them
+    in its place. A connection silent for tcp_keepalives_idle is probed as PostgreSQL probes our
+    sessions and dropped, with the one it was carried to, when the host does not answer; one
+    whose data stays unacknowledged for tcp_user_timeout is dropped too (TCP_USER_TIMEOUT): the
+    case of a reply on the wire, when no keepalive probe is sent."""
     listen = f"TCP-LISTEN:{port},bind={host.gateway},reuseaddr,fork"
-    if keepalive:
-        listen += f",keepalive,keepidle={keepalive},keepintvl={max(1, keepalive // 6)},keepcnt=6"
+    peer = peer or {}
+    if peer.get("tcp_keepalives_idle"):
+        listen += (f",keepalive,keepidle={peer['tcp_keepalives_idle']},"
+                   f"keepintvl={peer['tcp_keepalives_interval']},keepcnt={peer['tcp_keepalives_count']}")
+    if peer.get("tcp_user_timeout"):
+        # socat 1.7 has no name for TCP_USER_TIMEOUT: level IPPROTO_TCP (6), option 18; it sets
+        # it on each accepted connection (strace shows it there, in the forked child).
+        listen += f",sockopt-int=6:18:{peer['tcp_user_timeout']}"
     forwarder = processes.start(f"forward-{host.number}-{port}", ["socat", listen, f"TCP:127.0.0.1:{port}"])
     wait_for_port(host.gateway, port, forwarder, f"socat on {host.gateway}:{port}")
+
+
+def session_settings():
+    """PostgreSQL's TCP settings for a session our code opened (the driver's own, with the hosts'
+    DATABASE_KEEPALIVE_SECONDS): what tasks/jobs.py probe_silent_peers set, or the OS's defaults
+    where it set nothing. Keepalive idle and interval in seconds, user timeout in ms."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name, setting::int FROM pg_settings WHERE name IN ('tcp_keepalives_idle', "
+                       "'tcp_keepalives_interval', 'tcp_keepalives_count', 'tcp_user_timeout')")
+        return dict(cursor.fetchall())
 
 
 def free_port():
@@ -277,7 +311,7 @@ class Run:
     think: float
     finished: threading.Event = field(default_factory=threading.Event)
     saved: list = field(default_factory=list)
-    unanswered: list = field(default_factory=list)  # submits whose connection died: outcome unknown
+    unanswered: list = field(default_factory=list)  # (name, host) of submits whose connection died
     refused: list = field(default_factory=list)
     moved: set = field(default_factory=set)
     snapshots: list = field(default_factory=list)
@@ -328,7 +362,7 @@ def participant(run, name, stage, home):
             url = link
             continue
         except CONNECTION_ERRORS:
-            run.unanswered.append(name)
+            run.unanswered.append((name, host))
             balancer.move()
             run.moved.add(name)
             url = link
@@ -394,6 +428,127 @@ class TaskEvents:
     def stop(self):
         if self.receiver is not None:
             self.receiver.should_stop = True
+
+
+# --- the reply in flight at the cut --------------------------------------------------------------
+
+# What host 1 asks PostgreSQL for just before its power is cut: a reply far larger than every
+# buffer on its way (2 GB), so that data toward the host is unacknowledged on PostgreSQL's side of
+# the connection (the forwarder's, here) when the link goes. While it is, no keepalive probe is
+# sent: only TCP_USER_TIMEOUT, or the kernel's retransmissions giving up (tcp_retries2, about 15
+# minutes), end the connection.
+REPLY = "SELECT repeat('x', 1000000) FROM generate_series(1, 2000)"
+READER = "two-hosts reply in flight"
+
+
+def read_slowly(dsn, *locks):
+    """Run inside host 1 (`two_hosts.py read-slowly DSN NAMESPACE:NUMBER...`): take the first free
+    of the advisory locks offered, as tasks/jobs.py `lease` takes a job's, say which and from
+    which port, then read REPLY, a row (1 MB) at most every 0.2 s, until killed."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True, application_name=READER) as db:
+        for lock in locks:
+            if db.execute("SELECT pg_try_advisory_lock(%s, %s)", [int(n) for n in lock.split(":")]).fetchone()[0]:
+                break
+        else:
+            sys.exit("every lease offered is held")
+        with socket.socket(fileno=os.dup(db.pgconn.socket)) as own:
+            port = own.getsockname()[1]
+        print(json.dumps({"lock": lock, "port": port}), flush=True)
+        for _row in db.cursor().stream(REPLY):
+            time.sleep(0.2)
+
+
+@dataclass
+class HeldReply:
+    """Host 1's session with a reply on the wire at the cut, and how long what it held outlived it."""
+
+    process: subprocess.Popen
+    instance: int  # whose reference lease the session holds
+    port: int  # the session's port on host 1
+    postgres_port: int
+    at_cut: str = ""  # the forwarder's socket toward the session, as `ss` showed it at the cut
+    cut_at: float = 0.0
+    lease_free_after: float | None = None
+    connection_gone_after: float | None = None
+    watched_for: float = 0.0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def forwarder_socket(self):
+        """The forwarder's connection toward the session, as `ss` shows it ("" once it is gone)."""
+        shown = subprocess.run(["ss", "-Htnoi", "state", "all", "src", f"{DOOMED.gateway}:{self.postgres_port}",
+                                "dst", f"{DOOMED.address}:{self.port}"], capture_output=True, text=True, check=True)
+        return " ".join(shown.stdout.split())
+
+    def lease_held(self, cursor):
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks JOIN pg_stat_activity USING (pid) "
+                       "WHERE application_name = %s AND locktype = 'advisory' AND granted)", [READER])
+        return cursor.fetchone()[0]
+
+    def watch(self):
+        """From the cut, until both are gone or the run ends: when the dead session's lease was
+        free, and when the forwarder's connection toward it was gone."""
+        from django.db import connection
+
+        try:
+            with connection.cursor() as cursor:
+                while not self.stop.is_set():
+                    self.watched_for = time.monotonic() - self.cut_at
+                    if self.lease_free_after is None and not self.lease_held(cursor):
+                        self.lease_free_after = self.watched_for
+                    if self.connection_gone_after is None and not self.forwarder_socket():
+                        self.connection_gone_after = self.watched_for
+                    if self.lease_free_after is not None and self.connection_gone_after is not None:
+                        return
+                    self.stop.wait(0.5)
+        finally:
+            connection.close()
+
+    def at_cut_summary(self):
+        fields = self.at_cut.split()
+        if not fields:
+            return "gone before the cut"
+        shown = [fields[0], f"Send-Q {fields[2]} bytes"]
+        shown += re.findall(r"timer:\([^)]*\)|snd_wnd:\d+|unacked:\d+|retrans:[\d/]+", self.at_cut)
+        return ", ".join(shown)
+
+
+def force_reply_in_flight(processes, dsn, family, postgres_port):
+    """Host 1's session, started inside it, holding the reference lease of an instance still
+    without its reference (the survivor will need it: the instance is not verified without its
+    reference, and the sweep leaves leased work alone) and reading REPLY slowly.
+
+    The last instances awaiting their caption are offered first, then the last awaiting their
+    reference, the furthest back in the queue; the session takes the first lease no job holds."""
+    from annotation.models import Instance
+    from tasks.jobs import _lock_ids
+
+    waiting = [pk for status in (Instance.Status.AWAITING_CAPTION, Instance.Status.AWAITING_REFERENCE)
+               for pk in family.instances.filter(status=status).order_by("-pk").values_list("pk", flat=True)[:10]]
+    if not waiting:
+        raise RuntimeError("every instance had its reference at the cut: give --kill-after less")
+    locks = [":".join(str(n) for n in _lock_ids("reference", pk)) for pk in waiting]
+    reader = processes.track(subprocess.Popen(
+        [*DOOMED.run_in, sys.executable, str(Path(__file__).resolve()), "read-slowly", dsn, *locks], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=processes.log("reply-in-flight"), text=True, start_new_session=True))
+    ready, _, _ = select.select([reader.stdout], [], [], 120)
+    said = reader.stdout.readline() if ready else ""
+    if not said:
+        raise RuntimeError("the session inside host 1 did not start its reply (see reply-in-flight.log)")
+    said = json.loads(said)
+    # The reply's own path to host 1 is a slow network, 1 MB/s (HTB on this machine's end of the
+    # veth; the rest of host 1's traffic passes unshaped). The reader keeps up with it, so the
+    # reply is not held back by a closed window (persist timer, zero-window probes) but in flight,
+    # unacknowledged (retransmission timer), as it is across a real network.
+    outside = f"{DOOMED.namespace}h"
+    for command in (["qdisc", "add", "dev", outside, "root", "handle", "1:", "htb"],
+                    ["class", "add", "dev", outside, "parent", "1:", "classid", "1:2", "htb", "rate", "8mbit"],
+                    ["filter", "add", "dev", outside, "parent", "1:", "protocol", "ip", "u32",
+                     "match", "ip", "dst", f"{DOOMED.address}/32", "match", "ip", "sport", str(postgres_port), "0xffff",
+                     "match", "ip", "dport", str(said["port"]), "0xffff", "flowid", "1:2"]):
+        subprocess.run(["tc", *command], check=True, capture_output=True)
+    return HeldReply(reader, waiting[locks.index(said["lock"])], said["port"], postgres_port)
 
 
 # --- the checks -----------------------------------------------------------------------------------
@@ -594,6 +749,10 @@ def main():
     parser.add_argument("--keepalive", type=int, default=60,
                         help="DATABASE_KEEPALIVE_SECONDS of the hosts, and of the forwarders standing in "
                              "for PostgreSQL's end of their connections (0: no probes)")
+    parser.add_argument("--no-user-timeout", action="store_true",
+                        help="the forwarders to PostgreSQL leave TCP_USER_TIMEOUT out, as PostgreSQL did "
+                             "before probe_silent_peers set tcp_user_timeout: a reply on the wire at a "
+                             "power cut then holds the dead host's session for about 15 minutes")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds before the run gives up")
     parser.add_argument("--database", default="cb_twohost_bench")
     parser.add_argument("--redis-db", type=int, default=13, help="the Redis database it empties and uses")
@@ -640,14 +799,19 @@ def run(args, cleanup):
     fake.latency = args.model_latency
     cleanup.callback(fake.stop)
     ports["model"] = int(fake.base_url.rsplit(":", 1)[1].split("/")[0])
-    for host in HOSTS:
-        for name, port in ports.items():
-            forward(processes, host, port, args.keepalive if name == "postgres" else 0)
 
     # The driver is a third machine: it migrates once, as docs/operations.md's upgrades say, and
     # reads the shared services on loopback.
     os.environ.update({**host_environment(args, "127.0.0.1", database_url, ports), "LOG_LEVEL": "WARNING"})
     set_up_django(os.environ["DATABASE_URL"])
+    # The forwarders to PostgreSQL take the settings PostgreSQL holds for a session our code opened,
+    # not the values the code means to set: with probe_silent_peers gone, so are they.
+    peer = session_settings()
+    if args.no_user_timeout:
+        peer["tcp_user_timeout"] = 0
+    for host in HOSTS:
+        for name, port in ports.items():
+            forward(processes, host, port, peer if name == "postgres" else None)
     boto3.client("s3", endpoint_url=os.environ["AWS_S3_ENDPOINT_URL"], region_name="us-east-1").create_bucket(
         Bucket=BUCKET)
     family, api_token = seed(args.instances)
@@ -663,6 +827,7 @@ def run(args, cleanup):
     cleanup.callback(events.stop)
 
     state = Run(think=args.think)
+    held = None
     cleanup.callback(state.finished.set)
     people = [(f"C{n:03d}", "caption") for n in range(args.captioners)] + [
         (f"V{n:03d}", "verification") for n in range(args.verifiers)]
@@ -681,6 +846,14 @@ def run(args, cleanup):
         if home is not None:
             request_snapshot(state, api_token, home, f"two hosts, at {at:.0f} s")
             continue
+        if args.death == "power-cut":
+            held = force_reply_in_flight(processes, host_environment(args, DOOMED.gateway, database_url,
+                                                                     ports)["DATABASE_URL"],
+                                         family, ports["postgres"])
+            doomed.append(held.process)
+            time.sleep(3)  # the reply paced by its slow path, with segments in flight
+            held.at_cut = held.forwarder_socket()
+            held.cut_at = time.monotonic()
         state.killed_at = time.time()
         if args.death == "power-cut":
             # Its network goes with it: nothing it had open is closed from its side. The host's own
@@ -690,8 +863,12 @@ def run(args, cleanup):
         for process in doomed:
             os.killpg(process.pid, signal.SIGKILL)
         print(f"host 1 dead ({args.death}: SIGKILL to gunicorn's and the worker's process groups"
-              f"{', its link down first' if args.death == 'power-cut' else ''}) at "
+              f"{', its link down first, with a reply on the wire' if args.death == 'power-cut' else ''}) at "
               f"{time.monotonic() - started:.0f} s, load average {os.getloadavg()[0]:.2f}")
+        if held is not None:
+            cleanup.callback(held.stop.set)
+            watcher = threading.Thread(target=held.watch, daemon=True, name="held-reply")
+            watcher.start()
 
     from annotation.models import Assignment, Instance
 
@@ -703,6 +880,9 @@ def run(args, cleanup):
         thread.join(timeout=120)
     request_snapshot(state, api_token, SURVIVOR, "two hosts, at the end")
     settled = quiet(family, max(60.0, deadline - time.monotonic()))
+    if held is not None:
+        held.stop.set()
+        watcher.join(timeout=60)
     elapsed = time.monotonic() - started
     time.sleep(2)  # the last events on their way
     events.stop()
@@ -712,13 +892,17 @@ def run(args, cleanup):
     twice, twice_unexplained = paid_twice(fake, workers.references_on_the_wire)
     print(f"\n{args.instances} instances (caption overlap 1, verification overlap 2); {args.captioners} captioners, "
           f"{args.verifiers} verifiers; 2 hosts x (gunicorn {args.web_workers} workers, Celery {args.concurrency}); "
-          f"host 1's death: {args.death}, keepalive {args.keepalive or 'off'}; model {args.model_latency:g} s a "
+          f"host 1's death: {args.death}, keepalive {args.keepalive or 'off'}; PostgreSQL's end toward the "
+          f"hosts: keepalive {peer['tcp_keepalives_idle']} s + {peer['tcp_keepalives_count']} x "
+          f"{peer['tcp_keepalives_interval']} s, user timeout {peer['tcp_user_timeout'] or 'off'}"
+          f"{' ms' if peer['tcp_user_timeout'] else ''}; model {args.model_latency:g} s a "
           f"reference; sweep every 5 s, owed after {args.requeue_after} s, visibility timeout "
           f"{args.visibility_timeout} s; {elapsed:.0f} s; load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f} ({os.cpu_count()} CPUs)")
     print_counts("clients", {
         "participants that moved host (balancer)": len(state.moved),
         "submits whose connection died (outcome unknown)": len(state.unanswered),
+        "  of them to host 1": sum(host == DOOMED.number for _, host in state.unanswered),
         "requests refused (4xx/5xx)": ", ".join(f"{n} {kind}" for kind, n in Counter(state.refused).items()) or 0,
         "snapshots requested": len(state.snapshots),
         "answers the clients were told were saved": len(state.saved),
@@ -748,6 +932,22 @@ def run(args, cleanup):
         failures.append("the run did not settle in time")
     if not all(workers.done_while_both_lived[host.node] for host in HOSTS):
         failures.append("a worker finished no job while both lived")
+    if not workers.dead_unfinished and not any(host == DOOMED.number for _, host in state.unanswered):
+        failures.append("host 1's death hit no work (no job taken and unfinished, no submit cut)")
+    if held is not None:
+        bound = 3 * args.keepalive
+        print(f"reply in flight at the cut: host 1's session held the reference lease of instance "
+              f"{held.instance} and read {REPLY!r} over a 1 MB/s path; the forwarder's socket toward it: "
+              f"{held.at_cut_summary()}")
+        lease = (f"free {held.lease_free_after:.1f} s after the cut" if held.lease_free_after is not None
+                 else f"still held {held.watched_for:.0f} s after the cut")
+        gone = (f"gone {held.connection_gone_after:.1f} s after the cut" if held.connection_gone_after is not None
+                else f"still there {held.watched_for:.0f} s after the cut")
+        print(f"  the lease it held: {lease} (bound: 3 x keepalive = {bound} s)")
+        print(f"  the forwarder's connection toward it: {gone}")
+        if held.lease_free_after is None or held.lease_free_after > bound:
+            failures.append(f"the lease held by host 1's session with a reply in flight outlived 3 x keepalive "
+                            f"({bound} s)")
     print_counts("checks (each must be 0)", checks)
     print("FAILED: " + "; ".join(failures) if failures else "all checks passed")
     return 1 if failures else 0
@@ -764,4 +964,7 @@ def drop_database(server_url, name):
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["read-slowly"]:
+        read_slowly(*sys.argv[2:])
+    else:
+        main()
