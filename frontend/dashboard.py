@@ -7,11 +7,12 @@ Both are imported inside the views that use them: pandas, SciPy, numba and matpl
 a web worker only when a researcher asks for a leaderboard, not in every worker at start-up.
 """
 
+import functools
 import re
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import permission_required
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseNotFound
 from django.shortcuts import get_object_or_404, render
 
 from annotation import scoring, teams
@@ -79,10 +80,28 @@ def leaderboard(request, tournament_id):
     )
 
 
+class FigureReplaced(Exception):
+    """The result a figure was named by is gone: two newer ones came since its page was shown."""
+
+
+def _figure(view):
+    """A figure view that answers a replaced result with a plain 404 saying to reload the page."""
+    @functools.wraps(view)
+    def figure(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except FigureReplaced:
+            return HttpResponseNotFound("This figure's leaderboard has been replaced by a newer one: reload the page.",
+                                        content_type="text/plain; charset=utf-8")
+    return figure
+
+
 def _result(request, tournament):
     """The result the page showed (its figures carry ?v=<data key>), so a figure is the same picture
-    for the same key; without a key, or once that result has been replaced, the last stored one.
-    A figure never computes anything."""
+    for the same key, and the figure of a page beside its table is drawn from the table's result
+    (the result before the latest is kept for this). A key whose result is gone (two newer ones
+    came meanwhile) is refused, never drawn from another result: the page is reloaded. Without a
+    key, the last stored one. A figure never computes anything."""
     from annotation.scoring import freshness
     from annotation.scoring import leaderboard as boards
     criterion = _criterion(request)
@@ -90,8 +109,9 @@ def _result(request, tournament):
     if _DATA_KEY.fullmatch(key):
         found = boards.stored_leaderboard(tournament=tournament, criterion=criterion, rounds=scoring.DEFAULT_ROUNDS,
                                           data_key=key)
-        if found is not None:
-            return found, True
+        if found is None:
+            raise FigureReplaced
+        return found, True
     stored = freshness.latest_stored(tournament=tournament, criterion=criterion)
     if stored is None:
         raise Http404("The leaderboard is being computed.")
@@ -117,6 +137,7 @@ def _board(request, tournament_id, judge):
 
 
 @researcher_view
+@_figure
 def elo_plot(request, tournament_id, judge):
     from annotation.scoring import plots
     board, immutable = _board(request, tournament_id, judge)
@@ -129,6 +150,7 @@ def elo_plot(request, tournament_id, judge):
 
 
 @researcher_view
+@_figure
 def category_plot(request, tournament_id, judge):
     from annotation.scoring import plots
     board, immutable = _board(request, tournament_id, judge)
@@ -139,6 +161,7 @@ def category_plot(request, tournament_id, judge):
 
 
 @researcher_view
+@_figure
 def agreement_plot(request, tournament_id, judge):
     from annotation.scoring import plots
     tournament = _tournament(request, tournament_id)
@@ -154,6 +177,7 @@ def agreement_plot(request, tournament_id, judge):
 
 
 @researcher_view
+@_figure
 def judge_report_length_plot(request, tournament_id):
     from annotation.scoring import plots
     tournament = _tournament(request, tournament_id)

@@ -342,7 +342,8 @@ class LeaderboardSerializer(serializers.Serializer):
     judge_report = serializers.JSONField(
         allow_null=True,
         help_text="This evaluator's row of the judge report (the dashboard's table): for a judge run its "
-                  "engine, mode, prompts_sha256, cost_usd (of the calls with a known price) and unpriced_calls, position (first_position_wins, flips), length "
+                  "engine, mode, prompts_sha256, cost_usd (of the calls with a known price) and "
+                  "unpriced_calls, position (first_position_wins, flips), length "
                   "(longer_wins and bins by tokens longer), self_preference (by_judge, by_crowd), majority "
                   "by strength, kappa_by_category and spearman; for the crowd its length. Every rate is "
                   "{rate, lower, upper, n} with a 95% Wilson interval.")

@@ -146,7 +146,8 @@ def _one_snapshot():
 
 def refresh_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     """The job's work: store the board's result for the judgements as they are now, unless it is
-    stored already. Returns the stored LeaderboardResult. Results of older states are dropped."""
+    stored already. Returns the stored LeaderboardResult. Results older than the one before it are
+    dropped."""
     from annotation.scoring import leaderboard
 
     tournament = Tournament.objects.get(pk=tournament.pk)
@@ -168,7 +169,12 @@ def refresh_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUND
     except IntegrityError:
         # The command computed the same state meanwhile; the numbers are the same.
         stored = LeaderboardResult.objects.get(**board, data_key=key)
-    LeaderboardResult.objects.filter(**board, computed_at__lt=stored.computed_at).delete()
+    # The result before this one stays: a page rendered from it a moment ago still draws its figures
+    # from it (frontend/dashboard.py names each figure by its result), so table and plot never differ.
+    previous = (LeaderboardResult.objects.filter(**board, computed_at__lt=stored.computed_at)
+                .order_by("-computed_at", "-id").values_list("computed_at", flat=True).first())
+    if previous is not None:
+        LeaderboardResult.objects.filter(**board, computed_at__lt=previous).delete()
     return stored
 
 

@@ -290,3 +290,26 @@ def test_a_rating_outside_its_bootstrap_interval_is_drawn_not_refused():
     frame = pd.DataFrame({"model": ["a", "b"], "rating": [1010.0, 990.0], "lower": [1000.5, 985.0],
                           "upper": [1004.0, 995.0]})
     assert elo_interval_plot(frame).startswith(PNG)
+
+
+def test_a_figure_is_drawn_from_the_result_its_page_showed_or_refused_never_from_another(
+        judged_tournament_three_workers, staff_client):
+    """Issue 39: while the page said "Computing", its table and its plot disagreed (n = 12/8/20 in
+    the table, 13/6/19 in the plot): the page's result was replaced and the figure fell back to the
+    newer one."""
+    from annotation.models import Tournament
+    from annotation.scoring.freshness import refresh_leaderboard
+
+    tournament, _ = judged_tournament_three_workers
+    shown = refresh_leaderboard(tournament=tournament).data_key
+    url = reverse("dashboard:elo_plot", args=[tournament.pk, "human"])
+    picture = staff_client.get(url, {"v": shown}).content
+
+    Tournament.objects.filter(pk=tournament.pk).update(seed=tournament.seed + 1)  # the board's state changes
+    assert refresh_leaderboard(tournament=tournament).data_key != shown
+    assert staff_client.get(url, {"v": shown}).content == picture
+
+    Tournament.objects.filter(pk=tournament.pk).update(seed=tournament.seed + 2)
+    refresh_leaderboard(tournament=tournament)
+    gone = staff_client.get(url, {"v": shown})
+    assert gone.status_code == 404 and "reload the page" in gone.content.decode()

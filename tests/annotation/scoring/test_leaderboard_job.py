@@ -175,15 +175,21 @@ def test_a_second_job_for_the_same_state_computes_nothing(tournament):
     assert list(LeaderboardResult.objects.values_list("pk", "computed_at")) == [(first.pk, first.computed_at)]
 
 
-def test_a_newer_state_replaces_the_older_result(tournament):
+def test_a_newer_state_replaces_the_older_result_keeping_the_one_before_for_the_pages_showing_it(tournament):
     refresh_leaderboard_job.apply(args=[tournament.pk])
-    older = LeaderboardResult.objects.get()
+    oldest = LeaderboardResult.objects.get()
     judge(tournament)
 
     refresh_leaderboard_job.apply(args=[tournament.pk])
 
-    newer = LeaderboardResult.objects.get()
-    assert newer.pk != older.pk and (newer.data_key, newer.judgements) == (key(tournament), 12)
+    newer = LeaderboardResult.objects.latest("computed_at")
+    assert newer.pk != oldest.pk and (newer.data_key, newer.judgements) == (key(tournament), 12)
+    # A page rendered from the older result a moment ago still draws its figures from it.
+    assert set(LeaderboardResult.objects.values_list("pk", flat=True)) == {oldest.pk, newer.pk}
+    Tournament.objects.filter(pk=tournament.pk).update(seed=tournament.seed + 1)
+    refresh_leaderboard_job.apply(args=[tournament.pk])
+    assert oldest.pk not in set(LeaderboardResult.objects.values_list("pk", flat=True))
+    assert LeaderboardResult.objects.count() == 2
 
 
 def test_a_tournament_with_criteria_keeps_a_board_per_criterion(tournament):
