@@ -22,6 +22,7 @@ from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
 from mturk.models import STUDY_DEFAULTS, CrowdStudy, Hit, Submission
 from mturk.platforms.cloudresearch import payments_csv
+from mturk.selectors import study_figures
 from mturk.services import access, publishing, reviewing, syncing
 
 
@@ -33,14 +34,14 @@ class PublishForm(forms.Form):
 @admin.register(CrowdStudy)
 class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin, admin.ModelAdmin):
     list_display = ["name", "platform", "stage", "family", "reward_usd", "budget_usd", "spend",
-                    "hit_count", "ready", "flagged"]
+                    "submission_count", "hit_count", "ready", "flagged"]
     list_filter = ["platform", "stage"]
-    readonly_fields = ["hit_type_id", "hit_type_environment", "link", "completion", "pay_plan"]
+    readonly_fields = ["hit_type_id", "hit_type_environment", "link", "completion", "figures", "pay_plan"]
     actions = ["publish_batch", "sync", "plan_pay", "expire_hits", "connect_payments_csv"]
     fieldsets = [
         (None, {"fields": ["platform", "stage", "family", "name", "external_id", "completion_code"]}),
         ("Pay", {"fields": ["reward_usd", "target_hourly_wage_usd", "estimated_seconds", "budget_usd",
-                            "places_published", "pay_plan"]}),
+                            "places_published", "figures", "pay_plan"]}),
         ("What workers see", {"fields": ["title", "description", "keywords", "assignment_duration_minutes",
                                          "lifetime_hours", "frame_height"]}),
         ("Who may work", {
@@ -98,9 +99,26 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
     def flagged(self, study):
         return study.n_flagged
 
+    def _figures(self, study):
+        # Both columns of a row, and the page, render one computation (mturk.selectors).
+        if getattr(study, "shown_figures", None) is None:
+            study.shown_figures = study_figures(study)
+        return study.shown_figures
+
     @admin.display(description="committed spend")
     def spend(self, study):
-        return f"${pay.committed_spend(study)}"
+        return f"${self._figures(study).committed:.2f}"
+
+    @admin.display(description="submissions")
+    def submission_count(self, study):
+        figures = self._figures(study)
+        return figures.submissions if figures.source != "not synced" else f"{figures.submissions} (not yet synced)"
+
+    @admin.display(description="submissions and spend")
+    def figures(self, study):
+        if not study.pk:
+            return "-"
+        return self._figures(study).summary
 
     def get_object(self, request, object_id, from_field=None):
         study = super().get_object(request, object_id, from_field)
