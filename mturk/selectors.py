@@ -15,7 +15,7 @@ from django.utils import timezone
 from annotation.models import Assignment, Worker
 from mturk import pay
 from mturk.models import AuditLog, Bonus, Hit, StudyCompletion, Submission
-from mturk.platforms import get_backend
+from mturk.platforms import backend_classes
 
 ZERO = Decimal("0.00")
 
@@ -66,7 +66,8 @@ class StudyFigures:
                 text += f"; {self.not_in_record} more submitted here since: sync to count them"
             return text
         if self.source == "here":
-            return f"{counted} (in-house: stored here, no platform to sync)"
+            who = "in-house: " if self.platform == Worker.Platform.LOCAL else ""
+            return f"{counted} ({who}stored here, no platform to sync)"
         return f"{counted} (submitted through the study link here; not yet synced from {self.platform_label})"
 
     @property
@@ -82,10 +83,11 @@ class StudyFigures:
 def study_figures(study):
     """The study's submissions and committed spend, from the platform's record where a sync
     brought one, else from the work submitted through the study link here."""
-    backend = get_backend(study.platform)
-    here = _submitted_here(study)
+    backend = backend_classes().get(study.platform)
+    syncable = bool(backend and backend.credential_settings)
+    here = _submitted_here(study, syncable=syncable)
     synced_at = None
-    if backend.credential_settings:
+    if syncable:
         synced_at = AuditLog.objects.filter(study=study, action=AuditLog.Action.SYNC, ok=True).aggregate(
             last=Max("created_at"))["last"]
     bill = pay.billing(study.platform)
@@ -104,23 +106,24 @@ def study_figures(study):
         return StudyFigures(source="platform", submissions=len(rows),
                             approved=sum(s.review == Submission.Review.APPROVED for s in rows),
                             owed=_cost(study, paid), **common)
-    return StudyFigures(source="not synced" if backend.credential_settings else "here",
+    return StudyFigures(source="not synced" if syncable else "here",
                         submissions=len(here), approved=None,
                         owed=_cost(study, [(reward, size) for _, reward, size in here]), **common)
 
 
-def _submitted_here(study):
+def _submitted_here(study, *, syncable):
     """(platform id, reward, assignments of its HIT) of each submission our pages stored for the
     study: an MTurk assignment of one of its HITs; a Prolific or Connect session that submitted a
-    task through the study link or was shown the code; a task an in-house annotator submitted."""
+    task through the study link or was shown the code; a task an in-house annotator (or a worker
+    of another platform with nothing to sync) submitted."""
     submitted = Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage=study.stage)
     if study.platform == Worker.Platform.MTURK:
         hits = {hit.hit_id: hit for hit in Hit.objects.filter(study=study).exclude(hit_id="")}
         listings = submitted.filter(platform_listing_id__in=list(hits)).values_list(
             "platform_assignment_id", "platform_listing_id")
         return [(key, hits[hit_id].reward_usd, hits[hit_id].max_assignments) for key, hit_id in listings]
-    if study.platform == Worker.Platform.LOCAL:
-        tasks = submitted.filter(worker__platform=Worker.Platform.LOCAL,
+    if not syncable:
+        tasks = submitted.filter(worker__platform=study.platform,
                                  unit__family__in=study.families_drawn_on()).count()
         return [("", study.reward_usd, 1)] * tasks
     sessions = set(submitted.filter(platform_listing_id=study.external_id, worker__platform=study.platform)

@@ -29,6 +29,10 @@ from mturk.services import access, publishing, reviewing, syncing
 class PublishForm(forms.Form):
     tasks = forms.IntegerField(min_value=1, max_value=10_000, initial=10,
                                help_text="MTurk: HITs (one per work unit). Others: places.")
+    without_open_work = forms.BooleanField(
+        required=False, label="Publish even though no work is ready",
+        help_text="Places of a study with no open units ready (its stage not launched, or nothing open "
+                  "left) are refused unless this is ticked: every participant who arrives would get no work.")
 
 
 @admin.register(CrowdStudy)
@@ -189,17 +193,21 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
     @admin.action(description="Publish a batch", permissions=["pay"])
     def publish_batch(self, request, queryset):
         platforms = sorted({study.platform for study in queryset})
+        ready = []
+        for study in queryset:
+            work = publishing.open_work(study)
+            ready.append(f"“{study.name}”: {work.shortfall() or f'{work.units} open unit(s) ready'}.")
         form, response = form_step(self, request, queryset, form_class=PublishForm,
                                     title="Publish a batch", submit_label="Publish",
                                     action="publish_batch",
-                                    intro=" ".join(filter(None, map(access.publish_notice, platforms))))
+                                    intro=" ".join(filter(None, [*map(access.publish_notice, platforms), *ready])))
         if response:
             if warning := placeholder_warning("the HITs and study links of this batch"):
                 self.message_user(request, warning, messages.WARNING)
             return response
-        tasks = form.cleaned_data["tasks"]
+        tasks, anyway = form.cleaned_data["tasks"], form.cleaned_data["without_open_work"]
         batches = each_selected(self, request, queryset, lambda study: publishing.publish_batch(
-            study=study, tasks=tasks, actor=request.user))
+            study=study, tasks=tasks, actor=request.user, without_open_work=anyway))
         for study, publication in batches:
             self.message_user(request, f"{study}: {publication.message}",
                               messages.SUCCESS if publication.sent else messages.WARNING)
