@@ -289,6 +289,25 @@ def test_rejecting_without_a_reason_changes_nothing_and_says_why(the_crowd, rese
     assert not Assignment.objects.filter(work_state=WorkState.REJECTED).exists()
 
 
+def test_the_decision_starts_with_no_choice_made(the_crowd, researcher):
+    page = researcher.get(reverse("admin:annotation_worker_page", args=[the_crowd.too_fast.pk]))
+    decision = page.context["form"]["decision"]
+    assert decision.value() is None
+    text = page.content.decode()
+    assert 'name="decision" value="reject"' in text and 'name="decision" value="accept"' in text
+    assert "checked" not in str(decision)
+
+
+def test_reviewing_without_a_decision_is_refused_with_a_message_and_rejects_nothing(the_crowd, researcher):
+    provisional = Assignment.objects.filter(worker=the_crowd.too_fast, work_state=WorkState.PROVISIONAL).count()
+    assert provisional
+    done = researcher.post(reverse("admin:annotation_worker_review", args=[the_crowd.too_fast.pk]),
+                           {"stage": "", "reason": "Looked fine to me."}, follow=True)
+    messages = [str(message) for message in get_messages(done.wsgi_request)]
+    assert messages == ["Choose Accept or Reject: nothing was reviewed."]
+    assert Assignment.objects.filter(worker=the_crowd.too_fast, work_state=WorkState.PROVISIONAL).count() == provisional
+
+
 def test_rejecting_from_the_page_with_stop_this_worker_blocks_them(the_crowd, researcher, mturk):
     worker = the_crowd.always_correct
     assert "Also stop this worker getting more tasks" in page_of(researcher, worker)
