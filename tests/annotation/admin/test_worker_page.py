@@ -193,7 +193,7 @@ def _participant():
     verification_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION)
     participant = Client()
-    arrived = participant.get(prolific_link(Stage.VERIFICATION))
+    arrived = participant.get(prolific_link(Stage.VERIFICATION), follow=True)
     assert arrived.status_code == 200 and arrived.context["assignment"] is not None
     return participant
 
