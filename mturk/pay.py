@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db.models import F, Q, Sum
+from django.db.models import F, Q
 
 from annotation.models import Assignment, Stage, StageConfig, Tournament, Worker
 
@@ -362,22 +362,9 @@ def batch_cost(*, platform, reward, assignments_per_task, tasks):
 
 
 def committed_spend(study):
-    """What the study may cost already: published work at its reward and fees, and bonuses, each
-    billed as its platform bills it. MTurk bills every HIT's assignments on their own; the places
-    of a Prolific or Connect study count as one batch at the study's reward (publishing them in
-    several batches can round each batch's fee a cent apart from this), and every bonus is its
-    own payment."""
-    from mturk.models import Bonus, Hit
+    """What the study may cost already (mturk.selectors.study_figures, which every page, event
+    and e-mail showing it reads): published work or, when more was submitted than published,
+    the submitted work, each billed as its platform bills it, and bonuses."""
+    from mturk.selectors import study_figures
 
-    total = Decimal("0.00")
-    for hit in Hit.objects.filter(study=study).only("reward_usd", "max_assignments"):
-        total += batch_cost(platform=study.platform, reward=hit.reward_usd,
-                            assignments_per_task=hit.max_assignments, tasks=1)
-    if study.places_published:
-        total += batch_cost(platform=study.platform, reward=study.reward_usd,
-                            assignments_per_task=1, tasks=study.places_published)
-    bill = billing(study.platform)
-    bonuses = Bonus.objects.filter(submission__study=study).exclude(status=Bonus.Status.FAILED)
-    amount = bonuses.aggregate(total=Sum("amount_usd"))["total"] or Decimal("0.00")
-    fees = sum((bill.bonus_fee(b.amount_usd) for b in bonuses), Decimal("0.00"))
-    return total + amount + fees
+    return study_figures(study).committed

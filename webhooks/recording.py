@@ -14,7 +14,8 @@ from django.utils import timezone
 from annotation.models import InstructionFamily, Snapshot, Tournament, Worker, WorkUnit
 from crowdbench.events import emit, event_emitted
 from crowdbench.jobs import enqueue
-from mturk.models import CrowdStudy, Submission
+from mturk.models import CrowdStudy
+from mturk.selectors import study_figures
 from webhooks.models import Delivery, Endpoint
 from webhooks.sending import DELIVER_JOB, email_recipients
 
@@ -93,7 +94,8 @@ def studies_complete_with_their_stage(sender, *, event, event_id, scope, payload
     for study in studies:
         if study.family_id is None and WorkUnit.objects.filter(stage=stage, status=WorkUnit.Status.OPEN).exists():
             continue
+        # The figures the study's page shows (mturk.selectors), so the event, its e-mail and the
+        # page say the same thing.
         emit(event="study.completed", scope=study, key=f"{study.pk}:{event_id}",
              payload={"study": study.pk, "platform": study.platform, "stage": stage,
-                      "submissions": study.submissions.count(),
-                      "approved": study.submissions.filter(review=Submission.Review.APPROVED).count()})
+                      **study_figures(study).payload()})

@@ -21,6 +21,7 @@ from annotation.models import (
     WorkerReliability,
     WorkUnit,
 )
+from annotation.privacy import workers_with_pseudonym
 
 
 def _submitted_count(unit_ref):
@@ -66,12 +67,18 @@ class AssignmentAdmin(LargeTableAdminMixin, GroupScopedAdminMixin, admin.ModelAd
 
 
 @admin.register(Worker)
-class WorkerAdmin(LargeTableAdminMixin, admin.ModelAdmin):
+class WorkerAdmin(SearchFieldByFieldMixin, LargeTableAdminMixin, admin.ModelAdmin):
     list_display = ["id", "platform", "external_id", "pseudonym", "user", "created_at", "page_link"]
     list_filter = ["platform"]
-    search_fields = ["external_id"]
+    # What the list shows of a worker finds them: their platform id, their pseudonym
+    # (search_beyond_fields) and an in-house worker's user name.
+    search_fields = ["external_id", "=user__username"]
+    search_help_text = "A worker's ID on their platform (or part of it), pseudonym (w_…), or user name."
     raw_id_fields = ["user"]
     readonly_fields = ["page_link"]
+
+    def search_beyond_fields(self, word):
+        return [Worker.objects.filter(pk__in=workers_with_pseudonym(word))]
 
     def get_urls(self):
         wrap = self.admin_site.admin_view

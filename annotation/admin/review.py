@@ -20,6 +20,7 @@ from annotation.collection import verification
 from annotation.exceptions import AnnotationError
 from annotation.figures import duration
 from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification, counted_verifications
+from annotation.privacy import workers_with_pseudonym
 from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, form_step, may_block, stop_workers_and_say
 from mturk.services.reviewing import review_on_platforms
 
@@ -92,9 +93,13 @@ class AnswerAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMi
 
     list_display = ["id", "task", "answer", "work_state", "reason", "seconds", "worker_link", "submitted_at"]
     list_filter = ["work_state", "unit__stage", "worker__platform", "unit__family"]
-    # Both are identifiers, pasted whole: an exact match is what their indexes answer at once.
-    search_fields = ["worker__external_id__exact", "unit__key__exact"]
-    search_help_text = "A worker's ID on their platform, or a work unit's key, whole (e.g. battle-1234)."
+    # Identifiers, pasted whole: an exact match is what their indexes answer at once. A worker is
+    # found by what the list shows of them (their pseudonym, search_beyond_fields), by their id on
+    # their platform, or by the user name an in-house worker signs in with.
+    search_fields = ["worker__external_id__exact", "=worker__user__username", "unit__key__exact"]
+    search_help_text = ("A worker as the list shows them (mturk:w_3f9a1c2b7d4e8a10, or w_3f9a1c2b7d4e8a10), "
+                        "their ID on their platform, or an in-house worker's user name; or a work unit's key "
+                        "(e.g. battle-1234); each whole.")
     list_select_related = ["unit__family", "worker"]
     readonly_fields = ["unit", "worker", "work_state", "review_reason", "reviewed_by", "reviewed_at",
                        "confirmed_at", "submitted_at", "active_seconds", "platform_assignment_id",
@@ -104,6 +109,9 @@ class AnswerAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdminMi
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(status=Assignment.Status.SUBMITTED)
+
+    def search_beyond_fields(self, word):
+        return [Assignment.objects.filter(worker_id__in=workers_with_pseudonym(word))]
 
     def fill_page_rows(self, request, rows):
         # What each answer holds, fetched for the page rather than joined into the list's query:

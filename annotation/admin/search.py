@@ -54,6 +54,11 @@ class SearchFieldByFieldMixin:
     family, say) it reads the whole table to join them; so the rows found are first fetched, up to
     FEW_ROWS, and given by their ids. A word that finds more is given as the subquery."""
 
+    def search_beyond_fields(self, word):
+        """Querysets of rows `word` finds that no field holds (a worker's pseudonym, which is
+        computed): each is one more field to the search."""
+        return []
+
     def get_search_results(self, request, queryset, search_term):
         fields = self.get_search_fields(request)
         if not fields or not search_term:
@@ -62,6 +67,7 @@ class SearchFieldByFieldMixin:
         rows = self.model._default_manager.order_by()
         for word in search_words(search_term):
             found = [rows.filter(Q((lookup, word))).values_list("pk", flat=True) for lookup in lookups]
+            found += [matched.values_list("pk", flat=True).order_by() for matched in self.search_beyond_fields(word)]
             every = found[0].union(*found[1:], all=True) if len(found) > 1 else found[0]
             few = set(every[:FEW_ROWS + 1])
             if len(few) <= FEW_ROWS:

@@ -20,7 +20,10 @@ from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, may_block
 
 
 class ReviewProvisionalForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("reject", "Reject"), ("accept", "Accept")])
+    # No choice is made for the reviewer: a page that came up on "Reject" rejected whatever was
+    # submitted without a look at it.
+    decision = forms.ChoiceField(choices=[("accept", "Accept"), ("reject", "Reject")], widget=forms.RadioSelect,
+                                 error_messages={"required": "Choose Accept or Reject: nothing was reviewed."})
     stage = forms.ChoiceField(choices=[("", "Every stage"), *Stage.choices], required=False)
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=review.REASON_MAX_CHARS,
                              required=False,

@@ -22,25 +22,30 @@ from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
 from mturk.models import STUDY_DEFAULTS, CrowdStudy, Hit, Submission
 from mturk.platforms.cloudresearch import payments_csv
+from mturk.selectors import study_figures
 from mturk.services import access, publishing, reviewing, syncing
 
 
 class PublishForm(forms.Form):
     tasks = forms.IntegerField(min_value=1, max_value=10_000, initial=10,
                                help_text="MTurk: HITs (one per work unit). Others: places.")
+    without_open_work = forms.BooleanField(
+        required=False, label="Publish even though no work is ready",
+        help_text="Places of a study with no open units ready (its stage not launched, or nothing open "
+                  "left) are refused unless this is ticked: every participant who arrives would get no work.")
 
 
 @admin.register(CrowdStudy)
 class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin, admin.ModelAdmin):
     list_display = ["name", "platform", "stage", "family", "reward_usd", "budget_usd", "spend",
-                    "hit_count", "ready", "flagged"]
+                    "submission_count", "hit_count", "ready", "flagged"]
     list_filter = ["platform", "stage"]
-    readonly_fields = ["hit_type_id", "hit_type_environment", "link", "completion", "pay_plan"]
+    readonly_fields = ["hit_type_id", "hit_type_environment", "link", "completion", "figures", "pay_plan"]
     actions = ["publish_batch", "sync", "plan_pay", "expire_hits", "connect_payments_csv"]
     fieldsets = [
         (None, {"fields": ["platform", "stage", "family", "name", "external_id", "completion_code"]}),
         ("Pay", {"fields": ["reward_usd", "target_hourly_wage_usd", "estimated_seconds", "budget_usd",
-                            "places_published", "pay_plan"]}),
+                            "places_published", "figures", "pay_plan"]}),
         ("What workers see", {"fields": ["title", "description", "keywords", "assignment_duration_minutes",
                                          "lifetime_hours", "frame_height"]}),
         ("Who may work", {
@@ -98,9 +103,26 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
     def flagged(self, study):
         return study.n_flagged
 
+    def _figures(self, study):
+        # Both columns of a row, and the page, render one computation (mturk.selectors).
+        if getattr(study, "shown_figures", None) is None:
+            study.shown_figures = study_figures(study)
+        return study.shown_figures
+
     @admin.display(description="committed spend")
     def spend(self, study):
-        return f"${pay.committed_spend(study)}"
+        return f"${self._figures(study).committed:.2f}"
+
+    @admin.display(description="submissions")
+    def submission_count(self, study):
+        figures = self._figures(study)
+        return figures.submissions if figures.source != "not synced" else f"{figures.submissions} (not yet synced)"
+
+    @admin.display(description="submissions and spend")
+    def figures(self, study):
+        if not study.pk:
+            return "-"
+        return self._figures(study).summary
 
     def get_object(self, request, object_id, from_field=None):
         study = super().get_object(request, object_id, from_field)
@@ -171,17 +193,21 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
     @admin.action(description="Publish a batch", permissions=["pay"])
     def publish_batch(self, request, queryset):
         platforms = sorted({study.platform for study in queryset})
+        ready = []
+        for study in queryset:
+            work = publishing.open_work(study)
+            ready.append(f"“{study.name}”: {work.shortfall() or f'{work.units} open unit(s) ready'}.")
         form, response = form_step(self, request, queryset, form_class=PublishForm,
                                     title="Publish a batch", submit_label="Publish",
                                     action="publish_batch",
-                                    intro=" ".join(filter(None, map(access.publish_notice, platforms))))
+                                    intro=" ".join(filter(None, [*map(access.publish_notice, platforms), *ready])))
         if response:
             if warning := placeholder_warning("the HITs and study links of this batch"):
                 self.message_user(request, warning, messages.WARNING)
             return response
-        tasks = form.cleaned_data["tasks"]
+        tasks, anyway = form.cleaned_data["tasks"], form.cleaned_data["without_open_work"]
         batches = each_selected(self, request, queryset, lambda study: publishing.publish_batch(
-            study=study, tasks=tasks, actor=request.user))
+            study=study, tasks=tasks, actor=request.user, without_open_work=anyway))
         for study, publication in batches:
             self.message_user(request, f"{study}: {publication.message}",
                               messages.SUCCESS if publication.sent else messages.WARNING)

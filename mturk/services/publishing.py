@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotation.models import Assignment, StageConfig, WorkUnit
+from annotation.models import Assignment, Instance, Stage, StageConfig, WorkUnit
 from mturk import client as mturk_client
 from mturk import pay
 from mturk.exceptions import PlatformError
@@ -20,6 +20,47 @@ from mturk.services import access
 from mturk.services.audit import audited, log, require_researcher
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OpenWork:
+    """The work a study's arrivals can be given now: open units of its stage, in the families it
+    draws on whose stage is launched (what annotation.queue leases), and why there is none."""
+
+    stage: str
+    units: int
+    families: int  # families drawn on
+    launched: int  # of those, how many have the stage launched
+    waiting_unlaunched: int  # open units in families whose stage is not launched
+    only_family: str  # the study's family, when it names one
+
+    def shortfall(self):
+        """Why no arrival would get work, or "" when some would."""
+        if self.units:
+            return ""
+        label = Stage(self.stage).label.lower()
+        if not self.launched:
+            where = (f"was never launched for “{self.only_family}”" if self.only_family
+                     else f"is launched for none of the {self.families} families this study draws on")
+            reason = f"the {label} stage {where}"
+        else:
+            reason = f"the {label} stage has no open units left where it is launched"
+        if self.waiting_unlaunched:
+            reason += f" ({self.waiting_unlaunched} open unit(s) wait where it is not launched)"
+        return f"0 open units are ready for this study: {reason}, so every participant who arrives would get no work"
+
+
+def open_work(study):
+    families = study.families_drawn_on()
+    launched = StageConfig.objects.filter(stage=study.stage, launched_at__isnull=False, family__in=families)
+    units = WorkUnit.objects.filter(stage=study.stage, status=WorkUnit.Status.OPEN, family__in=families)
+    ready = units.filter(family__in=launched.values("family"))
+    if study.stage == Stage.PAIRWISE:
+        # As annotation.queue: a battle is judged while its instance is verified.
+        ready = ready.filter(battle__instance__status=Instance.Status.VERIFIED)
+    return OpenWork(stage=study.stage, units=ready.count(), families=families.count(),
+                    launched=launched.count(), only_family=study.family.name if study.family_id else "",
+                    waiting_unlaunched=units.exclude(family__in=launched.values("family")).count())
 
 
 def units_to_publish(study):
@@ -54,10 +95,12 @@ class Publication:
     message: str
 
 
-def publish_batch(*, study, tasks, actor):
+def publish_batch(*, study, tasks, actor, without_open_work=False):
     """Publish `tasks` more units of the study's stage (MTurk: one HIT each; CloudResearch and
     Prolific: that many more places, recorded here for the budget). Refused when it would take the
-    study past its budget. Every call is audited, whatever MTurk answers."""
+    study past its budget, and, unless `without_open_work` says the researcher chose to, when no
+    open unit is ready for the participants (places opened before a stage is launched send every
+    arrival away with nothing). Every call is audited, whatever MTurk answers."""
     require_researcher(actor)
     if tasks < 1:
         raise PlatformError("Publish at least one task.")
@@ -65,11 +108,17 @@ def publish_batch(*, study, tasks, actor):
         raise PlatformError("Set the reward first (the 'plan pay' action sets it from the target wage).")
     backend = get_backend(study.platform)
     committed = pay.committed_spend(study)
+    work = open_work(study)
     if not backend.publishes_per_unit:
-        return _record_places(study, backend, tasks, committed, actor)
+        if work.shortfall() and not without_open_work:
+            raise PlatformError(f"Nothing was recorded: {work.shortfall()}. Launch the stage first, or "
+                                "tick “publish even though no work is ready” to record the places anyway.")
+        return _record_places(study, backend, tasks, committed, actor, work)
     units = list(units_to_publish(study)[:tasks])
     if not units:
-        raise PlatformError("No open work units of this stage are waiting to be published.")
+        raise PlatformError("No HIT was published: "
+                            + (work.shortfall() or "every open unit of the stage has a HIT of this study already")
+                            + ".")
     sizes = [max(1, unit.overlap - unit.submitted) for unit in units]
     costs = [pay.batch_cost(platform=study.platform, reward=study.reward_usd,
                             assignments_per_task=size, tasks=1) for size in sizes]
@@ -104,7 +153,7 @@ def publish_batch(*, study, tasks, actor):
     return Publication(study=study, hits=hits, places=0, sent=bool(hits), message=message)
 
 
-def _record_places(study, backend, tasks, committed, actor):
+def _record_places(study, backend, tasks, committed, actor, work):
     # Neither Connect's nor Prolific's API is asked to open places: the researcher opens them on
     # the platform's own site, and what is recorded here holds the budget for them.
     cost = pay.batch_cost(platform=study.platform, reward=study.reward_usd, assignments_per_task=1,
@@ -125,6 +174,10 @@ def _record_places(study, backend, tasks, committed, actor):
             response={"places_published": locked.places_published, "note": note})
     study.places_published = locked.places_published
     message = f"Recorded {tasks} place(s) ({locked.places_published} in all; ${cost:.2f} more committed). "
+    if work.shortfall():
+        message += f"Warning: {work.shortfall()}. "
+    else:
+        message += f"{work.units} open unit(s) of the stage are ready for its participants. "
     if not backend.credential_settings:
         return Publication(study=study, hits=[], places=tasks, sent=False, message=message + note)
     message += (f"Nothing was sent to {backend.label}: open {tasks} more place(s) on its own site "

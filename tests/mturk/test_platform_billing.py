@@ -25,12 +25,13 @@ from django.core.management import ManagementUtility, call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from annotation.collection.stages import create_work_units
 from annotation.models import Stage, Tournament
 from mturk import pay
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy
 from mturk.services import publishing
-from tests.factories import FamilyFactory, launch
+from tests.factories import FamilyFactory, InstanceFactory, launch
 from tests.mturk_wire import make_researcher
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,9 @@ def caption_plan(platform, *, tasks=100, seconds=THIRTY_THREE_CENTS, **options):
 
 def connect_study(budget):
     family = FamilyFactory()
+    InstanceFactory(family=family)
     launch(family, Stage.CAPTION)
+    create_work_units(family=family, stage=Stage.CAPTION)  # work ready for the places published
     return CrowdStudy.objects.create(platform="cloudresearch", stage=Stage.CAPTION, family=family,
                                      name="Captions on Connect", external_id="60f6acb180a7b59ac0621f9e",
                                      reward_usd=Decimal("0.33"), estimated_seconds=THIRTY_THREE_CENTS,

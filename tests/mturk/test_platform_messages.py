@@ -16,13 +16,14 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
+from annotation.collection.stages import create_work_units
 from annotation.models import Assignment, Stage, StageQualification, WorkerQualification, WorkUnit
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
 from mturk.platforms.cloudresearch import payments_csv
 from mturk.services import publishing, qualifying, reviewing, syncing
-from tests.factories import FamilyFactory, WorkerFactory, launch, submitted_in_study
+from tests.factories import FamilyFactory, InstanceFactory, WorkerFactory, launch, submitted_in_study
 from tests.mturk_wire import assignment, make_researcher
 
 pytestmark = pytest.mark.django_db
@@ -84,7 +85,9 @@ def _plain_action(client, action, study):
 
 def connect_study(**fields):
     family = FamilyFactory()
+    InstanceFactory(family=family)
     launch(family, Stage.CAPTION)
+    create_work_units(family=family, stage=Stage.CAPTION)  # work ready for the places published
     return CrowdStudy.objects.create(
         platform="cloudresearch", stage=Stage.CAPTION, family=family, name="Captions on Connect",
         external_id=PROJECT, completion_code="CRDONE7", reward_usd=Decimal("0.30"), **fields)
@@ -92,7 +95,9 @@ def connect_study(**fields):
 
 def prolific_study():
     family = FamilyFactory()
+    InstanceFactory(family=family)
     launch(family, Stage.CAPTION)
+    create_work_units(family=family, stage=Stage.CAPTION)  # work ready for the places published
     return CrowdStudy.objects.create(
         platform="prolific", stage=Stage.CAPTION, family=family, name="Captions on Prolific",
         external_id=PROLIFIC_STUDY, completion_code="C1ABCD23", reward_usd=Decimal("0.75"))

@@ -80,7 +80,7 @@ def test_answers_are_found_by_a_worker_s_id_or_a_unit_s_key_pasted_whole(admin_c
     url = reverse("admin:annotation_answer_changelist")
     page = admin_client.get(url, {"q": worker.external_id}).content.decode()
     assert "2 answers to review" in page
-    assert "whole (e.g. battle-1234)" in page  # the search help text
+    assert "(e.g. battle-1234); each whole." in page  # the search help text
     listed = {answer.pk for answer in admin_client.get(url, {"q": worker.external_id}).context["cl"].result_list}
     assert listed == {answer.pk for answer in mine}
     assert [a.pk for a in admin_client.get(url, {"q": units[2].key}).context["cl"].result_list] == [other.pk]

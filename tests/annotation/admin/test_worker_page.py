@@ -193,7 +193,7 @@ def _participant():
     verification_unit()
     study(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION)
     participant = Client()
-    arrived = participant.get(prolific_link(Stage.VERIFICATION))
+    arrived = participant.get(prolific_link(Stage.VERIFICATION), follow=True)
     assert arrived.status_code == 200 and arrived.context["assignment"] is not None
     return participant
 
@@ -287,6 +287,25 @@ def test_rejecting_without_a_reason_changes_nothing_and_says_why(the_crowd, rese
     messages = [str(message) for message in get_messages(done.wsgi_request)]
     assert any(message.startswith("Say why") for message in messages)
     assert not Assignment.objects.filter(work_state=WorkState.REJECTED).exists()
+
+
+def test_the_decision_starts_with_no_choice_made(the_crowd, researcher):
+    page = researcher.get(reverse("admin:annotation_worker_page", args=[the_crowd.too_fast.pk]))
+    decision = page.context["form"]["decision"]
+    assert decision.value() is None
+    text = page.content.decode()
+    assert 'name="decision" value="reject"' in text and 'name="decision" value="accept"' in text
+    assert "checked" not in str(decision)
+
+
+def test_reviewing_without_a_decision_is_refused_with_a_message_and_rejects_nothing(the_crowd, researcher):
+    provisional = Assignment.objects.filter(worker=the_crowd.too_fast, work_state=WorkState.PROVISIONAL).count()
+    assert provisional
+    done = researcher.post(reverse("admin:annotation_worker_review", args=[the_crowd.too_fast.pk]),
+                           {"stage": "", "reason": "Looked fine to me."}, follow=True)
+    messages = [str(message) for message in get_messages(done.wsgi_request)]
+    assert messages == ["Choose Accept or Reject: nothing was reviewed."]
+    assert Assignment.objects.filter(worker=the_crowd.too_fast, work_state=WorkState.PROVISIONAL).count() == provisional
 
 
 def test_rejecting_from_the_page_with_stop_this_worker_blocks_them(the_crowd, researcher, mturk):
