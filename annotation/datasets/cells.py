@@ -208,10 +208,12 @@ def write_cell(layout, concept, content):
     multi = layout.kind == MULTI_IMAGE
     if concept in BOOLEAN_CONCEPTS:
         return content.value(concept)
+    # A row without an image or a caption (an instance imported without them) is written with an
+    # empty cell, never a failed snapshot.
     if concept == IMAGES:
-        return json.dumps(list(content.image_urls)) if multi else content.image_urls[0]
+        return json.dumps(list(content.image_urls)) if multi else next(iter(content.image_urls), "")
     if concept == CAPTIONS:
-        return dense_captions_cell(content.captions) if multi else content.captions[0]
+        return dense_captions_cell(content.captions) if multi else next(iter(content.captions), "")
     if concept == BLIP2:
         return blip2_captions_cell(content.blip2_captions) if multi else content.blip2_captions[0]
     if concept == METADATA:

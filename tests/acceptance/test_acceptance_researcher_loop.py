@@ -461,7 +461,7 @@ def test_researcher_and_three_annotators_finish_the_loop(people, site, tmp_path,
     assert min(ratings, key=lambda model: float(ratings[model][2])) == "otter", board["rows"]
     # The judge agrees with the crowd's majority on all three battles.
     [agreement] = board["agreement"]
-    assert "gpt-4" in agreement[0] and agreement[1:3] == ["3", "100.0%"], agreement
+    assert "gpt-4" in agreement[0] and agreement[1:4] == ["3", "3", "100.0%"], agreement
     researcher.click_next("Build a snapshot")
     researcher.wait_for_next("Download Snapshot v")
     files = researcher.download_snapshot(tmp_path / "downloads")

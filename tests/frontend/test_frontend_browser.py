@@ -253,6 +253,9 @@ def test_a_new_participant_whose_first_reply_was_cut_reloads_into_the_same_task(
     devtools.on("Fetch.requestPaused", cut_reply)
     with pytest.raises(PlaywrightError):
         page.goto(link)
+    # Chromium then shows its error page for the cut reply, a navigation of its own: the reload
+    # waits for it, or the error page would interrupt the reload (seen under load).
+    page.wait_for_url(lambda url: url.startswith("chrome-error://"))
     devtools.send("Fetch.disable")
     page.context.clear_cookies()  # nothing of the cut reply reached the browser
     assert len(cut) == 1 and Worker.objects.filter(external_id="PP1").count() == 1
