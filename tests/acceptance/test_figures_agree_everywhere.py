@@ -12,6 +12,7 @@ appears; a reader that parses text compares the number it shows, not its formatt
 import csv
 import io
 import json
+import os
 import random
 import re
 from dataclasses import dataclass
@@ -20,7 +21,6 @@ from html.parser import HTMLParser
 from urllib.parse import urlencode
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
@@ -41,8 +41,12 @@ from annotation.scoring.freshness import refresh_leaderboard
 from mturk.models import CrowdStudy
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, WorkerFactory, launch
 from tests.openai_fake import completion
+from tests.paths import SCREENSHOTS
 from tests.scoring_factories import create_tournament, with_responses
 from webhooks.models import Delivery
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls made here are still sync.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 STUDY_ID = "60f6acb180a7b59ac0621f9e"
 MODELS = ("llava-1.5", "instructblip", "otter")
@@ -55,6 +59,7 @@ JSON = {"Accept": "application/json"}
 # Four workers a battle: a 2-2 split has no majority, so the agreement's denominator (the battles
 # with one) is not the battles shared.
 CROWD_PER_BATTLE = 4
+PASSWORD = "a-long-test-password"
 
 
 # --- the world ---------------------------------------------------------------------------------
@@ -127,7 +132,6 @@ def _judge_by_order(texts):
 
 def build_world(judge_server):
     """The world every figure is read from; the judge server also plays GPT-4 for the references."""
-    settings.NOTIFY_EMAILS = ["lead@example.org"]
     family = FamilyFactory(name="Contextual knowledge of events")
     study = CrowdStudy.objects.create(platform=Worker.Platform.PROLIFIC, stage=Stage.VERIFICATION, family=family,
                                       name="Checking references", external_id=STUDY_ID,
@@ -149,7 +153,7 @@ def build_world(judge_server):
     # The background job's work once the judge run finished.
     refresh_leaderboard(tournament=tournament)
 
-    researcher = get_user_model().objects.create_superuser("researcher", "researcher@example.org", "pw")
+    researcher = get_user_model().objects.create_superuser("researcher", "researcher@example.org", PASSWORD)
     snapshot = request_snapshot(created_by=researcher, tournaments=[tournament], background=False)
     build_snapshot(snapshot=snapshot)
     snapshot.refresh_from_db()
@@ -572,7 +576,9 @@ def readings_of(figure, places):
 
 
 @pytest.fixture
-def world(judge_server, prolific, snapshot_folder):
+def world(judge_server, prolific, snapshot_folder, settings):
+    # The study.completed event is read as the researchers' e-mail carries it.
+    settings.NOTIFY_EMAILS = ["lead@example.org"]
     return build_world(judge_server)
 
 
@@ -586,3 +592,45 @@ def test_every_figure_reads_the_same_in_every_place_it_appears(world):
         if len(set(readings.values())) != 1:
             disagreements[figure.name] = readings
     assert not disagreements, json.dumps(disagreements, indent=2, default=str)
+
+
+# --- in Chromium ---------------------------------------------------------------------------------
+
+
+def _shoot(page, name):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"figures-{name}.png"), full_page=True)
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_researcher_reads_the_leaderboard_the_study_and_a_worker_in_chromium(world, browser, live_server):
+    """The pages these figures are read from, as a researcher's Chromium draws them: every plot
+    loads, nothing fails, and the screenshots (test-artifacts/screenshots/figures-*.png) are there
+    to be looked at."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("response", lambda response: errors.append(f"{response.status} {response.url}")
+            if response.status >= 400 and not response.url.endswith("/favicon.ico") else None)
+    page.goto(f"{live_server.url}/admin/login/")
+    page.get_by_label("Username").fill("researcher")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{live_server.url}/admin/")
+
+    page.goto(live_server.url + reverse("dashboard:leaderboard", args=[world.tournament.pk]))
+    page.wait_for_function("() => [...document.querySelectorAll('img.plot')].every(i => i.complete)")
+    assert page.locator("img.plot").evaluate_all("images => images.every(i => i.naturalWidth > 0)")
+    _shoot(page, "leaderboard")
+    page.locator("table.judge-report").screenshot(path=str(SCREENSHOTS / "figures-judge-report.png"))
+
+    page.goto(live_server.url + reverse("admin:mturk_crowdstudy_change", args=[world.study.pk]))
+    _shoot(page, "study")
+
+    participant = Worker.objects.get(platform=Worker.Platform.PROLIFIC, external_id="P2")
+    page.goto(f"{live_server.url}/admin/annotation/worker/{participant.pk}/page/")
+    _shoot(page, "worker")
+    assert errors == []
+    context.close()
