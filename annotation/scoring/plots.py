@@ -151,7 +151,10 @@ def length_bias_plot(report: list[dict], *, title: str = "Win rate of the longer
                     label=row["judge"])
     ax.axhline(0.5, color="black", linestyle="--", linewidth=1)
     ax.set_xticks(x, labels)
-    ax.set_ylim(0.0, 1.0)
+    # Half a bin either side, so the evaluators' offset points of the first and last bins are not
+    # drawn on the frame; a little above 1 and below 0, so a rate of 100% or 0% is a whole dot.
+    ax.set_xlim(-0.5, len(labels) - 0.5)
+    ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("longer answer by (tokens)")
     ax.set_ylabel("longer answer wins")
     if report:
