@@ -141,10 +141,12 @@ def length_bias_plot(report: list[dict], *, title: str = "Win rate of the longer
     labels = [found["longer_by"] for found in report[0]["length"]["bins"]] if report else []
     x = np.arange(len(labels))
     offsets = np.linspace(-0.2, 0.2, len(report)) if len(report) > 1 else [0.0]
+    drawn = 0
     for row, offset in zip(report, offsets, strict=True):
         bins = [(n, found) for n, found in enumerate(row["length"]["bins"]) if found["n"]]
         if not bins:
             continue
+        drawn += 1
         rates = np.array([found["rate"] for _, found in bins])
         errors = _error_bars(rates, [found["lower"] for _, found in bins], [found["upper"] for _, found in bins])
         ax.errorbar(x[[n for n, _ in bins]] + offset, rates, yerr=errors, fmt="o-", capsize=3,
@@ -157,9 +159,13 @@ def length_bias_plot(report: list[dict], *, title: str = "Win rate of the longer
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("longer answer by (tokens)")
     ax.set_ylabel("longer answer wins")
-    if report:
+    if drawn:
         legend = ax.legend(loc="lower right", fontsize=8)
         for text in legend.get_texts():
             text.set_parse_math(False)
+    else:
+        # An empty frame with an empty legend said nothing; this says why.
+        ax.text(0.5, 0.75, "No verdict yet between answers of different lengths", ha="center", va="center",
+                transform=ax.transAxes, parse_math=False)
     ax.set_title(title, parse_math=False)
     return _png(fig)
