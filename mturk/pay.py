@@ -345,26 +345,8 @@ def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None,
     )
 
 
-def plan_for_study(study, *, tasks, assignments_per_task=None):
-    """The study's plan: its platform, stage, the families it draws on, wage, estimate and budget,
-    and, unless `assignments_per_task` says otherwise, its stage's overlap."""
-    return plan(platform=study.platform, stage=study.stage, tasks=tasks,
-                assignments_per_task=assignments_per_task, hourly_wage=study.target_hourly_wage_usd,
-                families=study.families_drawn_on(), estimated_seconds=study.estimated_seconds,
-                budget=study.budget_usd, committed=committed_spend(study))
-
-
 def batch_cost(*, platform, reward, assignments_per_task, tasks):
     """Rewards and fees of one batch, as the platform bills it: the same sum a plan of that batch
     shows, so the budget check at publishing and the plan never disagree."""
     return Decimal(reward) * assignments_per_task * tasks + billing(platform).fees(
         reward=reward, assignments_per_task=assignments_per_task, tasks=tasks)
-
-
-def committed_spend(study):
-    """What the study may cost already (mturk.selectors.study_figures, which every page, event
-    and e-mail showing it reads): published work or, when more was submitted than published,
-    the submitted work, each billed as its platform bills it, and bonuses."""
-    from mturk.selectors import study_figures
-
-    return study_figures(study).committed

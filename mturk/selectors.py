@@ -155,3 +155,19 @@ def _published(study):
         total += pay.batch_cost(platform=study.platform, reward=study.reward_usd,
                                 assignments_per_task=1, tasks=study.places_published)
     return total
+
+
+def plan_for_study(study, *, tasks, assignments_per_task=None):
+    """The study's plan: its platform, stage, the families it draws on, wage, estimate and budget,
+    and, unless `assignments_per_task` says otherwise, its stage's overlap."""
+    return pay.plan(platform=study.platform, stage=study.stage, tasks=tasks,
+                    assignments_per_task=assignments_per_task, hourly_wage=study.target_hourly_wage_usd,
+                    families=study.families_drawn_on(), estimated_seconds=study.estimated_seconds,
+                    budget=study.budget_usd, committed=committed_spend(study))
+
+
+def committed_spend(study):
+    """What the study may cost already (study_figures, which every page, event and e-mail showing
+    it reads): published work or, when more was submitted than published,
+    the submitted work, each billed as its platform bills it, and bonuses."""
+    return study_figures(study).committed

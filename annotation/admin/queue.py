@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from annotation.admin import worker_page
 from annotation.admin.page_rows import PageRowsAdminMixin
 from annotation.admin.paging import LargeTableAdminMixin
-from annotation.admin.search import SearchFieldByFieldMixin
+from annotation.admin.search import SearchFieldByFieldMixin, workers_with_pseudonym
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.figures import duration
 from annotation.models import (
@@ -21,7 +21,6 @@ from annotation.models import (
     WorkerReliability,
     WorkUnit,
 )
-from annotation.privacy import workers_with_pseudonym
 
 
 def _submitted_count(unit_ref):

@@ -14,13 +14,12 @@ from annotation import review, teams
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.page_rows import PageRowsAdminMixin
 from annotation.admin.paging import LargeTableAdminMixin
-from annotation.admin.search import SearchFieldByFieldMixin
+from annotation.admin.search import SearchFieldByFieldMixin, workers_with_pseudonym
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
 from annotation.exceptions import AnnotationError
 from annotation.figures import duration
 from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification, counted_verifications
-from annotation.privacy import workers_with_pseudonym
 from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, form_step, may_block, stop_workers_and_say
 from mturk.services.reviewing import review_on_platforms
 

@@ -6,10 +6,15 @@ instruction, an answer's worker and its unit) PostgreSQL cannot use an index for
 reads every row of the joined tables. Here each field is searched on its own, where its own index
 answers it, and the list keeps the rows found by any of them: the same rows, as a union."""
 
+import re
+
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q
 from django.db.models.constants import LOOKUP_SEP
 from django.utils.text import smart_split, unescape_string_literal
+
+from annotation.models import Worker
+from annotation.privacy import pseudonymise
 
 # The search_fields prefixes Django's admin reads.
 _PREFIXES = {"^": "istartswith", "=": "iexact", "@": "search"}
@@ -75,3 +80,24 @@ class SearchFieldByFieldMixin:
             else:
                 queryset = queryset.filter(pk__in=found[0].union(*found[1:]) if len(found) > 1 else found[0])
         return queryset, False
+
+
+# A pseudonym as the admin shows it: alone (the workers list) or after its platform (a worker's
+# name in every other list, "mturk:w_3f9a1c2b7d4e8a10").
+_SHOWN_PSEUDONYM = re.compile(r"^(?:(?P<platform>[a-z]+):)?(?P<pseudonym>w_[0-9a-f]{16})$")
+
+
+def workers_with_pseudonym(text):
+    """The ids of the workers whose pseudonym `text` is, as a list shows it ([] when it is none).
+
+    A pseudonym is a keyed hash, never stored (it follows PSEUDONYM_KEY), so it is found by hashing
+    every worker's id (of the platform named, if any) and comparing: one query of the workers'
+    ids, asked only of text shaped like a pseudonym."""
+    shown = _SHOWN_PSEUDONYM.match(text.strip().lower())
+    if shown is None:
+        return []
+    workers = Worker.objects.order_by()
+    if shown["platform"]:
+        workers = workers.filter(platform=shown["platform"])
+    return [pk for pk, platform, external_id in workers.values_list("pk", "platform", "external_id").iterator()
+            if pseudonymise(platform, external_id) == shown["pseudonym"]]

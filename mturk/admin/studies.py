@@ -16,7 +16,7 @@ from annotation.models import Worker, WorkerQualification
 from annotation.public_urls import placeholder_warning
 from crowdbench import shared_cache
 from mturk import client as mturk_client
-from mturk import pay
+from mturk import selectors
 from mturk.admin.common import PayPermissionMixin, form_step
 from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
@@ -160,7 +160,7 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
         if not study.pk:
             return "-"
         try:
-            plan = pay.plan_for_study(study, tasks=100)
+            plan = selectors.plan_for_study(study, tasks=100)
         except PlatformError as error:
             return str(error)
         return format_html("<pre>{}</pre>", "\n".join(plan.lines()))

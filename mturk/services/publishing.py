@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Instance, Stage, StageConfig, WorkUnit
 from mturk import client as mturk_client
-from mturk import pay
+from mturk import pay, selectors
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, CrowdStudy, Hit
 from mturk.platforms import get_backend
@@ -76,7 +76,7 @@ def units_to_publish(study):
 def set_reward_from_plan(*, study, actor):
     """Set the study's reward from the measured median time and its target wage."""
     require_researcher(actor)
-    plan = pay.plan_for_study(study, tasks=1)
+    plan = selectors.plan_for_study(study, tasks=1)
     study.reward_usd = plan.reward
     study.save(update_fields=["reward_usd"])
     return plan
@@ -107,7 +107,7 @@ def publish_batch(*, study, tasks, actor, without_open_work=False):
     if study.reward_usd <= 0:
         raise PlatformError("Set the reward first (the 'plan pay' action sets it from the target wage).")
     backend = get_backend(study.platform)
-    committed = pay.committed_spend(study)
+    committed = selectors.committed_spend(study)
     work = open_work(study)
     if not backend.publishes_per_unit:
         if work.shortfall() and not without_open_work:

@@ -14,7 +14,7 @@ from django.utils import timezone
 from annotation import review
 from annotation.models import Worker, WorkerBlock, WorkState
 from annotation.workforce.standing import forget_standing
-from mturk import calls, pay
+from mturk import calls, pay, selectors
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
 from mturk.platforms import get_backend
@@ -373,7 +373,7 @@ def extend_hit(*, hit, more, actor):
                           assignments_per_task=hit.max_assignments + more, tasks=1) - pay.batch_cost(
         platform=hit.study.platform, reward=hit.reward_usd,
         assignments_per_task=hit.max_assignments, tasks=1)
-    check_budget(hit.study, pay.committed_spend(hit.study), cost, per_task=cost)
+    check_budget(hit.study, selectors.committed_spend(hit.study), cost, per_task=cost)
     with audited(action=AuditLog.Action.EXTEND, study=hit.study, actor=actor, amount=cost,
                  request={"HITId": hit.hit_id, "more": more}):
         get_backend(hit.study.platform).extend(hit, more=more)

@@ -34,7 +34,7 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.preferences.eligible import eligible_instances
-from mturk import pay
+from mturk import selectors
 from mturk.models import CrowdStudy
 from mturk.services.publishing import units_to_publish
 from tests import published_data
@@ -496,13 +496,13 @@ def test_a_study_s_pay_plan_reads_only_the_tournaments_and_overlaps_its_families
     launch(FamilyFactory(name="Unowned family"), Stage.CAPTION, overlap=2)
     of_no_family = CrowdStudy.objects.create(platform="mturk", stage=Stage.CAPTION, name="Every family",
                                              estimated_seconds=60)
-    assert pay.plan_for_study(of_no_family, tasks=10).assignments_per_task == 2
+    assert selectors.plan_for_study(of_no_family, tasks=10).assignments_per_task == 2
 
     # Both labs' tournaments name no family; the speech lab's is the newer.
     pairwise = {"platform": "prolific", "stage": Stage.PAIRWISE, "estimated_seconds": 60}
     recipes = CrowdStudy.objects.create(family=lab.family, name="Recipes pairwise", **pairwise)
-    assert "tournament “Vision models”" in pay.plan_for_study(recipes, tasks=1).overlap_source
-    of_no_group = pay.plan_for_study(CrowdStudy.objects.create(name="Pairwise", **pairwise), tasks=1)
+    assert "tournament “Vision models”" in selectors.plan_for_study(recipes, tasks=1).overlap_source
+    of_no_group = selectors.plan_for_study(CrowdStudy.objects.create(name="Pairwise", **pairwise), tasks=1)
     assert "Speech models" not in of_no_group.overlap_source and "Vision models" not in of_no_group.overlap_source
 
 

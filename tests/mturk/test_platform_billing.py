@@ -27,7 +27,7 @@ from django.urls import reverse
 
 from annotation.collection.stages import create_work_units
 from annotation.models import Stage, Tournament
-from mturk import pay
+from mturk import pay, selectors
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy
 from mturk.services import publishing
@@ -120,7 +120,7 @@ def test_the_pairwise_plan_on_prolific_bills_its_judgements_as_one_batch(setting
     Tournament.objects.create(name="VisIT pairwise", judgements_per_pair=5)
     study = CrowdStudy.objects.create(platform="prolific", stage=Stage.PAIRWISE, family=family,
                                       name="Pairwise", estimated_seconds=TWENTY_CENTS)
-    plan = pay.plan_for_study(study, tasks=27)
+    plan = selectors.plan_for_study(study, tasks=27)
     assert (plan.assignments, plan.reward, plan.total_reward, plan.total_fees) == (
         135, Decimal("0.20"), Decimal("27.00"), Decimal("8.99"))
     assert "judgements per pair of tournament “VisIT pairwise”" in "\n".join(plan.lines())
@@ -146,7 +146,7 @@ def test_the_plan_for_a_pairwise_study_asks_its_tournaments_judgements_per_pair(
     Tournament.objects.create(name="Five judgements", judgements_per_pair=5)
     study = CrowdStudy.objects.create(platform="mturk", stage=Stage.PAIRWISE, family=family,
                                       name="Pairwise", estimated_seconds=60)
-    assert pay.plan_for_study(study, tasks=10).assignments == 50
+    assert selectors.plan_for_study(study, tasks=10).assignments == 50
 
 
 def test_plan_pay_without_a_study_plans_the_largest_overlap_of_the_stage_and_says_so():
@@ -192,7 +192,7 @@ def test_plan_pay_refuses_negative_tasks_and_exits_non_zero_with_the_reason():
 def test_a_study_with_a_negative_budget_gets_no_plan_and_publishes_nothing():
     study = connect_study(Decimal("-10.00"))
     with pytest.raises(PlatformError, match="budget cannot be negative"):
-        pay.plan_for_study(study, tasks=100)
+        selectors.plan_for_study(study, tasks=100)
     with pytest.raises(PlatformError, match="negative budget"):
         publishing.publish_batch(study=study, tasks=1, actor=make_researcher())
     study.refresh_from_db()
@@ -205,7 +205,7 @@ def test_a_study_with_a_negative_budget_gets_no_plan_and_publishes_nothing():
 def test_publishing_refuses_the_places_the_plan_says_are_over_budget(settings):
     settings.PLATFORM_FEE_RATES = {}
     study = connect_study(Decimal("41.24"))
-    plan = pay.plan_for_study(study, tasks=100)
+    plan = selectors.plan_for_study(study, tasks=100)
     assert plan.total == Decimal("41.25") and not plan.within_budget
     with pytest.raises(PlatformError, match="\\$41.25.*over its \\$41.24 budget"):
         publishing.publish_batch(study=study, tasks=100, actor=make_researcher())
@@ -214,7 +214,7 @@ def test_publishing_refuses_the_places_the_plan_says_are_over_budget(settings):
 def test_published_places_commit_what_the_plan_said_they_cost(settings):
     settings.PLATFORM_FEE_RATES = {}
     study = connect_study(Decimal("41.25"))
-    plan = pay.plan_for_study(study, tasks=100)
+    plan = selectors.plan_for_study(study, tasks=100)
     assert plan.within_budget
     publishing.publish_batch(study=study, tasks=100, actor=make_researcher())
-    assert pay.committed_spend(study) == plan.total == Decimal("41.25")
+    assert selectors.committed_spend(study) == plan.total == Decimal("41.25")

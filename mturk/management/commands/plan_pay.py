@@ -13,7 +13,7 @@ from decimal import Decimal, InvalidOperation
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Stage, Worker
-from mturk import pay
+from mturk import pay, selectors
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy
 
@@ -47,7 +47,7 @@ class Command(BaseCommand):
                 study = CrowdStudy.objects.filter(pk=options["study"]).first()
                 if study is None:
                     raise CommandError(f"No crowd study {options['study']}.")
-                plan = pay.plan_for_study(study, tasks=options["tasks"],
+                plan = selectors.plan_for_study(study, tasks=options["tasks"],
                                           assignments_per_task=options["assignments"])
             else:
                 plan = pay.plan(platform=options["platform"], stage=options["stage"],
