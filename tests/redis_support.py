@@ -33,18 +33,31 @@ class OwnRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self):
-        self.process = subprocess.Popen(
-            [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(self.dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+        """Start it, on another port when the one chosen was taken meanwhile: two test processes
+        starting at once can be given the same free port, and the second server, failing to bind,
+        would leave its process pointed at the first's, where the other process's Celery worker
+        then answers its pings and takes its jobs."""
+        for _ in range(5):
+            self.process = subprocess.Popen(
+                [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no", "--dir", str(self.dir)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if self._answers_as_ours():
                 return self
-            except OSError:
-                time.sleep(0.05)
+            self.stop()
+            self.port = free_port()
         pytest.fail("redis-server did not start")
+
+    def _answers_as_ours(self):
+        """Whether the server on our port is the process we started."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                server = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1).info("server")
+                return server["process_id"] == self.process.pid
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                time.sleep(0.05)
+        return False
 
     def client(self):
         return redis.Redis.from_url(self.url)

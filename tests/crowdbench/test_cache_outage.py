@@ -68,11 +68,15 @@ def test_the_stage_median_is_computed_without_the_cache_while_it_is_down(cache_r
     assert worker_report._others_median(Stage.CAPTION, worker, None) == 45
 
 
-def test_remembered_answers_are_asked_again_while_the_cache_is_down(cache_redis, settings):
-    settings.CELERY_TASK_ALWAYS_EAGER = True
+def test_remembered_answers_are_asked_again_while_the_cache_is_down(cache_redis):
     from crowdbench.celery import app
 
-    app.conf.task_always_eager, eager_before = True, app.conf.task_always_eager
+    # Jobs run eagerly, so the worker check answers without a worker. Set on the app alone, and put
+    # back as it was: Celery reads its Django settings live, so setting CELERY_TASK_ALWAYS_EAGER too
+    # made "as it was" read True, and every later test of the process ran its jobs eagerly (its
+    # worker-check and worker tests then failed, depending on the order tests were given out).
+    eager_before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
     try:
         cache_redis.stop()
         shared_cache.set("crowdbench:anything", True, 60)  # remembers nothing, raises nothing

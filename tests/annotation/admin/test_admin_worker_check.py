@@ -9,6 +9,10 @@ from tests.factories import FamilyFactory
 
 NO_WORKER = "No Celery worker is answering"
 
+# The admin remembers whether a worker answers, once per process: what a test before this one saw
+# (a worker of its own) must not answer for these.
+pytestmark = pytest.mark.usefixtures("fresh_cache")
+
 
 @pytest.mark.django_db
 def test_launching_a_stage_with_no_worker_says_the_job_will_wait(admin_client):
