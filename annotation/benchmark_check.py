@@ -11,9 +11,8 @@ import csv
 import io
 from dataclasses import dataclass
 
-from annotation.collection.stages import stage_config
 from annotation.collection.verification import counted_votes
-from annotation.collection.waiting import Waits, waits_for
+from annotation.collection.waiting import waits_for
 from annotation.models import (
     Aggregation,
     Instance,
@@ -55,11 +54,12 @@ def _decisions_without_evidence(family):
     """Decided references that rest on rejected votes only, or that a worker model decided against
     every counted vote with no reviewer told."""
     found = []
-    config = StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION).first()
+    # Read, never made: a family without the stage's settings counts votes as their defaults say.
+    config = (StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION).first()
+              or StageConfig(family=family, stage=Stage.VERIFICATION))
     decided = (Reference.objects.filter(instance__family=family, decided_by__in=[Aggregation.VOTES, *MODELS],
                                         verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT])
                .exclude(instance__status=Instance.Status.DISCARDED).order_by("pk"))
-    config = config or stage_config(family=family, stage=Stage.VERIFICATION)
     for reference in decided:
         votes = counted_votes(reference, config)
         is_correct = reference.verdict == Reference.Verdict.CORRECT
@@ -134,8 +134,3 @@ def _rows_without_a_reference_in_snapshots():
                 found.append(Violation(0, f"snapshot v{snapshot.version} {entry['name']} cannot be read: {error}"))
     return found
 
-
-def waits_summary(family):
-    """(wait, count) of `family`'s instances, in Waits order, for the workflow page."""
-    counts = waits_for(family).counts()
-    return [(wait, counts[wait]) for wait in Waits if counts[wait]]

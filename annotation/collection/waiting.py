@@ -59,10 +59,6 @@ class FamilyWaits:
         return Counter(self.instances.values())
 
     @property
-    def undecided(self):
-        return sum(1 for wait in self.instances.values() if wait not in (Waits.DECIDED, Waits.DISCARDED))
-
-    @property
     def stuck(self):
         return sorted(pk for pk, wait in self.instances.items() if wait == Waits.NO_NEXT_STEP)
 
