@@ -59,11 +59,31 @@ def changeable(queryset, user, *, via="group", roles=CHANGERS):
 def _narrowed(queryset, paths, groups):
     """Rows owned by one of `groups`; with no groups (None), rows owned by none."""
     if groups is None:
-        return queryset.filter(**{f"{path}__isnull": True for path in paths})
+        owned = Q()
+        for path in paths:
+            owned &= _owned_by(queryset.model, path, None)
+        return queryset.filter(owned)
     owned = Q()
     for path in paths:
-        owned |= Q(**{f"{path}__in": groups})
+        owned |= _owned_by(queryset.model, path, groups)
     return queryset.filter(owned)
+
+
+def _owned_by(model, path, groups):
+    """The condition that a row of `model` reaches one of `groups` (None: no group) by `path`,
+    hop by hop as `IN (SELECT ...)` rather than as joins: a row locked with select_for_update
+    locks that row alone, never the family or unit it was narrowed through (the lock order,
+    annotation/lock_order.py, names what is locked and in which order)."""
+    hop, _, rest = path.partition("__")
+    if not rest:
+        return Q(**{f"{hop}__isnull": True}) if groups is None else Q(**{f"{hop}__in": groups})
+    parent = model._meta.get_field(hop).related_model
+    parents = parent._base_manager.filter(_owned_by(parent, rest, groups)).values("pk")
+    if groups is None:
+        # Of no group: hanging from no row at all (a webhook endpoint about no tournament), or
+        # from a row of no group.
+        return Q(**{f"{hop}__isnull": True}) | Q(**{f"{hop}__in": parents})
+    return Q(**{f"{hop}__in": parents})
 
 
 # The lookup from each model a group owns, directly or through its family, tournament, snapshot or
@@ -78,6 +98,8 @@ GROUP_PATHS = {
     "annotation.stageconfig": "family__group",
     "annotation.seedimage": "family__group",
     "annotation.instance": "family__group",
+    "annotation.instanceimage": "instance__family__group",
+    "annotation.importedrow": "instance__family__group",
     "annotation.workunit": "family__group",
     "annotation.workerreliability": "family__group",
     "annotation.assignment": "unit__family__group",

@@ -51,6 +51,9 @@ def set_up_django(database_url, conn_max_age):
     import django
 
     django.setup()
+    from crowdbench import scoping
+
+    scoping.enter_for_good(scoping.EveryGroup("a benchmark builds and reads every group's rows"))
     from django.conf import settings
     from django.core.management import call_command
 

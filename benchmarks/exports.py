@@ -171,6 +171,9 @@ def main():
     args = parser.parse_args()
 
     django.setup()
+    from crowdbench import scoping
+
+    scoping.enter_for_good(scoping.EveryGroup("a benchmark builds and reads every group's rows"))
     from django.conf import settings
     from django.db import connection
 

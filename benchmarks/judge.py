@@ -48,6 +48,9 @@ def set_up_django(database_url, server, concurrency):
     import django
 
     django.setup()
+    from crowdbench import scoping
+
+    scoping.enter_for_good(scoping.EveryGroup("a benchmark builds and reads every group's rows"))
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)

@@ -76,6 +76,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every query of a group-owned model made while answering is narrowed to what the user may see.
+    "annotation.group_scope.RequestScopeMiddleware",
     # Names the signed-in researcher as the actor of every audit entry the request writes.
     "auditlog.middleware.AuditlogMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

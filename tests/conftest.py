@@ -8,6 +8,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection, connections, transaction
 from django.test import TransactionTestCase
 
+from crowdbench import scoping
 from crowdbench.celery import app
 from tests.celery_support import CeleryWorker
 from tests.factories import WorkerFactory
@@ -37,6 +38,11 @@ def _empty_every_table(self):
             for table in tables:
                 cursor.execute(f"DELETE FROM {database.ops.quote_name(table)}")
 
+
+# A test builds its world and reads it back as the operator does, for every group; each request it
+# makes through a client or a browser is in the scope of the user making it, as in production
+# (crowdbench/scoping.py). tests/annotation/test_group_scope.py leaves this scope to see the rest.
+scoping.enter_for_good(scoping.EveryGroup("the test suite builds and checks every group's world"))
 
 _django_fixture_teardown = TransactionTestCase._fixture_teardown
 TransactionTestCase._fixture_teardown = _empty_every_table

@@ -34,6 +34,7 @@ from annotation.models import (
     InstructionFamily,
     Reference,
 )
+from crowdbench import scoping
 
 DEFAULT_SOURCE_NAME = "VisIT-Bench"
 # The published sheets' references were written by GPT-4 (paper §2.1).
@@ -219,7 +220,9 @@ def _families(rows, layout, source_name, imported_from, group):
         wanted.setdefault(row.content.category, row)
     problems = Problems()
     names = dict(zip(layout.concepts, layout.columns, strict=True))
-    for family in InstructionFamily.objects.filter(name__in=wanted):
+    with scoping.every_group("family names are unique across research groups"):
+        named = list(InstructionFamily.objects.filter(name__in=wanted))
+    for family in named:
         row = wanted[family.name]
         if family.group_id != (group.pk if group else None):
             # Names are unique across groups: the rows would land in a family this import's group

@@ -4,6 +4,7 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.image_urls import image_url_allowed
+from crowdbench.scoped_models import UniqueInEveryScope
 
 
 class ImageAsset(models.Model):
@@ -49,7 +50,7 @@ class ImageAsset(models.Model):
         return self.url if image_url_allowed(self.url) else ""
 
 
-class InstructionFamily(models.Model):
+class InstructionFamily(UniqueInEveryScope):
     class Source(models.TextChoices):
         NEW = "new", "New (written for this benchmark)"
         REFORMATTED = "reformatted", "Reformatted from an existing dataset"

@@ -10,6 +10,7 @@ from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
 from annotation.models.work import Assignment, counted_work
 from annotation.models.workers import Worker
+from crowdbench.scoped_models import UniqueInEveryScope
 
 # The verified reference takes part in battles as one more "model" (paper Table 3's
 # "Human Verified GPT-4 Reference"); win-rates are measured against it.
@@ -77,7 +78,7 @@ def _count_per_tournament(model):
     return Coalesce(Subquery(rows.annotate(n=Count("*")).values("n")[:1]), 0)
 
 
-class Tournament(models.Model):
+class Tournament(UniqueInEveryScope):
     """Which battles to sample, and how the crowd judges them (paper §4; CHIRP C.2.2)."""
 
     class Sampling(models.TextChoices):
