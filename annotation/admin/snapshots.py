@@ -103,8 +103,12 @@ class SnapshotAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
         sent anybody else to the login page)."""
         if not downloads.may_download(request.user):
             raise PermissionDenied
-        return downloads.file_response(snapshot=get_object_or_404(self.get_queryset(request), pk=object_id),
-                                       name=name)
+        snapshot = get_object_or_404(self.get_queryset(request), pk=object_id)
+        reason = downloads.withheld(snapshot, request.user)
+        if reason:
+            messages.error(request, reason)
+            return redirect("admin:annotation_snapshot_change", snapshot.pk)
+        return downloads.file_response(snapshot=snapshot, name=name)
 
     @admin.display(description="files")
     def file_links(self, obj):

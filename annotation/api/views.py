@@ -252,7 +252,11 @@ class SnapshotViewSet(GroupScopedMixin, mixins.CreateModelMixin, viewsets.ReadOn
         snapshots."""
         if not downloads.may_download(request.user):
             raise PermissionDenied("You may not download snapshots.")
-        return downloads.file_response(snapshot=self.get_object(), name=name)
+        snapshot = self.get_object()
+        reason = downloads.withheld(snapshot, request.user)
+        if reason:
+            raise PermissionDenied(reason)
+        return downloads.file_response(snapshot=snapshot, name=name)
 
     @extend_schema(
         parameters=[OpenApiParameter("against", OpenApiTypes.INT,

@@ -13,6 +13,7 @@ from django.http import FileResponse, Http404
 
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
+from annotation.models import ResearchGroup
 
 PERMISSION = "annotation.view_snapshot"
 CONTENT_TYPES = {
@@ -26,6 +27,25 @@ CONTENT_TYPES = {
 
 def may_download(user):
     return bool(user and user.is_active and user.is_staff and user.has_perm(PERMISSION))
+
+
+def withheld(snapshot, user):
+    """Why `user` may not download `snapshot`'s files although they see it, or None.
+
+    Before a snapshot of no group was kept to the rows of no group, one made outside groups (by a
+    superuser, typically) held every group's benchmark. Such a snapshot, built while any group
+    existed, is a superuser's to download; staff outside groups, who see snapshots of no group,
+    are told to make a new one. Its manifest says which it is: one built under the rule names its
+    `research_group` (null for none)."""
+    if (snapshot.group_id is not None or "research_group" in snapshot.manifest
+            or (user is not None and user.is_superuser)):
+        return None
+    built = snapshot.finished_at or snapshot.created_at
+    if not ResearchGroup.objects.filter(created_at__lte=built).exists():
+        return None
+    return (f"{snapshot} was built before a snapshot of no research group was kept to the rows no group owns, "
+            "so it may hold every group's data: only a superuser may download it. Make a new snapshot to "
+            "download the rows of no group.")
 
 
 def download_name(snapshot, name):

@@ -139,6 +139,9 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
         "created_at": snapshot.created_at.isoformat(),
         "created_by": snapshot.created_by.get_username() if snapshot.created_by else None,
         "note": snapshot.note,
+        # Whose rows it holds: a group's, or (null) only rows no group owns. A manifest without
+        # the key is of a snapshot built before that rule (annotation/datasets/downloads.py).
+        "research_group": snapshot.group.name if snapshot.group else None,
         "content_sha256": content_sha256,
         "content_sha256_covers": f"sha256 of {CONTENT_SUMS_NAME}: every data file's sha256 and "
                                  "name, in name order (this manifest and the card are not covered)",

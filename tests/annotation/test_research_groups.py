@@ -3,6 +3,7 @@ changes them as their role allows, in the admin, the dashboard, the API and snap
 staff outside groups work as before groups existed."""
 
 import csv
+import datetime
 import io
 import itertools
 
@@ -332,6 +333,34 @@ def test_a_superuser_who_names_a_group_snapshots_that_group_which_staff_outside_
     client.force_login(viewer)
     assert client.get(reverse("admin:annotation_snapshot_file", args=[built.pk, built.files[0]["name"]])
                       ).status_code == 404
+
+
+def test_a_snapshot_of_no_group_built_before_the_rule_is_downloaded_by_superusers_only(lab):
+    _published(FamilyFactory(name="Unowned family"), "What colour is the unowned bus?")
+    lead = get_user_model().objects.create_superuser("lead", password="pw")
+    built = _built(_api(lead).post("/api/snapshots/", {"note": "no group named"}, format="json"))
+    assert built.manifest["research_group"] is None
+    viewer = get_user_model().objects.create_user("snapshot-viewer", password="pw", is_staff=True)
+    viewer.user_permissions.set([Permission.objects.get(codename="view_snapshot")])
+    assert "unowned bus" in _downloaded(_api(viewer), built)
+
+    # As an earlier version built it: no word of whose rows it holds, while a group existed.
+    old_manifest = {key: value for key, value in built.manifest.items() if key != "research_group"}
+    Snapshot.objects.filter(pk=built.pk).update(manifest=old_manifest)
+    built.refresh_from_db()
+    name = built.files[0]["name"]
+    refused = _api(viewer).get(f"/api/snapshots/{built.version}/files/{name}/")
+    assert refused.status_code == 403
+    assert "only a superuser may download it" in refused.json()["detail"]
+    client = Client()
+    client.force_login(viewer)
+    page = client.get(reverse("admin:annotation_snapshot_file", args=[built.pk, name]), follow=True)
+    assert page.status_code == 200 and "Make a new snapshot" in page.content.decode()
+    assert "unowned bus" in _downloaded(_api(lead), built)
+
+    # Made before any group existed, it held nothing of a group's.
+    ResearchGroup.objects.update(created_at=built.finished_at + datetime.timedelta(seconds=1))
+    assert "unowned bus" in _downloaded(_api(viewer), built)
 
 
 def test_a_snapshot_of_no_group_may_not_take_a_group_s_tournament(lab):
