@@ -50,23 +50,24 @@ def visible(queryset, user, *, via="group"):
 
 def changeable(queryset, user, *, via="group", roles=CHANGERS):
     """`queryset` narrowed to the rows `user` may change with one of `roles`."""
+    condition = _condition(queryset.model, user, via=via, roles=roles)
+    return queryset if condition is None else queryset.filter(condition)
+
+
+def _condition(model, user, *, via, roles):
+    """The condition on `model`'s rows that `user` holds with one of `roles`; None for every row."""
     if user is not None and user.is_superuser:
-        return queryset
+        return None
     held = _roles(user)
-    return _narrowed(queryset, _paths(via), [group for group, role in held.items() if role in roles] if held else None)
-
-
-def _narrowed(queryset, paths, groups):
-    """Rows owned by one of `groups`; with no groups (None), rows owned by none."""
-    if groups is None:
-        owned = Q()
-        for path in paths:
-            owned &= _owned_by(queryset.model, path, None)
-        return queryset.filter(owned)
+    groups = [group for group, role in held.items() if role in roles] if held else None
+    paths = _paths(via)
     owned = Q()
     for path in paths:
-        owned |= _owned_by(queryset.model, path, groups)
-    return queryset.filter(owned)
+        if groups is None:
+            owned &= _owned_by(model, path, None)
+        else:
+            owned |= _owned_by(model, path, groups)
+    return owned
 
 
 def _owned_by(model, path, groups):
@@ -160,6 +161,13 @@ def scoped(queryset, user):
     a model no group owns is returned whole."""
     path = group_path(queryset.model)
     return queryset if path is None else visible(queryset, user, via=path)
+
+
+def seen_by(model, user):
+    """The condition on `model`'s rows that `user` may see, by the path GROUP_PATHS names for it;
+    None for every row (a model no group owns, a superuser)."""
+    path = group_path(model)
+    return None if path is None else _condition(model, user, via=path, roles=frozenset(Role.values))
 
 
 def owner(row, *, via="group"):

@@ -4,7 +4,8 @@ A request is in the scope of whoever makes it (annotation/group_scope.py's middl
 job, a management command and the test suite's own set-up act for every group and say so when they
 start (`every_group`). A query of a group-owned model made in no scope at all raises `ScopeError`
 rather than read every group's rows: code that forgot to say whose rows it reads fails where it is
-written, in its first test, instead of leaking in production. The idea is django-scopes'; its
+written, in its first test, instead of leaking in production. A scope is any object with
+`condition(model)`: the Q its rows must meet, or None for every row. The idea is django-scopes'; its
 manager filters one lookup by one value, and a group's rows here are also those a member of no group
 sees (rows of no group, a null lookup) and, for a webhook endpoint, those of any of three owners.
 """
@@ -23,8 +24,9 @@ class EveryGroup:
     def __init__(self, reason):
         self.reason = reason
 
-    def narrow(self, rows):
-        return rows
+    def condition(self, model):
+        """The condition on `model`'s rows this scope reads (None: every row)."""
+        return None
 
     def __repr__(self):
         return f"EveryGroup({self.reason!r})"
@@ -46,6 +48,16 @@ def entered(scope):
         yield scope
     finally:
         _current.reset(token)
+
+
+def enter(scope):
+    """Enter `scope` until `leave` is given what this returns: for code whose start and end are two
+    calls (a job's signals)."""
+    return _current.set(scope)
+
+
+def leave(entered):
+    _current.reset(entered)
 
 
 def every_group(reason):

@@ -7,6 +7,7 @@ from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection, connections, transaction
 from django.test import TransactionTestCase
+from django.urls import get_resolver
 
 from crowdbench import scoping
 from crowdbench.celery import app
@@ -42,6 +43,9 @@ def _empty_every_table(self):
 # A test builds its world and reads it back as the operator does, for every group; each request it
 # makes through a client or a browser is in the scope of the user making it, as in production
 # (crowdbench/scoping.py). tests/annotation/test_group_scope.py leaves this scope to see the rest.
+# The URL configuration, and with it every view, serializer and filter, is loaded first, in no
+# scope, as a web process loads it: a query one begins as it is imported is then narrowed when run.
+get_resolver().check()
 scoping.enter_for_good(scoping.EveryGroup("the test suite builds and checks every group's world"))
 
 _django_fixture_teardown = TransactionTestCase._fixture_teardown

@@ -79,7 +79,9 @@ class EndpointViewSet(GroupScopedMixin, viewsets.ModelViewSet):
     """Webhook endpoints: where events are POSTed, signed with the endpoint's secret (docs/webhooks.md)."""
 
     serializer_class = EndpointSerializer
-    queryset = Endpoint.objects.all()
+    def get_queryset(self):
+        return Endpoint.objects.all()
+
     lookup_value_regex = ID_PATH_PATTERN
     filterset_fields = ["family", "tournament", "study", "active"]
     ordering_fields = ["id", "created_at"]
@@ -116,7 +118,9 @@ class DeliveryViewSet(GroupScopedMixin, viewsets.ReadOnlyModelViewSet):
     """The delivery log: every event owed to an endpoint or to the researchers' e-mail, and how it went."""
 
     serializer_class = DeliverySerializer
-    queryset = Delivery.objects.all()
+    def get_queryset(self):
+        return Delivery.objects.all()
+
     lookup_value_regex = ID_PATH_PATTERN
     filterset_fields = ["endpoint", "channel", "event", "status"]
     ordering_fields = ["id", "created_at", "next_attempt_at"]

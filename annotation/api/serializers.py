@@ -151,7 +151,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
 class SnapshotRequestSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
     tournaments = serializers.PrimaryKeyRelatedField(many=True, required=False, default=list,
-                                                     queryset=Tournament.objects.all())
+                                                     queryset=Tournament.objects)
     group = serializers.PrimaryKeyRelatedField(
         required=False, allow_null=True, default=None, queryset=ResearchGroup.objects.all(),
         help_text="The research group whose families and tournaments the snapshot holds; a member of "

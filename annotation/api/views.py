@@ -109,9 +109,10 @@ class InstanceViewSet(ReadOnlyViewSet):
     filterset_class = InstanceFilter
     ordering_fields = ["id", "created_at", "updated_at"]
     ordering = ["id"]
-    queryset = Instance.objects.select_related("family", "current_caption").prefetch_related(
-        Prefetch("instanceimage_set", queryset=InstanceImage.objects.select_related("image"))
-    )
+    def get_queryset(self):
+        return Instance.objects.select_related("family", "current_caption").prefetch_related(
+            Prefetch("instanceimage_set", queryset=InstanceImage.objects.select_related("image"))
+        )
 
 
 class TournamentViewSet(ReadOnlyViewSet):
@@ -201,9 +202,8 @@ class HumanJudgementViewSet(ReadOnlyViewSet):
     filterset_class = HumanJudgementFilter
     ordering_fields = ["id", "created_at", "active_seconds"]
     ordering = ["id"]
-    queryset = HumanJudgement.objects.select_related(
-        "worker", "battle__response_a", "battle__response_b"
-    )
+    def get_queryset(self):
+        return HumanJudgement.objects.select_related("worker", "battle__response_a", "battle__response_b")
 
 
 class JudgeJudgementFilter(FilterSet):
@@ -219,7 +219,8 @@ class JudgeJudgementViewSet(ReadOnlyViewSet):
     filterset_class = JudgeJudgementFilter
     ordering_fields = ["id", "created_at"]
     ordering = ["id"]
-    queryset = JudgeJudgement.objects.select_related("run")
+    def get_queryset(self):
+        return JudgeJudgement.objects.select_related("run")
 
 
 class SnapshotViewSet(GroupScopedMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -231,7 +232,8 @@ class SnapshotViewSet(GroupScopedMixin, mixins.CreateModelMixin, viewsets.ReadOn
     ordering = ["-version"]
     lookup_field = "version"
     lookup_value_regex = _SNAPSHOT_VERSION_PATTERN
-    queryset = Snapshot.objects.select_related("created_by").prefetch_related("tournaments")
+    def get_queryset(self):
+        return Snapshot.objects.select_related("created_by").prefetch_related("tournaments")
 
     @extend_schema(request=serializers.SnapshotRequestSerializer,
                    responses={202: serializers.SnapshotSerializer})

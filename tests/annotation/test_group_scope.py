@@ -1,8 +1,13 @@
 """Scoped by construction (crowdbench/scoping.py, annotation/group_scope.py): every query of a
 group-owned model is narrowed to the scope it runs in, and one made in no scope fails."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.apps import apps
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.http import JsonResponse
@@ -97,6 +102,51 @@ def test_a_row_locked_in_a_member_s_scope_is_narrowed_without_joining_what_it_ha
         list(Answer.objects.select_for_update().filter(pk=1))
     locking = queries.captured_queries[-1]["sql"]
     assert "FOR UPDATE" in locking and " JOIN " not in locking
+
+
+def test_a_query_begun_in_no_scope_is_narrowed_by_the_scope_it_runs_in_and_refused_in_none(two_groups):
+    users, ours, theirs = two_groups
+    with scoping.entered(None):
+        # As a filter or a choice list a module builds when it is imported.
+        begun = Caption.objects.all()
+        families = InstructionFamily.objects.order_by("name")
+        with pytest.raises(scoping.ScopeError):
+            list(begun)
+    with scoping.entered(UserScope(users["Vision lab"])):
+        assert [caption.pk for caption in begun.all()] == [ours.pk]
+        assert begun.count() == 1 and begun.filter(pk=theirs.pk).exists() is False
+        assert list(families.values_list("name", flat=True)[:5]) == ["Recipes"]
+        assert Instance.objects.filter(captions__in=begun).count() == 1
+        assert begun.update(texts=["changed"]) == 1
+    with scoping.entered(UserScope(users["Speech lab"])):
+        assert families.get().name == "Signs"
+    theirs.refresh_from_db()
+    assert theirs.texts == ["speech's caption"]
+
+
+def test_a_web_process_loads_every_module_and_url_in_no_scope():
+    """A module that read a group's rows as it was imported would fail here, as gunicorn would."""
+    loaded = subprocess.run([sys.executable, "-c", _LOAD_EVERYTHING], cwd=settings.BASE_DIR, env=os.environ,
+                            capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert loaded.stdout.strip().endswith("loaded in no scope")
+
+
+_LOAD_EVERYTHING = """
+import importlib, os, pkgutil
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdbench.settings")
+import django
+django.setup()
+from django.urls import get_resolver
+from crowdbench import scoping
+assert scoping.current() is None
+get_resolver().check()
+for package in ("annotation", "mturk", "webhooks", "frontend", "tasks", "crowdbench"):
+    for found in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        if ".migrations" not in found.name and ".management.commands" not in found.name:
+            importlib.import_module(found.name)
+print("loaded in no scope")
+"""
 
 
 def test_a_job_run_inside_a_member_s_request_works_for_every_group(two_groups):

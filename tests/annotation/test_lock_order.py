@@ -5,6 +5,7 @@ session takes it waits (a little) for the other to take its own, so the two inte
 locks as badly as a loaded server can. Taken in two orders, that is `deadlock detected`.
 """
 
+import contextvars
 import threading
 from datetime import timedelta
 
@@ -49,7 +50,8 @@ def in_lockstep(*requests):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=run, args=(request,)) for request in requests]
+    # Each thread in the test's scope (crowdbench/scoping.py), as each request would be in its own.
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, request)) for request in requests]
     for thread in threads:
         thread.start()
     for thread in threads:

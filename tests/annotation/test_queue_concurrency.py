@@ -1,5 +1,6 @@
 """The queue under real concurrency on PostgreSQL: 20 threads, each its own connection."""
 
+import contextvars
 import threading
 from collections import Counter
 
@@ -30,7 +31,9 @@ def run_at_once(requests):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests)]
+    # Each thread in the test's scope (crowdbench/scoping.py), as each request would be in its own.
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, i, r))
+               for i, r in enumerate(requests)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -112,7 +115,7 @@ def test_a_held_lease_submitted_from_another_tab_while_leasing_gives_the_next_un
         result = execute(sql, params, many, context)
         if '"held_lease_id"' in sql and not submitted:
             submitted.append(True)
-            other_tab = threading.Thread(target=submit_in_the_other_tab)
+            other_tab = threading.Thread(target=contextvars.copy_context().run, args=(submit_in_the_other_tab,))
             other_tab.start()
             other_tab.join(timeout=30)
         return result
