@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, Exists, F, OuterRef, Q
 from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -352,7 +352,11 @@ class OwedWork(RuleBasedStateMachine):
         for stage, item in ((Stage.VERIFICATION, "reference"), (Stage.PAIRWISE, "battle")):
             of_stage = WorkUnit.objects.filter(stage=stage)
             assert of_stage.values(item).distinct().count() == of_stage.count(), stage
-        slots = WorkUnit.objects.filter(stage=Stage.INSTRUCTION_GENERATION).count()
+        # A slot closed before anybody answered it, because a discarded instance came back and took
+        # its room (stages.trim_open_slots), was asked of nobody and paid to nobody.
+        answered = Assignment.objects.filter(unit=OuterRef("pk"), status=Assignment.Status.SUBMITTED)
+        slots = WorkUnit.objects.filter(stage=Stage.INSTRUCTION_GENERATION).exclude(
+            Q(status=WorkUnit.Status.CANCELLED) & ~Exists(answered)).count()
         discarded = self.family.instances.filter(status=Instance.Status.DISCARDED).count()
         assert slots <= self.family.target_instances + discarded
 
@@ -464,3 +468,36 @@ def test_a_rejected_vote_that_undoes_a_new_caption_round_leaves_one_unit_per_rou
     ]
     _replay(history, caption_overlap=2, verification_overlap=1, rule="unanimous", adaptive=False,
             tournament=True)
+
+
+def test_a_discarded_instance_adjudicated_correct_closes_its_untouched_replacement_and_owes_no_more():
+    # A falsifying history of 2026-11-28: the instance discarded, its replacement slot made and
+    # untouched, then adjudicated correct; the slot is closed for nobody, and no more are owed.
+    IG, CAP, VER, PW = Stage.INSTRUCTION_GENERATION, Stage.CAPTION, Stage.VERIFICATION, Stage.PAIRWISE
+    history = [
+        ("act", {"step": ("adjudicate", (True,))}),
+        ("act", {"step": ("researcher_caption", ())}),
+        ("act", {"step": ("researcher_caption", ())}),
+        ("act", {"step": ("change_rule", ("majority", Aggregation.DAWID_SKENE, 1, False))}),
+        ("act", {"step": ("sweep", ())}),
+        ("act", {"step": ("accept", (0,))}),
+        ("act", {"step": ("lease", (1, CAP))}),
+        ("act", {"step": ("submit", (2, PW, "caption", False))}),
+        ("act", {"step": ("launch", (PW, 3))}),
+        ("act", {"step": ("reject", (1,))}),
+        ("act", {"step": ("give_back", (3,))}),
+        ("act", {"step": ("refit", ())}),
+        ("act", {"step": ("submit", (4, IG, "caption", True))}),
+        ("act", {"step": ("change_rule", ("majority", Aggregation.DAWID_SKENE, 3, False))}),
+        ("act", {"step": ("rerun", (VER,))}),
+        ("act", {"step": ("adjudicate", (False,))}),
+        ("act", {"step": ("researcher_caption", ())}),
+        ("act", {"step": ("snapshot", ())}),
+        ("act", {"step": ("adjudicate", (False,))}),
+        ("act", {"step": ("snapshot", ())}),
+        ("act", {"step": ("lease", (1, PW))}),
+        ("act", {"step": ("accept", (1,))}),
+        ("act", {"step": ("submit", (2, VER, "caption", False))}),
+        ("act", {"step": ("adjudicate", (True,))}),
+    ]
+    _replay(history, caption_overlap=3, verification_overlap=1, rule="unanimous", adaptive=True, tournament=False)
