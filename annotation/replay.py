@@ -1,7 +1,8 @@
 """Replay a past campaign (issue 41): what each way of buying answers would have bought, and how
 right it would have been, on answers already collected.
 
-A researcher's last campaign, or a published crowd set, as a CSV with the header
+A researcher's last campaign (a family's counted verification answers, `campaign_answers`), or any
+crowd's answers, such as a published crowd set, as a CSV with the header
 `item,worker,answer` and optional `truth` and `order` columns (the common form of published crowd
 data, e.g. the truth-inference benchmark sets). Each rule takes an item's answers in `order` (file
 order where there is none) and stops where the project would stop: `annotation.stopping`'s
@@ -133,6 +134,16 @@ def _answers(rows, *, has_order):
     return Answers(frame=frame[worker_models.LABEL_COLUMNS],
                    truth=pd.Series({item: said for item, (said, _) in truth.items()}, dtype=object),
                    ordered_by="the order column" if has_order else "file order")
+
+
+def campaign_answers(family):
+    """A family's counted verification answers, as the worker-model job fits them
+    (`worker_models.verification_frame`), each reference's in the order they were submitted; no
+    truth."""
+    frame = worker_models.verification_frame(family=family)
+    if frame.empty:
+        raise ReplayError(f"“{family.name}” has no counted verification answer to replay.")
+    return Answers(frame=frame, truth=pd.Series(dtype=object), ordered_by="the order they were submitted in")
 
 
 # --- rules ----------------------------------------------------------------------------------------

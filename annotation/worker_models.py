@@ -58,13 +58,16 @@ class LabelFit:
         return self.labels[task], float(self.posteriors[task])
 
 
-def verification_frame():
-    """Every counted verification answer as crowd-kit's frame: task (the reference's id), worker
-    (the worker's id), label ("correct" or "incorrect"). A family whose verification stage counts
-    only accepted answers leaves its provisional ones out; withdrawn references (their caption was
-    rejected) are left out with their answers."""
-    rows = (Verification.objects.filter(counted_verifications()).exclude(reference__verdict=Reference.Verdict.WITHDRAWN)
-            .order_by("pk").values_list("reference_id", "worker_id", "is_correct"))
+def verification_frame(family=None):
+    """Every counted verification answer (of `family` alone, when given) as crowd-kit's frame, in
+    the order they were submitted: task (the reference's id), worker (the worker's id), label
+    ("correct" or "incorrect"). A family whose verification stage counts only accepted answers
+    leaves its provisional ones out; withdrawn references (their caption was rejected) are left out
+    with their answers."""
+    rows = Verification.objects.filter(counted_verifications()).exclude(reference__verdict=Reference.Verdict.WITHDRAWN)
+    if family is not None:
+        rows = rows.filter(reference__instance__family=family)
+    rows = rows.order_by("pk").values_list("reference_id", "worker_id", "is_correct")
     frame = pd.DataFrame(list(rows), columns=["task", "worker", "is_correct"])
     frame["label"] = frame.pop("is_correct").map({True: CORRECT, False: INCORRECT})
     return frame[LABEL_COLUMNS]

@@ -12,8 +12,11 @@ from collections import Counter
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import replay, worker_models
+from annotation import replay, review, worker_models
+from annotation.models import Stage
+from tests.annotation.collection.test_worker_models import answer, candidates
 from tests.crowd_simulation import in_order, simulated_crowd, write_csv
+from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.paths import PROJECT
 
 REAL_SET = PROJECT / "tests" / "crowd_data" / "rzhetsky2009_e2_sample.csv"
@@ -177,3 +180,31 @@ def test_manage_py_says_what_is_wrong_with_a_file_without_a_traceback(tmp_path):
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert "Row 3, column “worker”: empty" in done.stderr
+
+
+@pytest.mark.django_db
+def test_a_familys_last_campaign_replays_from_its_counted_verification_answers():
+    family = FamilyFactory(name="Last campaign")
+    launch(family, Stage.VERIFICATION, overlap=3, verification_rule="majority")
+    workers = WorkerFactory.create_batch(4)
+    said = {0: (True, True, False), 1: (False, True, True), 2: (True, True, True)}
+    units = candidates(family, 3)
+    for unit, votes in zip(units, said.values(), strict=True):
+        for worker, vote in zip(workers, votes, strict=False):
+            lease = answer(unit, worker, vote)
+    review.reject_work(assignments=[lease], reason="Answered without opening the image.")
+    launch(FamilyFactory(), Stage.VERIFICATION, overlap=1)
+
+    out = io.StringIO()
+    call_command("replay_answers", "--family", "Last campaign", "--fixed", "1", "--until-decided", "2:3",
+                 stdout=out)
+    text = out.getvalue()
+
+    # The rejected third answer of the last reference does not count: eight answers are replayed,
+    # each reference's in the order they were submitted.
+    assert "Replayed 8 answers by 3 workers on 3 items, each item's answers in the order they were submitted in; " \
+           "no truth given, so no accuracy." in text
+    # Two agreeing of up to three: the first two agree on references 1 and 3 (2 + 2), not on 2 (3).
+    assert cells(text, "2 agreeing of up to 3")[:2] == ["7", "2.33"]
+    with pytest.raises(CommandError, match="No instruction family is named “Nobody”"):
+        call_command("replay_answers", "--family", "Nobody")

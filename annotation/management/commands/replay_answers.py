@@ -4,7 +4,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import replay
-from annotation.models import Aggregation
+from annotation.models import Aggregation, InstructionFamily
 
 
 def _until_decided(text):
@@ -17,13 +17,15 @@ def _until_decided(text):
 
 class Command(BaseCommand):
     help = ("Replay answers already collected (a CSV with the header item,worker,answer and optional truth and "
-            "order columns) under fixed overlaps and ask until decided, each decided by the votes and by a worker "
-            "model: answers bought, accuracy against the truth where given, agreement with the worker model "
-            "fitted on every answer.")
+            "order columns, or a family's counted verification answers) under fixed overlaps and ask until "
+            "decided, each decided by the votes and by a worker model: answers bought, accuracy against the "
+            "truth where given, agreement with the worker model fitted on every answer.")
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("file", help="the CSV file")
+        parser.add_argument("file", nargs="?", help="the CSV file")
+        parser.add_argument("--family", metavar="NAME",
+                            help="instead of a file, this instruction family's counted verification answers")
         parser.add_argument("--model", default=Aggregation.DAWID_SKENE,
                             choices=[value for value in Aggregation.values if value != Aggregation.VOTES],
                             help="the worker model (default: Dawid-Skene)")
@@ -33,16 +35,27 @@ class Command(BaseCommand):
                             default=list(replay.UNTIL_DECIDED),
                             help="ask until AGREE answers agree, up to MOST (default: 2:3 3:5)")
 
-    def handle(self, *args, file, model, fixed, until_decided, **options):
+    def handle(self, *args, file, family, model, fixed, until_decided, **options):
+        if (file is None) == (family is None):
+            raise CommandError("Give a CSV file or --family NAME (one of them).")
         if any(overlap < 1 for overlap in fixed):
             raise CommandError("A fixed overlap asks at least one answer.")
         try:
-            with open(file, "rb") as stream:
-                answers = replay.read_answers(stream)
+            answers = self._campaign(family) if family is not None else self._file(file)
             chosen = replay.rules(fixed=fixed, until_decided=until_decided)
             result = replay.replay(answers, model=model, chosen=chosen)
         except OSError as error:
             raise CommandError(f"Cannot read {file}: {error.strerror}.") from None
         except replay.ReplayError as error:
-            raise CommandError(f"{file}: {error}") from None
+            raise CommandError(f"{file}: {error}" if file else str(error)) from None
         self.stdout.write(replay.format_replay(result))
+
+    def _file(self, file):
+        with open(file, "rb") as stream:
+            return replay.read_answers(stream)
+
+    def _campaign(self, name):
+        chosen = InstructionFamily.objects.filter(name=name).first()
+        if chosen is None:
+            raise CommandError(f"No instruction family is named “{name}”.")
+        return replay.campaign_answers(chosen)
