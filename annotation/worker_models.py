@@ -10,6 +10,7 @@ it runs in the worker-model job (tasks/pipeline.py), never in a request.
 """
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -53,9 +54,31 @@ class LabelFit:
 
     def label_of(self, task):
         """(label, posterior) for one task, or None when the fit never saw it."""
-        if task not in self.labels.index:
-            return None
-        return self.labels[task], float(self.posteriors[task])
+        found = self._by_task.get(task)
+        return None if found is None else (found[0], float(found[1]))
+
+    def answers_of(self, worker):
+        """How many of `worker`'s answers the fit saw."""
+        return self._answers.get(worker, 0)
+
+    def voters_of(self, task):
+        """The workers whose answers to `task` the fit saw, or None when it never saw the task."""
+        return self._voters.get(task)
+
+    # A job asks these of tens of thousands of references; a pandas lookup costs tens of microseconds.
+    @cached_property
+    def _by_task(self):
+        return dict(zip(self.labels.index, zip(self.labels.to_numpy(),
+                                               self.posteriors.reindex(self.labels.index).to_numpy(), strict=True),
+                        strict=True))
+
+    @cached_property
+    def _answers(self):
+        return self.answers.to_dict()
+
+    @cached_property
+    def _voters(self):
+        return self.voters.to_dict()
 
 
 def verification_frame(family=None):

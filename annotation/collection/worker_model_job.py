@@ -18,18 +18,20 @@ leaves the reference for the next run, so no decision rests on answers that no l
 
 It decides in bulk (issue 41): one fit, then the waiting references BATCH at a time, each batch
 locked in one statement per table (instances, then references, in id order, the order a submit
-takes them in) and decided with a handful of statements, where it had spent about 170 ms a
-reference deciding them one by one. A reference decides exactly as `decide_reference` would
-(`mark_decided` sets its fields for both) and its instance is settled as `_settle_instance`
-would; what is rare or order-dependent goes through those functions one at a time as before: an
-instance with more than one candidate waiting, a new caption round. Revising reads every revisable
-decision and its votes at once, and locks and reopens only those the fit now decides otherwise.
+takes them in) and decided with a handful of statements (`annotation.sql.update_rows`), where it
+had spent about 25 statements, 50 to 170 ms, a reference deciding them one by one. A reference
+decides exactly as `decide_reference` would (`mark_decided` sets its fields for both) and its
+instance is settled as `_settle_instance` would; what is rare or order-dependent goes through those
+functions one at a time as before: an instance with more than one candidate waiting, a new caption
+round. Revising reads every revisable decision and its votes at once, and locks and reopens only
+those the fit now decides otherwise.
 """
 
 from collections import Counter
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.collection.stages import create_work_units, stage_config
@@ -61,31 +63,34 @@ from annotation.models import (
     WorkUnit,
     counted_verifications,
 )
+from annotation.sql import update_rows
 from crowdbench.jobs import enqueue
 
-BATCH = 500
+BATCH = 2000
+VOTE_COLUMNS = ("reference_id", "worker_id", "is_correct", "problem_in_caption", "problem_in_response", "is_harmful")
 
 
 def awaiting_worker_model(*, family=None):
     """Pending references of families whose verification stage decides by a worker model, whose
     counted answers are all in and which no reviewer holds (the job decides them). Read in a few
-    queries whatever their number: the sweep asks this of every waiting reference."""
+    queries whatever their number, with the columns the job and the sweep read (and `family_id`)."""
     families = StageConfig.objects.filter(stage=Stage.VERIFICATION).exclude(aggregation=Aggregation.VOTES)
     pending = (Reference.objects.filter(verdict=Reference.Verdict.PENDING, held_for_review="",
                                         instance__status=Instance.Status.AWAITING_VERIFICATION,
                                         instance__family__in=families.values("family_id"))
-               .select_related("instance__family").order_by("pk"))
+               .annotate(family_id=F("instance__family_id")).only("id", "instance_id", "created_at").order_by("pk"))
     if family is not None:
         pending = pending.filter(instance__family=family)
-    pending = list(pending)
-    configs = verification_configs({reference.instance.family_id for reference in pending})
-    votes = counted_votes_of([reference.pk for reference in pending])
+    waiting = list(pending)
+    configs = verification_configs({reference.family_id for reference in waiting})
+    # Read through the same query, not a list of ids: tens of thousands of ids make a long statement.
+    votes = counted_votes_of(pending.values("pk"))
     units = {}
-    for unit in WorkUnit.objects.filter(stage=Stage.VERIFICATION, reference__in=pending).order_by("pk"):
+    for unit in (WorkUnit.objects.filter(stage=Stage.VERIFICATION, reference__in=pending.values("pk"))
+                 .only("id", "reference_id", "overlap").order_by("pk")):
         units.setdefault(unit.reference_id, unit)
-    return [reference for reference in pending
-            if votes_complete(votes.get(reference.pk, []), configs[reference.instance.family_id],
-                              units.get(reference.pk))]
+    return [reference for reference in waiting
+            if votes_complete(votes.get(reference.pk, []), configs[reference.family_id], units.get(reference.pk))]
 
 
 def verification_configs(family_ids):
@@ -98,11 +103,13 @@ def verification_configs(family_ids):
     return found
 
 
-def counted_votes_of(reference_ids):
-    """{reference id: its counted votes in order}, as `counted_votes` reads one reference's under its
-    family's settings (`counted_verifications` is that rule over every family at once)."""
+def counted_votes_of(references):
+    """{reference id: its counted votes in order} of `references` (ids, or a query of them), as
+    `counted_votes` reads one reference's under its family's settings (`counted_verifications` is
+    that rule over every family at once). Each vote is a row of the columns deciding reads."""
     votes = {}
-    for vote in Verification.objects.filter(counted_verifications(), reference_id__in=reference_ids).order_by("pk"):
+    for vote in (Verification.objects.filter(counted_verifications(), reference__in=references).order_by("pk")
+                 .values_list(*VOTE_COLUMNS, named=True)):
         votes.setdefault(vote.reference_id, []).append(vote)
     return votes
 
@@ -116,7 +123,8 @@ def revisable_by_worker_models():
     models = [value for value in Aggregation.values if value != Aggregation.VOTES]
     return (Reference.objects.filter(decided_by__in=models, adjudicated_by__isnull=True,
                                      verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT])
-            .exclude(instance_id__in=published).select_related("instance__family").order_by("pk"))
+            .exclude(instance_id__in=published).annotate(family_id=F("instance__family_id"))
+            .only("id", "instance_id", "verdict", "decided_by").order_by("pk"))
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,7 @@ def model_decision(*, fit, votes, config, known_accuracy=frozenset()):
             f"{model_name} says {said} (posterior {posterior:.2f}) where every counted vote "
             f"({len(votes)}) says the opposite."))
     thin = [vote.worker_id for vote in votes
-            if fit.answers.get(vote.worker_id, 0) < config.model_min_answers and vote.worker_id not in known_accuracy]
+            if fit.answers_of(vote.worker_id) < config.model_min_answers and vote.worker_id not in known_accuracy]
     if thin or posterior < config.model_min_posterior:
         return ModelDecision(by=Aggregation.VOTES)
     return ModelDecision(by=fit.model, is_correct=is_correct, posterior=posterior)
@@ -196,7 +204,7 @@ def decide_one(waiting, fits, known):
 def _votes_the_fit_saw(fit, reference, config):
     """The reference's counted votes when `fit` saw exactly these, else None (wait for the next fit)."""
     votes = counted_votes(reference, config)
-    if fit is None or not votes or fit.voters.get(reference.pk) != frozenset(vote.worker_id for vote in votes):
+    if fit is None or not votes or fit.voters_of(reference.pk) != frozenset(vote.worker_id for vote in votes):
         return None
     return votes
 
@@ -302,8 +310,8 @@ def _decide_batch(batch, fits, known):
             mark_decided(reference, seen, config, by=decision.by, is_correct=decision.is_correct,
                          posterior=decision.posterior)
             decided.append(reference)
-        Reference.objects.bulk_update(held, ["held_for_review"])
-        Reference.objects.bulk_update(decided, DECIDED_FIELDS)
+        update_rows(Reference, held, ["held_for_review"])
+        update_rows(Reference, decided, DECIDED_FIELDS)
         _settle_instances(decided, instances, configs)
     return len(decided)
 
@@ -331,9 +339,9 @@ def _settle_instances(references, instances, configs):
         else:
             instance.status, instance.updated_at = Instance.Status.DISCARDED, now
             discarded.append(instance)
-    Instance.objects.bulk_update(verified, ["status", "reference_output", "updated_at"])
-    Instance.objects.bulk_update(discarded, ["status", "updated_at"])
-    tournaments = Battle.objects.filter(instance__in=verified).values_list("tournament_id", flat=True).distinct()
+    update_rows(Instance, verified, ["status", "reference_output", "updated_at"])
+    update_rows(Instance, discarded, ["status", "updated_at"])
+    tournaments = set(Battle.objects.filter(instance__in=verified).order_by().values_list("tournament_id", flat=True))
     for tournament_id in sorted(tournaments):
         enqueue("tasks.refresh_leaderboard", tournament_id)
     # Their replacements are asked for at once, not when the sweep next looks.
@@ -344,12 +352,13 @@ def _settle_instances(references, instances, configs):
 def revise_stale(fits, known):
     """Revise every decision a model made that the latest fit decides otherwise; the others are read
     and left alone. Returns the DecisionChanges recorded."""
-    stale = list(revisable_by_worker_models())
-    configs = verification_configs({reference.instance.family_id for reference in stale})
-    votes = counted_votes_of([reference.pk for reference in stale])
+    revisable = revisable_by_worker_models()
+    stale = list(revisable)
+    configs = verification_configs({reference.family_id for reference in stale})
+    votes = counted_votes_of(revisable.values("pk"))
     changes = []
     for reference in stale:
-        config = configs[reference.instance.family_id]
+        config = configs[reference.family_id]
         fit, seen = fits.get(reference.decided_by), votes.get(reference.pk, [])
         if not _saw(fit, reference.pk, seen):
             continue
@@ -363,5 +372,5 @@ def revise_stale(fits, known):
 
 
 def _saw(fit, reference_id, votes):
-    return fit is not None and bool(votes) and fit.voters.get(reference_id) == frozenset(
+    return fit is not None and bool(votes) and fit.voters_of(reference_id) == frozenset(
         vote.worker_id for vote in votes)
