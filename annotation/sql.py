@@ -63,3 +63,32 @@ def count_up_to(queryset, limit):
     """How many rows `queryset` has, counted no further than `limit` and one more: a count that
     stays cheap on a table of millions, and says (by exceeding `limit`) that there are more."""
     return queryset.order_by().values("pk")[:limit + 1].count()
+
+
+def update_rows(model, rows, fields, *, chunk=1000):
+    """Write `fields` of `rows` (saved `model` objects) as they are in memory, in one UPDATE per
+    `chunk` rows joined on the primary key to a VALUES list. Django's bulk_update writes a CASE of
+    one branch per row for each field and resolves it row by row in Python: 2.5 s for 1,000
+    references and their instances in the worker-model job. SQLite takes bulk_update."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        model.objects.bulk_update(rows, fields, batch_size=chunk)
+        return
+    meta = model._meta
+    columns = [meta.pk, *(meta.get_field(name) for name in fields)]
+    quote = connection.ops.quote_name
+    # The primary key's type as a column refers to it (bigint), not as it is made (bigserial).
+    types = [meta.pk.rel_db_type(connection), *(field.db_type(connection) for field in columns[1:])]
+    row_sql = "(" + ", ".join(f"%s::{kind}" for kind in types) + ")"
+    names = ", ".join(quote(field.column) for field in columns)
+    assignments = ", ".join(f"{quote(field.column)} = v.{quote(field.column)}" for field in columns[1:])
+    pk = quote(meta.pk.column)
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), chunk):
+            part = rows[start:start + chunk]
+            params = [field.get_db_prep_save(getattr(row, field.attname), connection)
+                      for row in part for field in columns]
+            cursor.execute(f"UPDATE {quote(meta.db_table)} AS t SET {assignments} "
+                           f"FROM (VALUES {', '.join([row_sql] * len(part))}) AS v({names}) WHERE t.{pk} = v.{pk}",
+                           params)

@@ -10,6 +10,7 @@ it runs in the worker-model job (tasks/pipeline.py), never in a request.
 """
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -31,9 +32,11 @@ from annotation.models import (
 CORRECT, INCORRECT = "correct", "incorrect"
 LABEL_COLUMNS = ["task", "worker", "label"]
 PAIRWISE_COLUMNS = ["worker", "left", "right", "label"]
-# crowd-kit's defaults, named here so the benchmark times what the job runs.
+# crowd-kit's defaults but MACE's restarts (fit_labels says why), named here so the benchmark
+# times what the job runs.
 N_ITER = 100
 SEED = 0
+MACE_RESTARTS = 1
 
 
 @dataclass(frozen=True)
@@ -51,30 +54,64 @@ class LabelFit:
 
     def label_of(self, task):
         """(label, posterior) for one task, or None when the fit never saw it."""
-        if task not in self.labels.index:
-            return None
-        return self.labels[task], float(self.posteriors[task])
+        found = self._by_task.get(task)
+        return None if found is None else (found[0], float(found[1]))
+
+    def answers_of(self, worker):
+        """How many of `worker`'s answers the fit saw."""
+        return self._answers.get(worker, 0)
+
+    def voters_of(self, task):
+        """The workers whose answers to `task` the fit saw, or None when it never saw the task."""
+        return self._voters.get(task)
+
+    # A job asks these of tens of thousands of references; a pandas lookup costs tens of microseconds.
+    @cached_property
+    def _by_task(self):
+        return dict(zip(self.labels.index, zip(self.labels.to_numpy(),
+                                               self.posteriors.reindex(self.labels.index).to_numpy(), strict=True),
+                        strict=True))
+
+    @cached_property
+    def _answers(self):
+        return self.answers.to_dict()
+
+    @cached_property
+    def _voters(self):
+        return self.voters.to_dict()
 
 
-def verification_frame():
-    """Every counted verification answer as crowd-kit's frame: task (the reference's id), worker
-    (the worker's id), label ("correct" or "incorrect"). A family whose verification stage counts
-    only accepted answers leaves its provisional ones out; withdrawn references (their caption was
-    rejected) are left out with their answers."""
-    rows = (Verification.objects.filter(counted_verifications()).exclude(reference__verdict=Reference.Verdict.WITHDRAWN)
-            .order_by("pk").values_list("reference_id", "worker_id", "is_correct"))
+def verification_frame(family=None):
+    """Every counted verification answer (of `family` alone, when given) as crowd-kit's frame, in
+    the order they were submitted: task (the reference's id), worker (the worker's id), label
+    ("correct" or "incorrect"). A family whose verification stage counts only accepted answers
+    leaves its provisional ones out; withdrawn references (their caption was rejected) are left out
+    with their answers."""
+    rows = Verification.objects.filter(counted_verifications()).exclude(reference__verdict=Reference.Verdict.WITHDRAWN)
+    if family is not None:
+        rows = rows.filter(reference__instance__family=family)
+    rows = rows.order_by("pk").values_list("reference_id", "worker_id", "is_correct")
     frame = pd.DataFrame(list(rows), columns=["task", "worker", "is_correct"])
     frame["label"] = frame.pop("is_correct").map({True: CORRECT, False: INCORRECT})
     return frame[LABEL_COLUMNS]
 
 
+def canonical_order(frame, columns=LABEL_COLUMNS):
+    """The frame's `columns`, its rows sorted by them, so that a fit sees the same frame whatever
+    order the rows came in: crowd-kit numbers workers, tasks and items in order of first
+    appearance, MACE and noisy Bradley-Terry draw each one's starting point by that number, and
+    sums taken in another order can tip a close posterior."""
+    return frame[columns].sort_values(columns, kind="stable", ignore_index=True)
+
+
 def fit_labels(frame, model):
     """Fit one of crowd-kit's label models (an Aggregation value other than votes) on a
-    `task, worker, label` frame."""
+    `task, worker, label` frame; the same answers in any row order give the same fit."""
     # crowd-kit is imported here, where a fit needs it: importing it takes seconds (its text
     # aggregators bring transformers and nltk), which every web and worker process would pay.
     from crowdkit.aggregation import GLAD, MACE, DawidSkene
 
+    frame = canonical_order(frame)
     if model == Aggregation.DAWID_SKENE:
         fitted = DawidSkene(n_iter=N_ITER).fit(frame)
         reliability = _dawid_skene_accuracy(fitted)
@@ -85,7 +122,10 @@ def fit_labels(frame, model):
             fitted = GLAD(n_iter=N_ITER).fit(frame)
         reliability = fitted.alphas_
     elif model == Aggregation.MACE:
-        fitted = MACE(random_state=SEED).fit(frame)
+        # An integer random_state starts every restart from the same point (crowd-kit draws each
+        # with random_state=self.random_state), so its default ten restarts are one fit done ten
+        # times: one restart gives the same posteriors at a tenth of the time.
+        fitted = MACE(n_restarts=MACE_RESTARTS, random_state=SEED).fit(frame)
         # spamming_ rows follow pd.factorize's order of the workers; its column 1 is "knows the
         # answer", MACE's competence.
         reliability = pd.Series(fitted.spamming_[:, 1], index=pd.factorize(frame["worker"])[1])
@@ -138,9 +178,10 @@ class PairwiseFit:
 
 def fit_pairwise(frame, model):
     """crowd-kit's Bradley-Terry or noisy Bradley-Terry on a pairwise frame: each model's score,
-    and (noisy only) each worker's skill."""
+    and (noisy only) each worker's skill; the same judgements in any row order give the same fit."""
     from crowdkit.aggregation import BradleyTerry, NoisyBradleyTerry
 
+    frame = canonical_order(frame, PAIRWISE_COLUMNS)
     if model == "bradley_terry":
         fitted = BradleyTerry(n_iter=N_ITER).fit(frame)
         skills = pd.Series(dtype=float)

@@ -137,7 +137,7 @@ def worker_report(worker, *, user):
     verification = _verification(worker, user)
     pairwise = _pairwise(worker, user)
     agreement = [row for row in (verification["agreement"], pairwise["agreement"]) if row.answers]
-    flags = [*_too_fast(stages), *_same_side(pairwise), *_first_option(verification), *_copies(worker, user)]
+    flags = [*_too_fast(stages), *_same_side(pairwise), *_one_option(verification), *_copies(worker, user)]
     return WorkerReport(worker=worker, stages=stages, gold=_gold(worker), agreement=agreement, flags=flags,
                         reliabilities=_reliabilities(worker, user))
 
@@ -236,39 +236,48 @@ def _others_count(model, item, condition):
 
 
 def _verification(worker, user):
+    # Where the others hold a majority, the worker's answer set against theirs: agreement, and
+    # the two ways of disagreeing that an option flag weighs against each other.
+    crowd_yes, crowd_no = Q(yes__gt=F("no")), Q(no__gt=F("yes"))
     found = (
         teams.scoped(Verification.objects.filter(worker=worker), user)
         .annotate(yes=_others_count(Verification, "reference", Q(is_correct=True)),
                   no=_others_count(Verification, "reference", Q(is_correct=False)))
-        .aggregate(answers=Count("pk"), correct=Count("pk", filter=Q(is_correct=True)),
-                   compared=Count("pk", filter=~Q(yes=F("no"))),
-                   agreed=Count("pk", filter=Q(is_correct=True, yes__gt=F("no"))
-                                | Q(is_correct=False, no__gt=F("yes"))))
+        .aggregate(answers=Count("pk"), compared=Count("pk", filter=~Q(yes=F("no"))),
+                   agreed=Count("pk", filter=Q(is_correct=True) & crowd_yes | Q(is_correct=False) & crowd_no),
+                   correct_where_crowd_not=Count("pk", filter=Q(is_correct=True) & crowd_no),
+                   incorrect_where_crowd_not=Count("pk", filter=Q(is_correct=False) & crowd_yes))
     )
-    # The chance rate of "Correct" (the first option of the verification page) is how often the
-    # other verifiers choose it.
-    others = teams.scoped(Verification.objects.exclude(worker=worker), user).aggregate(
-        answers=Count("pk"), correct=Count("pk", filter=Q(is_correct=True)))
-    return {**found, "others": others,
-            "agreement": AgreementRow(label=dict(Stage.choices)[Stage.VERIFICATION], answers=found["answers"],
-                                      compared=found["compared"], agreed=found["agreed"])}
+    return {**found, "agreement": AgreementRow(label=dict(Stage.choices)[Stage.VERIFICATION],
+                                               answers=found["answers"], compared=found["compared"],
+                                               agreed=found["agreed"])}
 
 
-def _first_option(verification):
+def _one_option(verification):
+    """A lean to one option, "Correct" or "Incorrect", tested against the crowd's decisions on the
+    same references rather than against how often the other verifiers choose it: a crowd that
+    under-says "Correct" would make every careful verifier look biased, and a test of one
+    direction never sees a verifier who answers "Incorrect" to everything. A verifier without a
+    lean who disagrees with the crowd's majority does so either way alike, so the two kinds of
+    disagreement are compared (McNemar's exact test: a binomial test of one kind among both at
+    1/2, two-sided); answers where the others split evenly, or nobody else answered, say nothing."""
     from scipy.stats import binomtest
 
-    n, first, others = verification["answers"], verification["correct"], verification["others"]
-    if n < MIN_ANSWERS or not others["answers"]:
+    said_correct = verification["correct_where_crowd_not"]
+    said_incorrect = verification["incorrect_where_crowd_not"]
+    disagreed = said_correct + said_incorrect
+    if verification["compared"] < MIN_ANSWERS or not disagreed:
         return
-    chance = others["correct"] / others["answers"]
-    if chance >= 1:
-        return
-    test = binomtest(first, n, chance, alternative="greater")
+    test = binomtest(said_correct, disagreed, 0.5)
     if test.pvalue < P_VALUE:
+        leaned, against, times = (("Correct", "Incorrect", said_correct) if said_correct > said_incorrect
+                                  else ("Incorrect", "Correct", said_incorrect))
         yield Flag(
-            "first_option", "Always the first option",
-            f"Verification: “Correct” (the first option) {first} of {n} times ({first / n:.0%}), where the other "
-            f"verifiers choose it {chance:.0%} of the time; binomial test p = {test.pvalue:.2g}.",
+            "one_option", f"Leans to “{leaned}”",
+            f"Verification: answered “{leaned}” where the other verifiers' majority said “{against}” {times} "
+            f"times, and the other way round {disagreed - times} times, over {verification['compared']} answers "
+            f"compared with theirs; a verifier without a lean disagrees either way alike (McNemar's exact test "
+            f"p = {test.pvalue:.2g}).",
             stage=Stage.VERIFICATION)
 
 

@@ -4,7 +4,8 @@ import logging
 
 from annotation.collection.references import generate_reference
 from annotation.collection.stages import create_work_units
-from annotation.collection.verification import WORKER_MODEL_JOB, decide_by_worker_models
+from annotation.collection.verification import WORKER_MODEL_JOB
+from annotation.collection.worker_model_job import decide_by_worker_models
 from annotation.models import Instance, InstructionFamily
 from annotation.preferences.tournaments import make_next_round
 from annotation.queue import expire_leases

@@ -2,8 +2,11 @@
 habits (one too fast, one always clicking left, one always answering "Correct", one copying its
 captions) beside steady workers, written as rows the way the services leave them."""
 
+import html
 from dataclasses import dataclass
 
+from django.contrib.auth.models import Permission
+from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import (
@@ -16,6 +19,7 @@ from annotation.models import (
     WorkUnit,
 )
 from tests.factories import FamilyFactory, InstanceFactory, ReferenceFactory, WorkerFactory
+from tests.review_support import make_reviewer
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 REFERENCES = 20
@@ -23,8 +27,8 @@ MODELS = ("llava", "otter", "blip2", "instructblip", "mplug", "gpt4v")  # 15 bat
 
 
 def truth(number):
-    """Whether reference `number` is correct, as the steady verifiers find it (two in three)."""
-    return number % 3 != 0
+    """Whether reference `number` is correct, as the steady verifiers find it (one in four)."""
+    return number % 4 == 0
 
 
 def answer(worker, unit, *, seconds):
@@ -84,3 +88,19 @@ def crowd():
             Caption.objects.create(instance=captioned, texts=[written[n]], author=worker,
                                    assignment=answer(worker, unit, seconds=90))
     return Crowd(steady, steady_too, too_fast, always_left, always_correct, copier)
+
+
+def page_of(client, worker):
+    response = client.get(reverse("admin:annotation_worker_page", args=[worker.pk]))
+    assert response.status_code == 200
+    return html.unescape(response.content.decode())
+
+
+def flags_in(text):
+    return {key for key in ("too_fast", "same_side", "one_option", "copies") if f'data-flag="{key}"' in text}
+
+
+def make_reviewer_who_sees_workers():
+    user = make_reviewer()
+    user.user_permissions.add(Permission.objects.get(codename="view_worker"))
+    return type(user).objects.get(pk=user.pk)

@@ -22,6 +22,7 @@ from annotation.admin.family_workflow import family_workflow
 from annotation.admin.images import thumbnail_html
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
+from annotation.admin.worker_model_choice import WorkerModelChoiceMixin, warn_of_slow_fits
 from annotation.admin.workflow import WorkflowAdminMixin, perform_family_action
 from annotation.collection import configs, progress, stages
 from annotation.collection.uploads import store_uploaded_image
@@ -163,7 +164,7 @@ class InstructionFamilyForm(forms.ModelForm):
                   "source_dataset", "citation", "seed_instruction", "seed_response"]
 
 
-class StageConfigInline(admin.TabularInline):
+class StageConfigInline(WorkerModelChoiceMixin, admin.TabularInline):
     model = StageConfig
     extra = 0
     fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation", "adaptive",
@@ -416,10 +417,11 @@ def _save_and_apply_stage_configs(modeladmin, request, formset):
     formset.save()
     for config, _ in formset.changed_objects:
         _apply_and_say(modeladmin, request, config, before[config.pk])
+    warn_of_slow_fits(modeladmin, request, [*formset.new_objects, *(config for config, _ in formset.changed_objects)])
 
 
 @admin.register(StageConfig)
-class StageConfigAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
+class StageConfigAdmin(WorkerModelChoiceMixin, GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
                     "adaptive", "aggregation", "on_incorrect"]
     list_filter = ["stage", "verification_rule", "aggregation"]

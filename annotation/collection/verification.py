@@ -6,27 +6,11 @@ Votes, the default, apply the verification rule (unanimous, majority, any) in th
 completes the reference. A worker model (crowd-kit's Dawid-Skene, GLAD or MACE) needs every
 counted answer of the stage to weigh each worker, which is too slow for a request, so a
 reference whose answers are complete waits, pending, for the worker-model job
-(`decide_by_worker_models`): it fits the models the stages use and decides each waiting reference
-by the fitted label, recording the model (`Reference.decided_by`) and its posterior.
-
-A model decides only on evidence (`model_decision`): its label counts when every verifier of the
-reference has enough counted answers in the fit (the stage's `model_min_answers`, or a known
-accuracy on gold items) and its posterior reaches the stage's `model_min_posterior`; below that
-the verification rule decides from the votes. A label that contradicts every counted vote is never
-applied silently: the reference is held for a reviewer (`Reference.held_for_review`), who
-adjudicates.
-
-A model's decision stays revisable until a snapshot publishes its instance: each run fits again
-and, where the evidence now decides otherwise, reopens and decides the reference again, recording
-the change (`DecisionChange`, before and after). What a snapshot published stands, as does a
-decision something was built on (`reopen_decision`). So the job is idempotent: run twice on the
-same answers, it decides and changes nothing the second time. A fit that saw a different set of a
-reference's counted answers than the database holds (an answer came in or was rejected meanwhile)
-leaves the reference for the next run, so no decision rests on answers that no longer count.
+(annotation/collection/worker_model_job.py), which decides it through `decide_reference` and
+`mark_decided` here and may revise it later (`reopen_decision`).
 """
 
 import logging
-from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -45,14 +29,11 @@ from annotation.lock_order import lock_assignment_for_submission, lock_item
 from annotation.models import (
     Aggregation,
     Battle,
-    DecisionChange,
     Instance,
     Reference,
-    Snapshot,
     Stage,
     StageConfig,
     Verification,
-    WorkerQualification,
     counted_work,
 )
 from annotation.queue import mark_submitted, stored_answer_for
@@ -129,181 +110,11 @@ def votes_complete(votes, config, unit):
     return unit is not None and len(votes) >= unit.overlap
 
 
-def awaiting_worker_model(*, family=None):
-    """Pending references of families whose verification stage decides by a worker model, whose
-    counted answers are all in and which no reviewer holds (the job decides them)."""
-    families = StageConfig.objects.filter(stage=Stage.VERIFICATION).exclude(aggregation=Aggregation.VOTES)
-    pending = (Reference.objects.filter(verdict=Reference.Verdict.PENDING, held_for_review="",
-                                        instance__status=Instance.Status.AWAITING_VERIFICATION,
-                                        instance__family__in=families.values("family_id"))
-               .select_related("instance__family").order_by("pk"))
-    if family is not None:
-        pending = pending.filter(instance__family=family)
-    waiting = []
-    for reference in pending:
-        config = stage_config(family=reference.instance.family, stage=Stage.VERIFICATION)
-        unit = reference.work_units.filter(stage=Stage.VERIFICATION).first()
-        if votes_complete(counted_votes(reference, config), config, unit):
-            waiting.append(reference)
-    return waiting
-
-
-def revisable_by_worker_models():
-    """References a worker model decided that a later fit may still revise: not adjudicated, and
-    whose instance no finished snapshot has published."""
-    published = set()
-    for digests in Snapshot.objects.filter(status=Snapshot.Status.DONE).values_list("instance_digests", flat=True):
-        published.update(int(instance_id) for instance_id in digests)
-    models = [value for value in Aggregation.values if value != Aggregation.VOTES]
-    return (Reference.objects.filter(decided_by__in=models, adjudicated_by__isnull=True,
-                                     verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT])
-            .exclude(instance_id__in=published).select_related("instance__family").order_by("pk"))
-
-
-@dataclass(frozen=True)
-class ModelDecision:
-    """What the evidence decides for a reference under a worker model: `by` a model (its label and
-    posterior), by the votes (the model's evidence is too thin), or held for a reviewer (`held`, why)."""
-
-    by: str
-    is_correct: bool | None = None
-    posterior: float | None = None
-    held: str = ""
-
-
-def model_decision(*, fit, votes, config, known_accuracy=frozenset()):
-    """Decide from a fit only on evidence (see the module's docstring). `known_accuracy`: workers
-    whose accuracy on gold items is known."""
-    label, posterior = fit.label_of(votes[0].reference_id)
-    is_correct = label == "correct"
-    model_name = Reference.DecidedBy(fit.model).label
-    if all(vote.is_correct != is_correct for vote in votes):
-        said = "correct" if is_correct else "incorrect"
-        return ModelDecision(by=Reference.DecidedBy.REVIEWER, held=(
-            f"{model_name} says {said} (posterior {posterior:.2f}) where every counted vote "
-            f"({len(votes)}) says the opposite."))
-    thin = [vote.worker_id for vote in votes
-            if fit.answers.get(vote.worker_id, 0) < config.model_min_answers and vote.worker_id not in known_accuracy]
-    if thin or posterior < config.model_min_posterior:
-        return ModelDecision(by=Aggregation.VOTES)
-    return ModelDecision(by=fit.model, is_correct=is_correct, posterior=posterior)
-
-
-def _workers_of_known_accuracy():
-    return frozenset(WorkerQualification.objects.filter(qualification__stage=Stage.VERIFICATION,
-                                                        live_accuracy__isnull=False)
-                     .values_list("worker_id", flat=True))
-
-
-def decide_by_worker_models():
-    """The worker-model job's work: fit every label model a verification stage uses (and
-    Dawid-Skene always, whose reliabilities the researcher pages show) on every counted
-    verification answer, store each worker's reliability, and decide the references waiting for
-    a model (see the module's docstring). Returns how many references it decided."""
-    # pandas and crowd-kit load here, in the job, and stay out of the web workers that submit.
-    from annotation import worker_models
-
-    frame = worker_models.verification_frame()
-    in_use = set(StageConfig.objects.filter(stage=Stage.VERIFICATION).exclude(aggregation=Aggregation.VOTES)
-                 .values_list("aggregation", flat=True))
-    fits = {}
-    if not frame.empty:
-        for model in sorted(in_use | {Aggregation.DAWID_SKENE}):
-            fit = worker_models.fit_labels(frame, model)
-            worker_models.store_reliabilities(stage=Stage.VERIFICATION, model=model, reliability=fit.reliability,
-                                              answers=fit.answers)
-            fits[model] = fit
-    known = _workers_of_known_accuracy()
-    decided = 0
-    for waiting in awaiting_worker_model():
-        with transaction.atomic():
-            lock_item(stage=Stage.VERIFICATION, instance_id=waiting.instance_id, reference_id=waiting.pk)
-            reference = Reference.objects.get(pk=waiting.pk)
-            if reference.verdict != Reference.Verdict.PENDING or reference.held_for_review:
-                continue
-            config = stage_config(family=waiting.instance.family, stage=Stage.VERIFICATION)
-            votes = _votes_the_fit_saw(fits.get(config.aggregation), reference, config)
-            if votes is None:
-                continue
-            decided += _apply(reference, model_decision(fit=fits[config.aggregation], votes=votes, config=config,
-                                                        known_accuracy=known))
-    for decision in revisable_by_worker_models():
-        with transaction.atomic():
-            revise_decision(decision, fits, known)
-    return decided
-
-
-def _votes_the_fit_saw(fit, reference, config):
-    """The reference's counted votes when `fit` saw exactly these, else None (wait for the next fit)."""
-    votes = counted_votes(reference, config)
-    if fit is None or not votes or fit.voters.get(reference.pk) != frozenset(vote.worker_id for vote in votes):
-        return None
-    return votes
-
-
-def _apply(reference, decision):
-    """Decide a pending reference as `decision` says, or hold it for a reviewer. Returns 1 when decided."""
-    if decision.held:
-        reference.held_for_review = decision.held
-        reference.save(update_fields=["held_for_review"])
-        return 0
-    if decision.by == Aggregation.VOTES:
-        decide_reference(reference=reference)
-    else:
-        decide_reference(reference=reference, by=decision.by, is_correct=decision.is_correct,
-                         posterior=decision.posterior)
-    return 1
-
-
-def revise_decision(stale, fits, known):
-    """Decide again a model's decision the latest fit disagrees with, when nothing published or built
-    on it stops that; record the change (before and after) either way. Returns the DecisionChange
-    or None when the evidence still decides as before."""
-    _, reference = lock_item(stage=Stage.VERIFICATION, instance_id=stale.instance_id, reference_id=stale.pk)
-    if reference.decided_by != stale.decided_by or reference.verdict != stale.verdict:
-        return None
-    config = stage_config(family=stale.instance.family, stage=Stage.VERIFICATION)
-    fit = fits.get(reference.decided_by)
-    votes = _votes_the_fit_saw(fit, reference, config)
-    if votes is None:
-        return None
-    decision = model_decision(fit=fit, votes=votes, config=config, known_accuracy=known)
-    is_correct = reference.verdict == Reference.Verdict.CORRECT
-    if decision.held:
-        after = Reference.Verdict.PENDING
-    elif decision.by == Aggregation.VOTES:
-        is_correct_now = _verdict(votes, config)
-        if is_correct_now == is_correct:
-            return None
-        after = Reference.Verdict.CORRECT if is_correct_now else Reference.Verdict.INCORRECT
-    else:
-        if decision.is_correct == is_correct:
-            return None
-        after = Reference.Verdict.CORRECT if decision.is_correct else Reference.Verdict.INCORRECT
-    change = DecisionChange(reference=reference, model=reference.decided_by, before=reference.verdict, after=after,
-                            posterior_before=reference.posterior, posterior_after=decision.posterior)
-    instance = Instance.objects.select_related("family").get(pk=reference.instance_id)
-    try:
-        reopen_decision(reference=reference, instance=instance)
-    except DecisionStands as stands:
-        if reference.decision_changes.filter(applied=False, before=change.before, after=change.after).exists():
-            return None  # recorded at an earlier run; the decision still stands
-        change.applied, change.note = False, str(stands)[:300]
-        change.save()
-        return change
-    reference.refresh_from_db()
-    _apply(reference, decision)
-    change.applied = True
-    change.note = decision.held[:300] if decision.held else ""
-    change.save()
-    return change
-
-
 def _agreed(votes, config):
     return Agreement(config.agree_to_decide).decision([vote.is_correct for vote in votes])
 
 
-def _verdict(votes, config):
+def verdict_by_votes(votes, config):
     if config.adaptive and (agreed := _agreed(votes, config)) is not None:
         return agreed
     rule = config.verification_rule
@@ -332,9 +143,22 @@ def decide_reference(*, reference, by=Aggregation.VOTES, is_correct=None, poster
     votes = counted_votes(reference, config)
     if not votes:
         raise AnnotationError("This reference has no verification yet.")
+    mark_decided(reference, votes, config, by=by, is_correct=is_correct, posterior=posterior)
+    reference.save()
+    _settle_instance(instance=instance, reference=reference, config=config)
+    return reference
+
+
+# The fields `mark_decided` sets, for a bulk update of references it decided.
+DECIDED_FIELDS = ["verdict", "decided_by", "posterior", "problem_in_caption", "problem_in_response",
+                  "flagged_harmful", "decided_at"]
+
+
+def mark_decided(reference, votes, config, *, by=Aggregation.VOTES, is_correct=None, posterior=None):
+    """Set a reference's decision from its counted `votes` (see `decide_reference`), unsaved."""
     incorrect = [vote for vote in votes if not vote.is_correct]
     if by == Aggregation.VOTES:
-        is_correct = _verdict(votes, config)
+        is_correct = verdict_by_votes(votes, config)
     reference.verdict = Reference.Verdict.CORRECT if is_correct else Reference.Verdict.INCORRECT
     reference.decided_by, reference.posterior = by, posterior
     # A problem counts when most of those who found the reference wrong point at it.
@@ -348,9 +172,6 @@ def decide_reference(*, reference, by=Aggregation.VOTES, is_correct=None, poster
         reference.problem_in_caption = reference.problem_in_response = False
     reference.flagged_harmful = any(vote.is_harmful for vote in votes)
     reference.decided_at = timezone.now()
-    reference.save()
-    _settle_instance(instance=instance, reference=reference, config=config)
-    return reference
 
 
 def verify_instance(*, instance, reference=None):
@@ -403,20 +224,26 @@ def _settle_instance(*, instance, reference, config):
     # Whatever the verdict, the instance's other candidates (a reference pasted while the model's
     # was being verified) are no longer asked about.
     close_units_no_longer_owed(stage=Stage.VERIFICATION, instance=instance)
-    if (
-        config.on_incorrect == StageConfig.IncorrectAction.RECAPTION
-        and reference.problem_in_caption
-        and instance.caption_round < config.max_caption_rounds
-    ):
-        instance.status = Instance.Status.AWAITING_CAPTION
-        instance.current_caption = None
-        instance.caption_round += 1
-        instance.save(update_fields=["status", "current_caption", "caption_round", "updated_at"])
-        create_work_units(family=instance.family, stage=Stage.CAPTION, instance=instance)
+    if asks_new_caption(instance=instance, reference=reference, config=config):
+        begin_new_caption_round(instance)
         return
     _discard(instance)
     # Its replacement is asked for at once, not when the sweep next looks.
     create_work_units(family=instance.family, stage=Stage.INSTRUCTION_GENERATION)
+
+
+def asks_new_caption(*, instance, reference, config):
+    """Whether an instance whose reference was decided incorrect goes back for a new caption."""
+    return (config.on_incorrect == StageConfig.IncorrectAction.RECAPTION and reference.problem_in_caption
+            and instance.caption_round < config.max_caption_rounds)
+
+
+def begin_new_caption_round(instance):
+    instance.status = Instance.Status.AWAITING_CAPTION
+    instance.current_caption = None
+    instance.caption_round += 1
+    instance.save(update_fields=["status", "current_caption", "caption_round", "updated_at"])
+    create_work_units(family=instance.family, stage=Stage.CAPTION, instance=instance)
 
 
 def adjudicate(*, reference, reviewer, is_correct, problem_in_caption=False, problem_in_response=False,

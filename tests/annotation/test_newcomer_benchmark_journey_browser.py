@@ -26,7 +26,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from annotation import queue
-from annotation.collection import captions, references, stages, verification
+from annotation.collection import captions, references, stages, verification, worker_model_job
 from annotation.collection.waiting import Waits, waits_for
 from annotation.datasets import snapshots
 from annotation.models import (
@@ -259,7 +259,7 @@ def test_a_newcomers_benchmark_holds_only_what_counted_work_decided(researcher_p
     step = verification_step(page, live_server, family)
     assert "undecided instances waiting: 8 for the worker-model job" in step, step
     assert "; 0 of 8 decided" in step, step
-    assert verification.decide_by_worker_models() == len(ITEMS)
+    assert worker_model_job.decide_by_worker_models() == len(ITEMS)
     assert family.instances.filter(status=Instance.Status.VERIFIED).count() == 6
     verification_step(page, live_server, family)
     shoot(page, "workflow-before-review")
@@ -281,7 +281,7 @@ def test_a_newcomers_benchmark_holds_only_what_counted_work_decided(researcher_p
     assert verify_all(cleo) == 4
     assert len(caption_all(cara)) == 2
     paste_references(family)
-    assert verification.decide_by_worker_models() == 6
+    assert worker_model_job.decide_by_worker_models() == 6
     step = verification_step(page, live_server, family)
     shoot(page, "workflow-after-review")
     assert "undecided instances waiting: 2 for a crowd task" in step, step
@@ -301,7 +301,7 @@ def test_a_newcomers_benchmark_holds_only_what_counted_work_decided(researcher_p
     # Ana checks the two new references on the page; cleo only one of them, so the other waits.
     assert verify_in_the_browser(ana_page, live_server, family) == 2
     assert verify_all(cleo, limit=1) == 1
-    assert verification.decide_by_worker_models() == 1
+    assert worker_model_job.decide_by_worker_models() == 1
 
     page.goto(f"{live_server.url}/admin/annotation/snapshot/add/")
     page.locator("#id_note").fill("After review")

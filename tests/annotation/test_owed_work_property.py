@@ -32,7 +32,16 @@ from hypothesis.stateful import (
 
 from annotation import queue, review
 from annotation.benchmark_check import violations
-from annotation.collection import captions, configs, instructions, references, stages, verification, waiting
+from annotation.collection import (
+    captions,
+    configs,
+    instructions,
+    references,
+    stages,
+    verification,
+    waiting,
+    worker_model_job,
+)
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -216,7 +225,7 @@ class OwedWork(RuleBasedStateMachine):
                                     note="Looked at the picture.", **problems)
 
     def _refit(self):
-        verification.decide_by_worker_models()
+        worker_model_job.decide_by_worker_models()
 
     def _change_rule(self, rule, aggregation, overlap, counts_provisional):
         config = StageConfig.objects.get(family=self.family, stage=Stage.VERIFICATION)

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from annotation import queue
-from annotation.collection import references, verification
+from annotation.collection import references, verification, worker_model_job
 from annotation.models import Aggregation, Instance, Reference, Stage, StageConfig
 from tests.factories import CaptionFactory, InstanceFactory, WorkerFactory, launch
 
@@ -44,7 +44,7 @@ def test_a_researcher_chooses_dawid_skene_and_the_decisions_say_it_decided(resea
     reference.refresh_from_db()
     assert reference.verdict == Reference.Verdict.PENDING  # a worker model decides in its job, not the submit
     # The job the last submit queued (tasks.fit_worker_models), run here as a worker would run it.
-    assert verification.decide_by_worker_models() == 1
+    assert worker_model_job.decide_by_worker_models() == 1
     reference.refresh_from_db()
 
     page.goto(f"{live_server.url}/admin/annotation/instructionfamily/table2/?family={family.pk}")

@@ -34,34 +34,18 @@ from annotation.next_step import Step, next_step
 from tests.factories import WorkerFactory
 from tests.frontend_support import prolific_link, study, verification_unit
 from tests.mturk_wire import assignment
-from tests.review_support import make_reviewer, verified_on_mturk
+from tests.review_support import verified_on_mturk
 from tests.scoring_factories import create_tournament, verified_instance
-from tests.worker_page_support import crowd
+from tests.worker_page_support import crowd, flags_in, make_reviewer_who_sees_workers, page_of
 
 pytestmark = pytest.mark.django_db
 REASON = "These verifications were submitted in under three seconds each, without opening the images."
-
-
-def page_of(client, worker):
-    response = client.get(reverse("admin:annotation_worker_page", args=[worker.pk]))
-    assert response.status_code == 200
-    return html.unescape(response.content.decode())
-
-
-def flags_in(text):
-    return {key for key in ("too_fast", "same_side", "first_option", "copies") if f'data-flag="{key}"' in text}
 
 
 @pytest.fixture
 def researcher(client):
     client.force_login(make_reviewer_who_sees_workers())
     return client
-
-
-def make_reviewer_who_sees_workers():
-    user = make_reviewer()
-    user.user_permissions.add(Permission.objects.get(codename="view_worker"))
-    return type(user).objects.get(pk=user.pk)
 
 
 @pytest.fixture
@@ -83,12 +67,14 @@ def test_a_worker_who_always_picks_left_is_flagged_with_a_binomial_test(the_crow
     assert "chose the left response 15 of 15 times (100%)" in text and f"p = {2 / 2 ** 15:.2g}" in text
 
 
-def test_a_worker_who_always_answers_correct_is_flagged_for_the_first_option(the_crowd, researcher):
+def test_a_worker_who_always_answers_correct_is_flagged_for_leaning_to_it(the_crowd, researcher):
     text = page_of(researcher, the_crowd.always_correct)
-    assert flags_in(text) == {"first_option"}
-    # The three other verifiers said “Correct” 39 times in 60: 20 of 20 has p = 0.65 ** 20.
-    assert ("“Correct” (the first option) 20 of 20 times (100%), where the other verifiers choose it 65% of the "
-            f"time; binomial test p = {0.65 ** 20:.2g}") in text
+    assert flags_in(text) == {"one_option"}
+    # The three others decide 15 of the 20 references incorrect: 15 disagreements one way, none the
+    # other, two-sided p = 2 / 2**15.
+    assert ("Leans to “Correct”" in text and "answered “Correct” where the other verifiers' majority said "
+            "“Incorrect” 15 times, and the other way round 0 times, over 20 answers compared with theirs"
+            in text and f"p = {2 / 2 ** 15:.2g}" in text)
 
 
 def test_a_worker_who_copies_captions_is_flagged_with_the_copied_text(the_crowd, researcher):
@@ -154,15 +140,15 @@ def _many_pairwise_answers(worker, count):
 
 def test_the_page_costs_the_same_few_queries_for_a_worker_with_thousands_of_answers(
         the_crowd, researcher, django_assert_max_num_queries):
-    # 16: the session, the user and their permissions, their research groups (whether the review
-    # links may act, annotation/teams.py), eight aggregates, a bounded count and the stage's median
+    # 15: the session, the user and their permissions, their research groups (whether the review
+    # links may act, annotation/teams.py), seven aggregates, a bounded count and the stage's median
     # for each stage the worker answered in (one here), and the worker models' estimates
     # (annotation/worker_report.py), however many answers the worker has.
     busy = WorkerFactory()
     _many_pairwise_answers(busy, 2000)
     page_of(researcher, the_crowd.steady)  # SciPy's first import is the process's, not the page's
     started = time.perf_counter()
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(15):
         text = page_of(researcher, busy)
     seconds = time.perf_counter() - started
     assert '<td>Pairwise preference</td><td class="number">2000</td>' in text

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotation import review
 from annotation.benchmark_check import violations
-from annotation.collection import configs, references, verification
+from annotation.collection import configs, references, verification, worker_model_job
 from annotation.collection.waiting import Waits, settle_family, waits_for
 from annotation.models import (
     Aggregation,
@@ -55,7 +55,7 @@ def test_a_model_label_against_every_counted_vote_is_held_for_a_reviewer_whateve
     # The case: Dawid-Skene said "correct" at 0.63 against two "incorrect" votes.
     fit = _fit(unit.reference_id, "correct", 0.63, {first.pk: 50, second.pk: 50})
 
-    decision = verification.model_decision(fit=fit, votes=votes, config=_config(model_min_answers=1,
+    decision = worker_model_job.model_decision(fit=fit, votes=votes, config=_config(model_min_answers=1,
                                                                                model_min_posterior=0.5))
 
     assert decision.held.startswith("Dawid-Skene says correct (posterior 0.63) where every counted vote (2)")
@@ -78,7 +78,7 @@ def test_a_model_decides_only_when_each_verifier_has_enough_answers_and_its_post
     votes = verification.counted_votes(unit.reference, _config())
     fit = _fit(unit.reference_id, "incorrect", posterior, {workers[name].pk: n for name, n in answers.items()})
 
-    decision = verification.model_decision(fit=fit, votes=votes, config=_config(model_min_answers=5,
+    decision = worker_model_job.model_decision(fit=fit, votes=votes, config=_config(model_min_answers=5,
                                                                                model_min_posterior=0.6))
 
     assert (decision.by, decision.held) == (decides, "")
@@ -94,7 +94,7 @@ def test_a_worker_whose_gold_accuracy_is_known_needs_no_minimum_of_answers():
     votes = verification.counted_votes(unit.reference, _config())
     fit = _fit(unit.reference_id, "incorrect", 0.9, {first.pk: 1, second.pk: 1})
 
-    decision = verification.model_decision(fit=fit, votes=votes, config=_config(model_min_answers=5),
+    decision = worker_model_job.model_decision(fit=fit, votes=votes, config=_config(model_min_answers=5),
                                            known_accuracy=frozenset({first.pk, second.pk}))
 
     assert decision.by == Aggregation.DAWID_SKENE
@@ -111,7 +111,7 @@ def test_rejecting_the_spammer_under_ask_until_decided_leaves_the_reference_to_t
     spam = answer(unit, spammer, True)
     answer(unit, first, False)
     answer(unit, second, False)
-    verification.decide_by_worker_models()
+    worker_model_job.decide_by_worker_models()
     unit.reference.refresh_from_db()
     decided_before = unit.reference.verdict
 
@@ -121,7 +121,7 @@ def test_rejecting_the_spammer_under_ask_until_decided_leaves_the_reference_to_t
     if decided_before != Reference.Verdict.PENDING:
         assert outcome.decisions_reopened == 1
     assert waits_for(family).instances[reference.instance_id] == Waits.WORKER_MODEL
-    assert verification.decide_by_worker_models() == 1
+    assert worker_model_job.decide_by_worker_models() == 1
     reference.refresh_from_db()
     # Two verifiers with one answer each are thin evidence: the rule decides from their votes.
     assert (reference.verdict, reference.decided_by) == (Reference.Verdict.INCORRECT, Aggregation.VOTES)
@@ -178,7 +178,7 @@ def decided_by_dawid_skene():
     units = candidates(family, 60)
     crowd_answers(units, good=WorkerFactory.create_batch(6), spammers=WorkerFactory.create_batch(4), rng=rng,
                   submit=stored_answer)
-    verification.decide_by_worker_models()
+    worker_model_job.decide_by_worker_models()
     return family
 
 
@@ -198,7 +198,7 @@ def test_a_refit_that_decides_otherwise_revises_what_no_snapshot_published_and_r
 
     # The researcher asks more of the model's evidence than any posterior gives: the rule decides.
     StageConfig.objects.filter(pk=config.pk).update(model_min_posterior=1.01)
-    verification.decide_by_worker_models()
+    worker_model_job.decide_by_worker_models()
 
     changes = {change.reference_id: change for change in DecisionChange.objects.filter(
         reference__instance__family=family)}
@@ -213,7 +213,7 @@ def test_a_refit_that_decides_otherwise_revises_what_no_snapshot_published_and_r
             assert (now.verdict, now.decided_by) == (change.after, Aggregation.VOTES)
         else:
             assert now.verdict == before[reference.pk] and "stands" in change.note
-    assert verification.decide_by_worker_models() == 0
+    assert worker_model_job.decide_by_worker_models() == 0
     assert DecisionChange.objects.filter(reference__instance__family=family).count() == len(changes)
 
 

@@ -6,11 +6,13 @@ import random
 from collections import Counter
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from annotation import queue, review, worker_models
-from annotation.collection import configs, references, verification
+from annotation.collection import configs, references, verification, worker_model_job
 from annotation.collection.progress import format_table2, table2
 from annotation.models import (
     Aggregation,
@@ -95,7 +97,7 @@ def accuracy(decisions, truth):
 def test_references_under_a_worker_model_wait_for_the_job(spammed_crowd):
     truth, _, _ = spammed_crowd
     assert Reference.objects.filter(pk__in=truth, verdict=Reference.Verdict.PENDING).count() == len(truth)
-    assert len(verification.awaiting_worker_model()) == len(truth)
+    assert len(worker_model_job.awaiting_worker_model()) == len(truth)
 
 
 def test_dawid_skene_beats_the_majority_against_the_truth_with_forty_percent_spammers(spammed_crowd):
@@ -105,7 +107,7 @@ def test_dawid_skene_beats_the_majority_against_the_truth_with_forty_percent_spa
         votes = [vote.is_correct for vote in reference.verifications.all()]
         majority[reference.pk] = sum(votes) * 2 > len(votes)
 
-    assert verification.decide_by_worker_models() == len(truth)
+    assert worker_model_job.decide_by_worker_models() == len(truth)
 
     decided = dict(Reference.objects.filter(pk__in=truth).values_list("pk", "verdict"))
     model = {pk: verdict == Reference.Verdict.CORRECT for pk, verdict in decided.items()}
@@ -117,7 +119,7 @@ def test_dawid_skene_beats_the_majority_against_the_truth_with_forty_percent_spa
 
 def test_stored_reliabilities_rank_spammers_below_good_workers(spammed_crowd):
     _, good, spammers = spammed_crowd
-    verification.decide_by_worker_models()
+    worker_model_job.decide_by_worker_models()
     stored = dict(WorkerReliability.objects.filter(stage=Stage.VERIFICATION, model="dawid_skene", family=None)
                   .values_list("worker_id", "reliability"))
     assert max(stored[worker.pk] for worker in spammers) < min(stored[worker.pk] for worker in good)
@@ -125,9 +127,9 @@ def test_stored_reliabilities_rank_spammers_below_good_workers(spammed_crowd):
 
 def test_the_job_decides_each_reference_once(spammed_crowd):
     truth, _, _ = spammed_crowd
-    assert verification.decide_by_worker_models() == len(truth)
+    assert worker_model_job.decide_by_worker_models() == len(truth)
     before = list(Reference.objects.filter(pk__in=truth).values_list("pk", "verdict", "posterior", "decided_at"))
-    assert verification.decide_by_worker_models() == 0
+    assert worker_model_job.decide_by_worker_models() == 0
     assert list(Reference.objects.filter(pk__in=truth).values_list("pk", "verdict", "posterior",
                                                                      "decided_at")) == before
 
@@ -146,7 +148,7 @@ def test_a_rejected_answer_changes_nothing_in_the_fit():
     review.reject_work(assignments=[lease], reason="Answered without looking.")
 
     assert worker_models.verification_frame().equals(before)
-    verification.decide_by_worker_models()
+    worker_model_job.decide_by_worker_models()
     assert not WorkerReliability.objects.filter(worker=careless).exists()
 
 
@@ -169,7 +171,7 @@ def test_the_stages_aggregation_changes_the_decision_and_the_pages_say_which(adm
         answer(unit, good[0], False)
         disputed[family] = Reference.objects.get(pk=unit.reference_id)
 
-    verification.decide_by_worker_models()
+    worker_model_job.decide_by_worker_models()
 
     voted, modelled = (Reference.objects.get(pk=disputed[family].pk) for family in (by_votes, by_model))
     assert (voted.verdict, voted.decided_by) == (Reference.Verdict.CORRECT, "votes")
@@ -187,7 +189,7 @@ def test_waiting_references_are_owed_work_the_sweep_queues_again(spammed_crowd):
     from tasks.outbox import owed_jobs
 
     assert verification.WORKER_MODEL_JOB in [name for name, *_ in owed_jobs()]
-    verification.decide_by_worker_models()
+    worker_model_job.decide_by_worker_models()
     assert verification.WORKER_MODEL_JOB not in [name for name, *_ in owed_jobs()]
 
 
@@ -216,3 +218,33 @@ def test_the_stage_settings_offer_the_worker_models_and_a_refit(admin_client):
     done = admin_client.post(reverse("admin:annotation_stageconfig_changelist"),
                              {"action": "refit_worker_models", "_selected_action": [config.pk]}, follow=True)
     assert "The worker models are being refitted" in done.content.decode()
+
+
+def decisions_and_instances(pks):
+    references = list(Reference.objects.filter(pk__in=pks).order_by("pk").values_list(
+        "pk", "verdict", "decided_by", "posterior", "problem_in_caption", "problem_in_response", "held_for_review"))
+    instances = list(Instance.objects.filter(references__pk__in=pks).order_by("pk")
+                     .values_list("pk", "status", "reference_output"))
+    units = list(WorkUnit.objects.filter(reference_id__in=pks).order_by("pk").values_list("pk", "status"))
+    return references, instances, units
+
+
+def test_the_job_decides_in_bulk_what_it_decided_one_by_one_in_a_few_statements(spammed_crowd):
+    truth, _, _ = spammed_crowd
+    fits = {Aggregation.DAWID_SKENE: worker_models.fit_labels(worker_models.verification_frame(),
+                                                              Aggregation.DAWID_SKENE)}
+    known = worker_model_job.workers_of_known_accuracy()
+    with transaction.atomic():
+        for waiting in worker_model_job.awaiting_worker_model():
+            worker_model_job.decide_one(waiting, fits, known)
+        one_by_one = decisions_and_instances(truth)
+        transaction.set_rollback(True)
+    assert decisions_and_instances(truth) != one_by_one
+
+    with CaptureQueriesContext(connection) as statements:
+        assert worker_model_job.decide_waiting(fits, known) == len(truth)
+
+    assert decisions_and_instances(truth) == one_by_one
+    # Reading what waits, locking, reading the votes, and one bulk update per table: a few statements
+    # for 60 references, where deciding them one by one took about 25 each.
+    assert len(statements) < len(truth) / 2

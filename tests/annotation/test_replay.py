@@ -1,0 +1,210 @@
+"""Replaying a past campaign (annotation/replay.py, `manage.py replay_answers`): each rule buys what
+the project's stopping code would buy, taken in the file's order, and is scored against the truth
+and against the worker model fitted on every answer; on a seeded simulated crowd and on a real
+published annotation set (tests/crowd_data/README.md)."""
+
+import csv
+import io
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation import replay, review, worker_models
+from annotation.models import Stage
+from tests.annotation.collection.test_worker_models import answer, candidates
+from tests.crowd_simulation import in_order, simulated_crowd, write_csv
+from tests.factories import FamilyFactory, WorkerFactory, launch
+from tests.paths import PROJECT
+
+REAL_SET = PROJECT / "tests" / "crowd_data" / "rzhetsky2009_e2_sample.csv"
+
+
+ITEMS = 150
+
+
+@pytest.fixture(scope="module")
+def crowd():
+    return simulated_crowd(items=ITEMS)
+
+
+def as_csv(rows):
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return io.BytesIO(buffer.getvalue().encode())
+
+
+def replayed(rows, **options):
+    return replay.replay(replay.read_answers(as_csv(rows)), **options)
+
+
+def row_named(result, name):
+    return next(row for row in result.rows if row.rule == name)
+
+
+def until(agree, most, answers):
+    """How many answers ask until decided buys, counted directly: until one answer has `agree`
+    votes, or `most` are in."""
+    for count in range(1, len(answers) + 1):
+        if Counter(answers[:count]).most_common(1)[0][1] >= agree or count == most:
+            return count
+    return len(answers)
+
+
+def test_each_fixed_overlap_buys_its_overlap_of_every_item_and_runs_out_past_what_the_file_holds(crowd):
+    result = replayed(crowd, chosen=replay.rules(fixed=(1, 3, 5, 7), until_decided=()))
+    for overlap in (1, 3, 5):
+        row = row_named(result, f"fixed overlap {overlap}")
+        assert (row.answers, row.ran_out) == (ITEMS * overlap, 0)
+    seven = row_named(result, "fixed overlap 7")
+    assert (seven.answers, seven.ran_out) == (ITEMS * 5, ITEMS)
+
+
+def test_ask_until_decided_stops_where_the_queue_would_in_the_order_column(crowd):
+    result = replayed(crowd)
+    answers = in_order(crowd)
+    for agree, most in ((2, 3), (3, 5)):
+        row = row_named(result, f"{agree} agreeing of up to {most}")
+        assert row.answers == sum(until(agree, most, said) for said in answers.values())
+        assert row.ran_out == 0
+    assert row_named(result, "2 agreeing of up to 3").answers < ITEMS * 3
+
+
+def test_accuracy_is_of_the_answers_bought_in_order_against_the_truth(crowd):
+    first = {item: said[0] for item, said in in_order(crowd).items()}
+    truth = {row["item"]: row["truth"] for row in crowd}
+    expected = sum(first[item] == truth[item] for item in first) / len(first)
+
+    votes = row_named(replayed(crowd, chosen=replay.rules(fixed=(1,), until_decided=())),
+                      "fixed overlap 1").decided["votes"]
+
+    assert votes.accuracy == pytest.approx(expected)
+
+
+def test_the_file_order_does_not_matter_when_an_order_column_is_given(crowd):
+    again = replayed(list(reversed(crowd)))
+    assert again.rows == replayed(crowd).rows
+
+
+def test_agreement_is_with_the_worker_model_fitted_on_every_answer(crowd):
+    result = replayed(crowd, model="mace", chosen=[])
+    everything = result.rows[0]
+    assert everything.rule == "all answers" and everything.decided["mace"].agreement == 1.0
+    frame = replay.read_answers(as_csv(crowd)).frame
+    fitted = worker_models.fit_labels(frame, "mace").labels
+    truth = {row["item"]: row["truth"] for row in crowd}
+    assert everything.decided["mace"].accuracy == pytest.approx(
+        sum(fitted[item] == said for item, said in truth.items()) / len(truth))
+
+
+def test_with_a_quarter_of_spammers_the_worker_model_on_all_answers_beats_their_votes(crowd):
+    everything = replayed(crowd, chosen=[]).rows[0].decided
+    assert everything["dawid_skene"].accuracy > everything["votes"].accuracy
+
+
+def test_the_command_prints_each_rule_with_answers_bought_accuracy_and_agreement(crowd, tmp_path):
+    out = io.StringIO()
+    call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "1", "3",
+                 "--until-decided", "2:3", stdout=out)
+    text = out.getvalue()
+    assert f"Replayed {ITEMS * 5:,} answers by 20 workers on {ITEMS} items, each item's answers in the order " \
+           f"column; truth given for {ITEMS} items." in text
+    lines = {line.split("  ")[0]: line for line in text.splitlines()}
+    assert set(lines) >= {"all answers", "fixed overlap 1", "fixed overlap 3", "2 agreeing of up to 3"}
+    bought = sum(until(2, 3, said) for said in in_order(crowd).values())
+    assert f"{bought:,}" in lines["2 agreeing of up to 3"]
+    assert "votes: accuracy" in text and "Dawid-Skene: accuracy" in text
+
+
+def cells(text, rule):
+    """The figures the command printed on `rule`'s line."""
+    line = next(line for line in text.splitlines() if line.startswith(rule + "  "))
+    return line[len(rule):].split()
+
+
+def test_a_real_published_annotation_set_replays_without_truth():
+    out = io.StringIO()
+    call_command("replay_answers", str(REAL_SET), stdout=out)
+    text = out.getvalue()
+    with open(REAL_SET, newline="") as source:
+        rows = list(csv.DictReader(source))
+    items = {}
+    for row in rows:
+        items.setdefault(row["item"], []).append(row["answer"])
+
+    assert f"Replayed {len(rows):,} answers by 8 workers on {len(items):,} items, each item's answers in file " \
+           "order; no truth given, so no accuracy." in text
+    bought = sum(until(2, 3, said) for said in items.values())
+    assert cells(text, "2 agreeing of up to 3")[0] == f"{bought:,}"
+    # Three answers an item: a fixed overlap of 3 is every answer, and one of 5 runs out on every item.
+    assert cells(text, "fixed overlap 3")[4:] == cells(text, "all answers")[4:]
+    assert cells(text, "fixed overlap 5")[3] == f"{len(items):,}"
+
+
+BAD_FILES = [
+    (b"", "The file is empty"),
+    (b"item,worker\nq1,w1\n", "Row 1 (the header) has no column “answer”"),
+    (b"item,worker,answer,worker\nq1,w1,yes,w2\n", "Row 1 (the header) names the column “worker” twice"),
+    (b"item,worker,answer\n", "The file has a header but no answers"),
+    (b"item,worker,answer\nq1,w1,yes\nq1,,no\n", "Row 3, column “worker”: empty"),
+    (b"item,worker,answer\nq1,w1,yes\nq2,w1\n", "Row 3 has 2 cells where the header names 3 columns"),
+    (b"item,worker,answer,order\nq1,w1,yes,1\nq1,w2,no,second\n",
+     "Row 3, column “order”: “second” is not a number"),
+    (b"item,worker,answer,truth\nq1,w1,yes,yes\nq2,w1,no,no\nq1,w2,no,no\n",
+     "Row 4, column “truth”: “no”, where row 2 gives item “q1” the truth “yes”"),
+    (b"item,worker,answer\nq1,w1,yes\nq1,w1,no\n",
+     "Row 3, columns “item” and “worker”: worker “w1” already answered item “q1” in row 2"),
+    (b"item,worker,answer\nq1,w1,yes\nq1,w2,\xff\xfe\n", "Row 3: the file is not UTF-8 text"),
+    (b"item,worker,answer\nq1,w1,yes\nq1,w2,n\x00o\n", "Row 3, column “answer”: a control character"),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_FILES, ids=[message[:30] for _, message in BAD_FILES])
+def test_a_bad_file_is_refused_naming_the_row_and_the_column(tmp_path, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(content)
+    with pytest.raises(CommandError) as refused:
+        call_command("replay_answers", str(path))
+    assert message in str(refused.value)
+
+
+def test_manage_py_says_what_is_wrong_with_a_file_without_a_traceback(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b"item,worker,answer\nq1,w1,yes\nq1,,no\n")
+    done = subprocess.run([sys.executable, "manage.py", "replay_answers", str(path)], cwd=PROJECT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "Row 3, column “worker”: empty" in done.stderr
+
+
+@pytest.mark.django_db
+def test_a_familys_last_campaign_replays_from_its_counted_verification_answers():
+    family = FamilyFactory(name="Last campaign")
+    launch(family, Stage.VERIFICATION, overlap=3, verification_rule="majority")
+    workers = WorkerFactory.create_batch(4)
+    said = {0: (True, True, False), 1: (False, True, True), 2: (True, True, True)}
+    units = candidates(family, 3)
+    for unit, votes in zip(units, said.values(), strict=True):
+        for worker, vote in zip(workers, votes, strict=False):
+            lease = answer(unit, worker, vote)
+    review.reject_work(assignments=[lease], reason="Answered without opening the image.")
+    launch(FamilyFactory(), Stage.VERIFICATION, overlap=1)
+
+    out = io.StringIO()
+    call_command("replay_answers", "--family", "Last campaign", "--fixed", "1", "--until-decided", "2:3",
+                 stdout=out)
+    text = out.getvalue()
+
+    # The rejected third answer of the last reference does not count: eight answers are replayed,
+    # each reference's in the order they were submitted.
+    assert "Replayed 8 answers by 3 workers on 3 items, each item's answers in the order they were submitted in; " \
+           "no truth given, so no accuracy." in text
+    # Two agreeing of up to three: the first two agree on references 1 and 3 (2 + 2), not on 2 (3).
+    assert cells(text, "2 agreeing of up to 3")[:2] == ["7", "2.33"]
+    with pytest.raises(CommandError, match="No instruction family is named “Nobody”"):
+        call_command("replay_answers", "--family", "Nobody")

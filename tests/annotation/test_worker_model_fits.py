@@ -1,0 +1,64 @@
+"""A worker-model fit is a function of the answers, not of the order the rows arrive in (issue 41):
+the job reads them ordered by primary key, a replay in file order, and a researcher who sorts
+their file must not get other decisions."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from annotation import worker_models
+from annotation.models import Aggregation, WorkerModel
+
+LABEL_MODELS = [value for value in Aggregation.values if value != Aggregation.VOTES]
+
+
+def spammed_frame(seed=41, tasks=400, workers=30, spammers=8):
+    """Three answers per task by distinct workers; a quarter of the workers say "correct" whatever
+    the truth, which leaves MACE close calls whose outcome its starting point decides."""
+    rng = np.random.default_rng(seed)
+    task = np.repeat(np.arange(tasks), 3)
+    worker = np.argsort(rng.random((tasks, workers)), axis=1)[:, :3].ravel()
+    truth = rng.random(tasks) < 0.5
+    accuracy = rng.uniform(0.55, 0.9, workers)
+    said = np.where(rng.random(task.size) < accuracy[worker], truth[task], ~truth[task])
+    said = np.where(worker < spammers, True, said)
+    return pd.DataFrame({"task": task, "worker": worker,
+                         "label": np.where(said, worker_models.CORRECT, worker_models.INCORRECT)})
+
+
+@pytest.mark.parametrize("model", LABEL_MODELS)
+def test_a_fits_labels_do_not_depend_on_the_order_of_its_rows(model):
+    frame = spammed_frame()
+    first = worker_models.fit_labels(frame, model)
+    for reordered in (frame.sample(frac=1, random_state=1), frame.iloc[::-1]):
+        again = worker_models.fit_labels(reordered, model)
+        pd.testing.assert_series_equal(again.labels.sort_index(), first.labels.sort_index())
+        pd.testing.assert_series_equal(again.posteriors.sort_index(), first.posteriors.sort_index())
+        pd.testing.assert_series_equal(again.reliability.sort_index(), first.reliability.sort_index())
+
+
+def test_mace_restarts_once_and_loses_nothing_to_crowd_kits_ten_seeded_restarts():
+    from crowdkit.aggregation import MACE
+
+    frame = worker_models.canonical_order(spammed_frame(tasks=150))
+    ten = MACE(random_state=worker_models.SEED).fit(frame).probas_
+    ours = worker_models.fit_labels(frame, Aggregation.MACE)
+    pd.testing.assert_series_equal(ours.posteriors, ten.max(axis="columns"))
+    pd.testing.assert_series_equal(ours.labels, ten.idxmax(axis="columns"))
+
+
+@pytest.mark.parametrize("model", ["bradley_terry", WorkerModel.NOISY_BT])
+def test_a_pairwise_fit_does_not_depend_on_the_order_of_its_rows(model):
+    rng = np.random.default_rng(15)
+    names = np.array([f"model-{index}" for index in range(8)])
+    strength = rng.normal(0, 1, names.size)
+    left = rng.integers(0, names.size, 2000)
+    right = rng.integers(0, names.size - 1, 2000)
+    right = np.where(right >= left, right + 1, right)
+    chose_left = rng.random(2000) < 1 / (1 + np.exp(strength[right] - strength[left]))
+    frame = pd.DataFrame({"worker": rng.integers(0, 40, 2000), "left": names[left], "right": names[right],
+                          "label": np.where(chose_left, names[left], names[right])})
+    first = worker_models.fit_pairwise(frame, model)
+    again = worker_models.fit_pairwise(frame.sample(frac=1, random_state=2), model)
+    pd.testing.assert_series_equal(again.scores.sort_index(), first.scores.sort_index())
+    pd.testing.assert_series_equal(again.skills.sort_index(), first.skills.sort_index())
