@@ -1,6 +1,7 @@
 """The workflow of a tournament: battles, the crowd's judgements, the judge, the leaderboard
 and the snapshot, with the one next action."""
 
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db.models import Q
@@ -45,31 +46,43 @@ TOURNAMENT_STEP_LABELS = (
 )
 
 
-def _tournament_counts(tournament):
-    battles = tournament.battles.count()
-    humans = HumanJudgement.objects.filter(tournament=tournament).count()
-    runs = list(tournament.judge_runs.all())
-    latest_snapshot = tournament.snapshots.order_by("-version").first()
-    return battles, humans, runs, latest_snapshot
+@dataclass
+class TournamentCounts:
+    """What a tournament's steps and its next action read, counted once per page."""
+
+    battles: int
+    humans: int
+    runs: list
+    snapshots: list  # newest first
+    bought: object  # progress.judgements_bought's, for a launched tournament asking until decided
+
+    @classmethod
+    def of(cls, tournament):
+        asks_until_decided = tournament.adaptive and tournament.launched_at
+        return cls(battles=tournament.battles.count(),
+                   humans=HumanJudgement.objects.filter(tournament=tournament).count(),
+                   runs=list(tournament.judge_runs.all()),
+                   snapshots=list(tournament.snapshots.order_by("-version")),
+                   bought=progress.judgements_bought(tournament=tournament) if asks_until_decided else None)
 
 
-def _judged(tournament, humans, wanted):
+def _judged(tournament, counts):
     """Whether the crowd has judged every battle: asked them all, or, asking until decided, decided
     them all (or reached their maximum)."""
-    if tournament.adaptive and tournament.launched_at:
-        bought = progress.judgements_bought(tournament=tournament)
-        return bool(bought.units) and not bought.open_units
-    return bool(wanted) and humans >= wanted
+    if counts.bought is not None:
+        return bool(counts.bought.units) and not counts.bought.open_units
+    wanted = counts.battles * tournament.judgements_per_pair
+    return bool(wanted) and counts.humans >= wanted
 
 
-def _judgements_text(tournament, humans, wanted):
-    if tournament.adaptive and tournament.launched_at:
+def _judgements_text(tournament, counts):
+    if counts.bought is not None:
         accuracy = ("" if tournament.judgement_accuracy is None
                     else f", each judgement right {tournament.judgement_accuracy:g}")
         return (f"ask until decided (posterior ≥ {tournament.posterior_threshold:g}{accuracy}, up to "
-                f"{tournament.judgements_per_pair} per battle): "
-                f"{progress.judgements_bought(tournament=tournament).summary()}")
-    return f"{humans} of {wanted} ({tournament.judgements_per_pair} per battle)"
+                f"{tournament.judgements_per_pair} per battle): {counts.bought.summary()}")
+    return (f"{counts.humans} of {counts.battles * tournament.judgements_per_pair} "
+            f"({tournament.judgements_per_pair} per battle)")
 
 
 def _round_text(tournament, battles):
@@ -82,9 +95,10 @@ def _round_text(tournament, battles):
     return text + "; the next round is drawn once these are answered"
 
 
-def tournament_steps(tournament, *, family=None):
-    battles, humans, runs, latest_snapshot = _tournament_counts(tournament)
-    wanted = battles * tournament.judgements_per_pair
+def tournament_steps(tournament, *, family=None, counts=None):
+    counts = counts or TournamentCounts.of(tournament)
+    battles, humans, runs = counts.battles, counts.humans, counts.runs
+    latest_snapshot = counts.snapshots[0] if counts.snapshots else None
     done_runs = [run for run in runs if run.status == JudgeRun.Status.DONE]
     running = [run for run in runs if run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)]
     where = f" in “{tournament.name}”" if family is not None else ""
@@ -96,8 +110,8 @@ def tournament_steps(tournament, *, family=None):
         Step("launched", "Tournament launched", "done" if tournament.launched_at else "todo",
              f"launched {tournament.launched_at:%Y-%m-%d %H:%M}" if tournament.launched_at else "not launched"),
         Step("human_judgements", "Human judgements",
-             "done" if _judged(tournament, humans, wanted) else ("active" if tournament.launched_at else "todo"),
-             _judgements_text(tournament, humans, wanted),
+             "done" if _judged(tournament, counts) else ("active" if tournament.launched_at else "todo"),
+             _judgements_text(tournament, counts),
              admin_url("humanjudgement_changelist") + f"?tournament__id__exact={tournament.pk}", "Judgements"),
         Step("judge", "LLM judge",
              "done" if done_runs else ("active" if running else "todo"),
@@ -131,23 +145,23 @@ def tournament_workflow(tournament):
     models = responses.values("model_name").distinct().count()
     scope = "its families" if family_ids else "every family"
     answers = tournament_progress(tournament)
+    counts = TournamentCounts.of(tournament)
+    verified_count = verified.count()
     steps = [
-        Step("verified", "Verified instances", "done" if verified.exists() else "todo",
-             f"{plural(verified.count(), 'verified instance')} in {scope}",
+        Step("verified", "Verified instances", "done" if verified_count else "todo",
+             f"{plural(verified_count, 'verified instance')} in {scope}",
              admin_url("instructionfamily_changelist"), "Families"),
         Step("predictions", "Model predictions", "done" if response_count else "todo",
              f"{plural(response_count, 'response')} from {plural(models, 'model')}"
              + (" (the verified reference takes part as one more)" if tournament.include_reference else ""),
              admin_url("modelresponse_import"), "Import predictions"),
         _answers_step(answers),
-        *tournament_steps(tournament),
+        *tournament_steps(tournament, counts=counts),
     ]
-    runs = list(tournament.judge_runs.all())
-    snapshot_rows = list(tournament.snapshots.all())
-    jobs = _answer_jobs(tournament, answers) + recent_jobs(runs, snapshot_rows)
+    jobs = _answer_jobs(tournament, answers) + recent_jobs(counts.runs, counts.snapshots)
     warnings = [p.key_missing for p in answers if p.key_missing and p.unresolved]
     return Workflow(title=f"Workflow of “{tournament.name}”", steps=steps,
-                    next_action=_tournament_next_action(tournament, runs, snapshot_rows, response_count, answers),
+                    next_action=_tournament_next_action(tournament, counts, response_count, answers),
                     jobs=jobs, warnings=warnings + job_warnings(jobs))
 
 
@@ -195,8 +209,8 @@ def _answer_jobs(tournament, answers):
     return jobs
 
 
-def _tournament_next_action(tournament, runs, snapshot_rows, response_count, answers):
-    battles = tournament.battles.count()
+def _tournament_next_action(tournament, counts, response_count, answers):
+    battles, runs, snapshot_rows = counts.battles, counts.runs, counts.snapshots
     if not battles and any(p.unresolved for p in answers):
         if _generating(tournament, answers):
             return NextAction("wait_for_answers", "See the calls",
@@ -227,11 +241,10 @@ def _tournament_next_action(tournament, runs, snapshot_rows, response_count, ans
                           f"{mode.label}, model {settings.JUDGE_MODEL or '(JUDGE_MODEL is not set)'}; "
                           "both orderings of every battle. Other modes are actions of the tournament list; "
                           "another judge model, Judge runs › Add (the runs sit side by side in the judge report).")
-    humans = HumanJudgement.objects.filter(tournament=tournament).count()
-    wanted = battles * tournament.judgements_per_pair
+    humans, wanted = counts.humans, battles * tournament.judgements_per_pair
     judge_running = any(run.status in (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING) for run in runs)
     leaderboard = reverse("dashboard:leaderboard", args=[tournament.pk])
-    judged = _judged(tournament, humans, wanted)
+    judged = _judged(tournament, counts)
     if not judged or judge_running:
         waiting_for = []
         if not judged:

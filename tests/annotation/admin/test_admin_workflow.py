@@ -6,6 +6,8 @@ import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from PIL import Image
@@ -359,6 +361,29 @@ def test_the_tournaments_button_walks_launch_judge_and_snapshot(researcher, judg
     researcher.post(next_url(tournament), {"action": "build_snapshot"})
     snapshot = Snapshot.objects.get()
     assert list(snapshot.tournaments.all()) == [tournament]
+
+
+def test_the_tournament_workflow_page_counts_its_battles_judgements_runs_and_snapshots_once(
+        researcher, judge_server):
+    with_responses(verified_instance(), "llava")
+    tournament = create_tournament(name="counted tournament", judgements_per_pair=1)
+    researcher.post(next_url(tournament), {"action": "launch_tournament"})
+    create_judge_run(tournament=tournament, mode=JudgeRun.Mode.REFERENCE_FREE)
+    with CaptureQueriesContext(connection) as queries:
+        page = researcher.get(workflow_url(tournament))
+    assert page.status_code == 200
+    read = [query["sql"] for query in queries.captured_queries]
+
+    def counting(table):
+        return [sql for sql in read if sql.startswith(f'SELECT COUNT(*) AS "__count" FROM "{table}" ')]
+
+    def listing(table):
+        return [sql for sql in read if re.match(rf'SELECT "{table}"\."id", .* FROM "{table}" ', sql)]
+
+    assert len(counting("annotation_battle")) == 1, counting("annotation_battle")
+    assert len(counting("annotation_humanjudgement")) == 1, counting("annotation_humanjudgement")
+    assert len(listing("annotation_judgerun")) == 1, listing("annotation_judgerun")
+    assert len(listing("annotation_snapshot")) == 1, listing("annotation_snapshot")
 
 
 # --- references by hand ------------------------------------------------------------------------
