@@ -79,6 +79,7 @@ class EndpointViewSet(GroupScopedMixin, viewsets.ModelViewSet):
     """Webhook endpoints: where events are POSTed, signed with the endpoint's secret (docs/webhooks.md)."""
 
     serializer_class = EndpointSerializer
+
     def get_queryset(self):
         return Endpoint.objects.all()
 
@@ -118,6 +119,7 @@ class DeliveryViewSet(GroupScopedMixin, viewsets.ReadOnlyModelViewSet):
     """The delivery log: every event owed to an endpoint or to the researchers' e-mail, and how it went."""
 
     serializer_class = DeliverySerializer
+
     def get_queryset(self):
         return Delivery.objects.all()
 

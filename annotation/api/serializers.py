@@ -148,6 +148,15 @@ class SnapshotSerializer(serializers.ModelSerializer):
                 for name in snapshots.downloadable_names(snapshot)]
 
 
+class SnapshotSummarySerializer(SnapshotSerializer):
+    """A snapshot as the list shows it: its files once (`downloads`), without the manifest, whose
+    file list, counts and licences are the detail's (`/api/snapshots/<version>/`)."""
+
+    class Meta(SnapshotSerializer.Meta):
+        fields = [name for name in SnapshotSerializer.Meta.fields if name not in ("files", "manifest")]
+        read_only_fields = fields
+
+
 class SnapshotRequestSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
     tournaments = serializers.PrimaryKeyRelatedField(many=True, required=False, default=list,

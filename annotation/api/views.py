@@ -109,6 +109,7 @@ class InstanceViewSet(ReadOnlyViewSet):
     filterset_class = InstanceFilter
     ordering_fields = ["id", "created_at", "updated_at"]
     ordering = ["id"]
+
     def get_queryset(self):
         return Instance.objects.select_related("family", "current_caption").prefetch_related(
             Prefetch("instanceimage_set", queryset=InstanceImage.objects.select_related("image"))
@@ -202,6 +203,7 @@ class HumanJudgementViewSet(ReadOnlyViewSet):
     filterset_class = HumanJudgementFilter
     ordering_fields = ["id", "created_at", "active_seconds"]
     ordering = ["id"]
+
     def get_queryset(self):
         return HumanJudgement.objects.select_related("worker", "battle__response_a", "battle__response_b")
 
@@ -219,6 +221,7 @@ class JudgeJudgementViewSet(ReadOnlyViewSet):
     filterset_class = JudgeJudgementFilter
     ordering_fields = ["id", "created_at"]
     ordering = ["id"]
+
     def get_queryset(self):
         return JudgeJudgement.objects.select_related("run")
 
@@ -232,8 +235,13 @@ class SnapshotViewSet(GroupScopedMixin, mixins.CreateModelMixin, viewsets.ReadOn
     ordering = ["-version"]
     lookup_field = "version"
     lookup_value_regex = _SNAPSHOT_VERSION_PATTERN
+
     def get_queryset(self):
-        return Snapshot.objects.select_related("created_by").prefetch_related("tournaments")
+        snapshots = Snapshot.objects.select_related("created_by").prefetch_related("tournaments")
+        return snapshots.defer("manifest") if self.action == "list" else snapshots
+
+    def get_serializer_class(self):
+        return serializers.SnapshotSummarySerializer if self.action == "list" else serializers.SnapshotSerializer
 
     @extend_schema(request=serializers.SnapshotRequestSerializer,
                    responses={202: serializers.SnapshotSerializer})

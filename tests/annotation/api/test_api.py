@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -138,6 +140,22 @@ def test_a_snapshot_is_requested_with_post_and_read_by_version(api, judged_tourn
     assert api.get("/api/snapshots/1/diff/").json()["added"]
     assert api.put("/api/snapshots/1/", {"note": "x"}, format="json").status_code == 405
     assert api.delete("/api/snapshots/1/").status_code == 405
+
+
+def test_the_snapshot_list_names_each_file_once_and_leaves_the_manifest_to_the_detail(api):
+    files = [{"name": f"table-{n}.csv", "path": f"snapshots/v1/table-{n}.csv", "table": f"table-{n}",
+              "format": "csv", "rows": 1, "bytes": 1, "sha256": "0" * 64} for n in range(20)]
+    for version in (1, 2, 3):
+        Snapshot.objects.create(version=version, status=Snapshot.Status.DONE, files=files,
+                                manifest={"files": files, "research_group": None})
+    listed = api.get("/api/snapshots/").json()["results"]
+    assert [row["version"] for row in listed] == [3, 2, 1]
+    assert all("manifest" not in row and "files" not in row for row in listed)
+    # Each file once a snapshot: its name and the address that downloads it.
+    assert json.dumps(listed).count("table-7.csv") == 2 * 3
+    assert [entry["name"] for entry in listed[0]["downloads"]][:2] == ["table-0.csv", "table-1.csv"]
+    detail = api.get("/api/snapshots/3/").json()
+    assert len(detail["files"]) == len(detail["manifest"]["files"]) == 20
 
 
 def test_schema_and_docs_are_served(api):
