@@ -440,6 +440,8 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI from our own static files, so the pages' Content-Security-Policy can stay 'self'.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # A snapshot's status is read in two shapes (the list's and the detail's): one name for its choices.
+    "ENUM_NAME_OVERRIDES": {"SnapshotStatusEnum": "annotation.models.Snapshot.Status"},
 }
 
 # E-mail (Django's own). Printed to the console unless EMAIL_HOST names an SMTP server; another
