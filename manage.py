@@ -10,5 +10,5 @@ if __name__ == "__main__":
 
     # A command is the operator's, for every group; the requests runserver answers are each in
     # their user's scope (annotation/group_scope.py).
-    scoping.enter_for_good(scoping.EveryGroup("a management command is run by the operator"))
+    scoping.enter(scoping.EveryGroup("a management command is run by the operator"))
     execute_from_command_line(sys.argv)

@@ -53,7 +53,7 @@ def set_up_django(database_url, conn_max_age):
     django.setup()
     from crowdbench import scoping
 
-    scoping.enter_for_good(scoping.EveryGroup("a benchmark builds and reads every group's rows"))
+    scoping.enter(scoping.EveryGroup("a benchmark builds and reads every group's rows"))
     from django.conf import settings
     from django.core.management import call_command
 

@@ -57,7 +57,7 @@ def set_up_django(database_url):
     django.setup()
     from crowdbench import scoping
 
-    scoping.enter_for_good(scoping.EveryGroup("a benchmark builds and reads every group's rows"))
+    scoping.enter(scoping.EveryGroup("a benchmark builds and reads every group's rows"))
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)

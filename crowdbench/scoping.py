@@ -40,19 +40,10 @@ def current():
     return _current.get()
 
 
-@contextmanager
-def entered(scope):
-    """Run the block in `scope` (None: in no scope, where group-owned rows cannot be read)."""
-    token = _current.set(scope)
-    try:
-        yield scope
-    finally:
-        _current.reset(token)
-
-
 def enter(scope):
     """Enter `scope` until `leave` is given what this returns: for code whose start and end are two
-    calls (a job's signals)."""
+    calls (a job's signals), or for good at a process's entry point (manage.py) that acts for every
+    group in all it does."""
     return _current.set(scope)
 
 
@@ -60,13 +51,16 @@ def leave(entered):
     _current.reset(entered)
 
 
+@contextmanager
+def entered(scope):
+    """Run the block in `scope` (None: in no scope, where group-owned rows cannot be read)."""
+    token = enter(scope)
+    try:
+        yield scope
+    finally:
+        leave(token)
+
+
 def every_group(reason):
     """Run the block for every group; `reason` says why this code may read them all."""
     return entered(EveryGroup(reason))
-
-
-def enter_for_good(scope):
-    """Put the running thread in `scope` until it ends: a process's entry point (manage.py, a
-    worker's start) that acts for every group in all it does."""
-    _current.set(scope)
-

@@ -46,7 +46,7 @@ def _empty_every_table(self):
 # The URL configuration, and with it every view, serializer and filter, is loaded first, in no
 # scope, as a web process loads it: a query one begins as it is imported is then narrowed when run.
 get_resolver().check()
-scoping.enter_for_good(scoping.EveryGroup("the test suite builds and checks every group's world"))
+scoping.enter(scoping.EveryGroup("the test suite builds and checks every group's world"))
 
 _django_fixture_teardown = TransactionTestCase._fixture_teardown
 TransactionTestCase._fixture_teardown = _empty_every_table
