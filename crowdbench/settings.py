@@ -5,12 +5,15 @@ files. Production differs only in values read from the environment (DATABASE_URL
 CELERY_BROKER_URL, AWS_STORAGE_BUCKET_NAME, OPENAI_*), never in code paths.
 """
 
-import ipaddress
 from datetime import timedelta
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+# The REST API's settings are fixed in code, kept beside it.
+from crowdbench.api_settings import REST_FRAMEWORK, SPECTACULAR_SETTINGS  # noqa: F401
+from crowdbench.setting_parsers import networks, proxy_ssl_header
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -32,19 +35,9 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=not DEBUG)
 
 
-def _proxy_ssl_header(value):
-    """`X-Forwarded-Proto: https` as Django's ("HTTP_X_FORWARDED_PROTO", "https")."""
-    if not value:
-        return None
-    name, separator, expected = value.partition(":")
-    if not separator or not name.strip() or not expected.strip():
-        raise ImproperlyConfigured("DJANGO_SECURE_PROXY_SSL_HEADER reads like 'X-Forwarded-Proto: https'.")
-    return "HTTP_" + name.strip().upper().replace("-", "_"), expected.strip()
-
-
 # Behind a proxy that ends TLS, the header it sets on HTTPS requests; only set it when the proxy
 # always sets or strips that header, since a client could otherwise claim HTTPS.
-SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env("DJANGO_SECURE_PROXY_SSL_HEADER", default=""))
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(env("DJANGO_SECURE_PROXY_SSL_HEADER", default=""))
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -405,44 +398,6 @@ HUGGINGFACE_TOKEN = env("HUGGINGFACE_TOKEN", default="")
 HUGGINGFACE_DATASET_REPO = env("HUGGINGFACE_DATASET_REPO", default="")
 HUGGINGFACE_ENDPOINT = env("HUGGINGFACE_ENDPOINT", default="https://huggingface.co")
 HUGGINGFACE_PRIVATE = env.bool("HUGGINGFACE_PRIVATE", default=True)
-REST_FRAMEWORK = {
-    # Token first: its WWW-Authenticate header makes a request without credentials a 401.
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "annotation.api.authentication.ThrottledTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    # Staff, and the model permissions the admin would ask for the same rows.
-    "DEFAULT_PERMISSION_CLASSES": [
-        "rest_framework.permissions.IsAdminUser",
-        "annotation.api.permissions.ModelPermissions",
-    ],
-    "DEFAULT_PARSER_CLASSES": [
-        "annotation.api.parsers.StrictJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
-    "EXCEPTION_HANDLER": "annotation.api.exceptions.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "annotation.api.pagination.Pagination",
-    "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": [
-        "annotation.api.filters.FilterBackend",
-        "rest_framework.filters.OrderingFilter",
-    ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-}
-SPECTACULAR_SETTINGS = {
-    "TITLE": "crowdbench API",
-    "DESCRIPTION": "Instruction families, instances, tournaments, judgements, leaderboards "
-                   "and snapshots of the VisIT-Bench crowd pipeline. Researchers only (staff token).",
-    "VERSION": "1",
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
-    "SERVE_INCLUDE_SCHEMA": False,
-    # Swagger UI from our own static files, so the pages' Content-Security-Policy can stay 'self'.
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    # A snapshot's status is read in two shapes (the list's and the detail's): one name for its choices.
-    "ENUM_NAME_OVERRIDES": {"SnapshotStatusEnum": "annotation.models.Snapshot.Status"},
-}
 
 # E-mail (Django's own). Printed to the console unless EMAIL_HOST names an SMTP server; another
 # backend (e.g. django.core.mail.backends.locmem.EmailBackend in tests) through EMAIL_BACKEND.
@@ -474,17 +429,8 @@ WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=30.
 WEBHOOK_RETRY_MAX_SECONDS = env.float("WEBHOOK_RETRY_MAX_SECONDS", default=900.0)
 
 
-def _networks(name, values):
-    for value in values:
-        try:
-            ipaddress.ip_network(value.strip(), strict=False)
-        except ValueError as error:
-            raise ImproperlyConfigured(f"{name}: {error} (give CIDRs such as 10.0.0.0/8, comma-separated)") from None
-    return values
-
-
 # The networks (CIDRs) that webhook URLs and a tournament's endpoint models may reach although they
 # are internal (loopback, private, link-local, ...); empty: the public internet only (crowdbench/outbound.py).
-WEBHOOK_ALLOWED_NETWORKS = _networks("WEBHOOK_ALLOWED_NETWORKS", env.list("WEBHOOK_ALLOWED_NETWORKS", default=[]))
-ENDPOINT_MODEL_ALLOWED_NETWORKS = _networks("ENDPOINT_MODEL_ALLOWED_NETWORKS",
+WEBHOOK_ALLOWED_NETWORKS = networks("WEBHOOK_ALLOWED_NETWORKS", env.list("WEBHOOK_ALLOWED_NETWORKS", default=[]))
+ENDPOINT_MODEL_ALLOWED_NETWORKS = networks("ENDPOINT_MODEL_ALLOWED_NETWORKS",
                                             env.list("ENDPOINT_MODEL_ALLOWED_NETWORKS", default=[]))

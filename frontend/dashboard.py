@@ -103,7 +103,7 @@ def _result(request, tournament):
     came meanwhile) is refused, never drawn from another result: the page is reloaded. Without a
     key, the last stored one. A figure never computes anything."""
     from annotation.scoring import freshness
-    from annotation.scoring import leaderboard as boards
+    from annotation.scoring import leaderboard_display as boards
     criterion = _criterion(request)
     key = request.GET.get("v", "")
     if _DATA_KEY.fullmatch(key):

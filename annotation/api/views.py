@@ -160,7 +160,7 @@ class TournamentViewSet(ReadOnlyViewSet):
                             headers={"Retry-After": str(LEADERBOARD_RETRY_AFTER_SECONDS)})
         # The scientific stack loads here, in the request that reads a stored result, and stays out
         # of web workers that never serve a leaderboard.
-        from annotation.scoring import leaderboard
+        from annotation.scoring import leaderboard_display
 
         result = state.result
         data = [
@@ -171,9 +171,9 @@ class TournamentViewSet(ReadOnlyViewSet):
              "min_matches": scoring.MIN_MATCHES,
              "bt_prior": result.bt_prior, "min_rated_matches": result.min_rated_matches,
              "rows": [{**row, "few_matches": row["matches"] < scoring.MIN_MATCHES,
-                       "bt_rated": leaderboard.bt_rated(row)} for row in board.rows],
+                       "bt_rated": leaderboard_display.bt_rated(row)} for row in board.rows],
              "categories": board.categories, "agreement": result.agreement(board.key),
-             "alpha": result.crowd_alpha if board.key == leaderboard.HUMAN_KEY else None,
+             "alpha": result.crowd_alpha if board.key == scoring.HUMAN_KEY else None,
              "rubric_scores": board.rubric_scores, "rubric_criteria": board.rubric_criteria,
              "rubric_correlation": board.rubric_correlation,
              "rubric_models": board.rubric_models,

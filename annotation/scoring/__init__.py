@@ -8,6 +8,8 @@ judgements (leaderboard) by a background job that a fingerprint of the judgement
 # Here rather than in leaderboard.py, so that pages which only name them (the API's defaults, the
 # dashboard's warning) do not import the scientific stack into every web worker.
 DEFAULT_ROUNDS = 1000
+# The crowd's own board, beside one per judge run.
+HUMAN_KEY = "human"
 # Online Elo with K=4 moves a rating at most 4 points a match, so a model with fewer matches than
 # this cannot get far from 1000 whatever its results: its bootstrap interval is narrow because
 # the rating barely moved, not because it is known. Its rows carry a warning.

@@ -212,8 +212,8 @@ class LeaderboardState:
 
     @property
     def result(self):
-        """The stored result as the pages read it (leaderboard.TournamentLeaderboard)."""
-        from annotation.scoring.leaderboard import TournamentLeaderboard
+        """The stored result as the pages read it."""
+        from annotation.scoring.leaderboard_display import TournamentLeaderboard
 
         return None if self.stored is None else TournamentLeaderboard.from_stored(self.stored)
 

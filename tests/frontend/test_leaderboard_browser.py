@@ -15,8 +15,8 @@ from annotation.models import HumanJudgement, JudgeRun, Stage
 from annotation.preferences.judgements import battle_of, shown_left_for, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
+from annotation.scoring import MIN_MATCHES
 from annotation.scoring.freshness import refresh_leaderboard
-from annotation.scoring.leaderboard import MIN_MATCHES
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.paths import DOCS_SCREENSHOTS

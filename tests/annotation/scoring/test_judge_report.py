@@ -11,7 +11,7 @@ from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
 from annotation.scoring.freshness import refresh_leaderboard
 from annotation.scoring.judge_report import length_bias
-from annotation.scoring.leaderboard import TournamentLeaderboard
+from annotation.scoring.leaderboard_display import TournamentLeaderboard
 from annotation.scoring.plots import length_bias_plot
 from tests.annotation.scoring.test_leaderboard import staff_client  # noqa: F401
 from tests.factories import FamilyFactory, WorkerFactory

@@ -15,9 +15,9 @@ from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult,
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.queue import next_assignment
-from annotation.scoring import BT_PRIOR_SD, MIN_RATED_MATCHES
+from annotation.scoring import BT_PRIOR_SD, MIN_MATCHES, MIN_RATED_MATCHES
 from annotation.scoring.freshness import refresh_leaderboard
-from annotation.scoring.leaderboard import MIN_MATCHES, rubric_correlation
+from annotation.scoring.leaderboard import rubric_correlation
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
