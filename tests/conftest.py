@@ -6,7 +6,7 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection, connections, transaction
-from django.test import TransactionTestCase
+from django.test import TransactionTestCase, override_settings
 from django.urls import get_resolver
 
 from crowdbench import scoping
@@ -62,6 +62,27 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, r
     xdist = request.config.pluginmanager.hasplugin("xdist")
     run = request.getfixturevalue("testrun_uid") if xdist else uuid.uuid4().hex
     _set_suffix_to_test_databases(suffix=run[:8])
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database does not wait for its commits to reach the disk: a test commits thousands
+    of times, and nothing here survives a crash of the database server, which no test causes (a
+    cut connection, as the fault tests make, still loses nothing committed). Production keeps
+    PostgreSQL's default."""
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            name = connection.ops.quote_name(connection.settings_dict["NAME"])
+            cursor.execute(f"ALTER DATABASE {name} SET synchronous_commit TO off")
+            cursor.execute("SET synchronous_commit TO off")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing():
+    """Passwords hashed with one round (Django's advice for tests) rather than PBKDF2's million,
+    which took 0.5 to 2 s a user here; what is tested is who may sign in, not the hash's cost."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
