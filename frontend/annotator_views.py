@@ -30,7 +30,7 @@ from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
 from annotation.next_step import Step, next_step
 from annotation.platform_claims import ClaimConflict
-from annotation.queue import keep_lease_alive, lease_terms, lease_unit, locked_for_leasing, return_assignment
+from annotation.queue import keep_lease_alive, lease_terms, locked_for_leasing, return_assignment
 from annotation.workforce.standing import local_worker, local_workers
 from crowdbench.security import annotator_page
 from frontend import tokens
@@ -80,11 +80,10 @@ def unit_page(request, unit_id):
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     worker = local_worker(request.user)
     try:
-        assignment = lease_unit(worker=worker, unit=unit)
+        step = next_step(worker=worker, stage=unit.stage, unit=unit, shows_gold=page.gold_context is not None)
     except AnnotationError as error:
         return problem_page(request, str(error))
-    grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk)
-    return render_stage_page(request, page, unit, assignment=assignment, grant=grant)
+    return _shown(request, page, step, worker=worker, next_url=request.get_full_path())
 
 
 def _mturk_unit(request, page, unit, params):
