@@ -34,8 +34,8 @@ from annotation.queue import keep_lease_alive, lease_terms, locked_for_leasing, 
 from annotation.workforce.standing import local_worker, local_workers
 from crowdbench.security import annotator_page
 from frontend import tokens
+from frontend.answer_forms import answer_of
 from frontend.arrival import (
-    MAX_ACTIVE_SECONDS,
     NewArrival,
     arrivals_window_seconds,
     bound_to_browser,
@@ -80,7 +80,7 @@ def unit_page(request, unit_id):
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     worker = local_worker(request.user)
     try:
-        step = next_step(worker=worker, stage=unit.stage, unit=unit, shows_gold=page.gold_context is not None)
+        step = next_step(worker=worker, stage=unit.stage, unit=unit, shows_gold=page.shows_gold)
     except AnnotationError as error:
         return problem_page(request, str(error))
     return _shown(request, page, step, worker=worker, next_url=request.get_full_path())
@@ -104,7 +104,7 @@ def _mturk_unit(request, page, unit, params):
         return problem_page(request, str(refused), status=403)
     try:
         step = next_step(worker=worker, stage=unit.stage, unit=unit, platform_assignment_id=arrival.assignment_id,
-                         platform_listing_id=arrival.hit_id, rebind=rebind, shows_gold=page.gold_context is not None)
+                         platform_listing_id=arrival.hit_id, rebind=rebind, shows_gold=page.shows_gold)
     except ClaimConflict:
         # Another load of this HIT bound a different pair a moment ago.
         return problem_page(request, identity.MTURK_NOT_CONFIRMED, status=403)
@@ -119,7 +119,7 @@ def _mturk_unit(request, page, unit, params):
 def stage_page(request, stage):
     """The next unit of a stage, for a study participant or an in-house annotator."""
     page = page_or_404(stage)
-    shows_gold = page.gold_context is not None
+    shows_gold = page.shows_gold
     given_back_too = request.GET.get("after") != "given-back"
     if not given_back_too and "take" not in request.GET:
         return _offer_after_giving_back(request, page)
@@ -258,15 +258,6 @@ def _completion(request, study, *, again=False):
 # --- submitting --------------------------------------------------------------------------------
 
 
-def _active_seconds(value):
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return min(max(seconds, 0.0), MAX_ACTIVE_SECONDS) if seconds == seconds else None
-
-
-
 # Exempt from Django's CSRF check on purpose: inside MTurk's iframe the CSRF cookie is third-party
 # and Safari drops it, so the check would refuse every honest worker there. The signed assignment
 # token in the form is the CSRF defence instead: another site cannot read it from our page, cannot
@@ -299,15 +290,15 @@ def submit(request):
         return refusal(request, "This task was opened again under another MTurk assignment. "
                        "Please continue there.", wants_json=wants_json)
     page = page_or_404(assignment.unit.stage)
+    form = page.form(request.POST, request.FILES)
     try:
-        label = page.submit(request=request, assignment_id=assignment.pk, worker=worker,
-                            active_seconds=_active_seconds(request.POST.get("active_seconds")))
+        label = page.store(answer=answer_of(form), assignment_id=assignment.pk, worker=worker)
     except AnnotationError as error:
         if wants_json:
             return JsonResponse({"ok": False, "error": str(error)}, status=400)
         study = CrowdStudy.objects.filter(pk=grant.study_id).first() if grant.study_id else None
         return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant,
-                            study=study, posted=request.POST, error=str(error), status=400)
+                                 study=study, form=form, error=str(error), status=400)
     if grant.turk_submit_to:
         # MTurk learns of the work only from this POST, made by the worker's browser.
         handback = {"action": f"{grant.turk_submit_to}/mturk/externalSubmit",

@@ -40,12 +40,14 @@ def with_notice(url, what):
 
 
 def render_stage_page(request, page, unit, *, assignment=None, grant=None, preview=False,
-                 study=None, posted=None, error="", status=200):
-    context = page.context(unit, posted, assignment)
+                      study=None, form=None, error="", status=200):
+    """A unit's page; `form` is a refused answer's, shown again as posted with `error`."""
+    material = page.material(unit, assignment)
+    context = page.context(material, form or page.form(shown=material))
     session = grant.session if grant else None
     keeps_lease = bool(assignment and grant and not preview)
     context.update({
-        "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
+        "notice": NOTICES.get(request.GET.get("after", "")) if form is None else "",
         "can_give_back": bool(grant) and not preview,
         "page": page,
         "unit": unit,

@@ -118,7 +118,7 @@ _PROJECT = ("frontend", "annotation", "mturk", "crowdbench")
 
 def _callees(function):
     """The project's functions `function` calls by a name it can see (a module-level name, or an
-    attribute of an imported module); a call through an object (`page.submit`) is not followed."""
+    attribute of an imported module); a call through an object (`page.store`) is not followed."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError):
