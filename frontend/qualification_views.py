@@ -32,7 +32,6 @@ from frontend.rendering import NOTICES, problem_page, refusal
 from frontend.stage_pages import PAGES
 from mturk import identity, links
 from mturk.models import CrowdStudy
-from mturk.participants import done_in_study
 
 
 def qualify_url(worker, stage, *, next_url=""):
@@ -46,7 +45,7 @@ def stage_url(worker, stage):
     return reverse("frontend:stage", args=[stage]) if worker.platform == Worker.Platform.LOCAL else ""
 
 
-def render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False,
+def render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False, done=0,
                 form=None, error="", status=200):
     """A live gold item (annotation.next_step), rendered exactly as the stage's own task: same
     template, same controls, same button, same form; `form` is a refused answer's."""
@@ -60,7 +59,7 @@ def render_gold(request, page, item, grant, *, worker, study=None, session=None,
         "mturk": mturk,
         "token": tokens.sign_gold(grant),
         "study": study,
-        "done_in_study": done_in_study(worker, study) if study else 0,
+        "done_in_study": done,
         "session_token": tokens.sign_session(session) if session else "",
         "worker_token": tokens.sign_worker(worker.pk),
         "error": error,

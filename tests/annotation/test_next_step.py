@@ -10,11 +10,13 @@ from django.urls import URLResolver, get_resolver
 
 from annotation.models import Assignment, Stage, Worker, WorkerBlock, WorkerQualification
 from annotation.next_step import Step, next_step
-from annotation.queue import holds_a_lease, lease_unit, next_assignment, return_held, units_open_to
+from annotation.queue import holds_a_lease, lease_terms, lease_unit, next_assignment, return_held, units_open_to
 from annotation.workforce.qualifications import live_gold_item
 from annotation.workforce.standing import may_work
+from frontend import annotator_views
+from mturk import links
 from mturk.models import StudyCompletion
-from mturk.participants import earned_code, finish_participating, finished, next_step_in_study
+from mturk.participants import done_in_study, earned_code, finish_participating, finished, next_step_in_study
 from tests.factories import WorkerFactory
 from tests.frontend_support import caption_unit, qualification_test, study, verification_unit
 
@@ -177,3 +179,10 @@ def test_every_page_that_leases_does_so_through_next_step_and_decides_nothing_it
         assert any(door in outside for door in DOORS), name
         decided = [" -> ".join(outside[function]) for function in DECIDING if function in outside]
         assert not decided, f"the {name} page decides for itself: {decided}"
+
+
+def test_a_decision_is_rendered_with_what_came_with_it_and_nothing_asked_again():
+    # The lease's terms, the participant's progress and the study's code come with the step.
+    came_with_the_step = (lease_terms, done_in_study, links.completion)
+    reached = _reached(annotator_views._shown_in_study)
+    assert [function.__name__ for function in came_with_the_step if function in reached] == []
