@@ -15,13 +15,24 @@ rules, in the order they are asked:
 A study on a platform adds its completion code around these (mturk/participants.py).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from django.db import transaction
+
 from annotation.models import Assignment, Worker, WorkerBlock, WorkerQualification
-from annotation.queue import holds_a_lease, lease_unit, next_assignment, return_held, units_open_to
+from annotation.queue import (
+    LeaseTerms,
+    holds_a_lease,
+    lease_terms,
+    lease_unit,
+    locked_for_leasing,
+    next_assignment,
+    return_held,
+    units_open_to,
+)
 from annotation.workforce.qualifications import live_gold_item
-from annotation.workforce.standing import may_work
+from annotation.workforce.standing import local_worker, local_workers, may_work
 
 BLOCKED_MESSAGE = ("Your account cannot take these tasks. If you think this is a mistake, please message "
                    "the researchers through your platform.")
@@ -50,6 +61,14 @@ class NextStep:
     """COMPLETION: the code was shown in this platform session before."""
     may_finish: bool = False
     """PAUSED in a study: the participant has done a task, so may stop and take the code."""
+    worker: Worker | None = None
+    """Whom the step is for: the way in that found the worker itself says so."""
+    lease: LeaseTerms | None = None
+    """LEASE: the lease's terms, which its page counts down and renews."""
+    done: int = 0
+    """In a study: how many of its tasks the participant has submitted, which their page shows."""
+    completion: object = None
+    """COMPLETION: the study's code and where to enter it (mturk.links.Completion)."""
 
 
 def next_step(*, worker, stage, family=None, unit=None, platform_assignment_id="", platform_listing_id="",
@@ -63,13 +82,13 @@ def next_step(*, worker, stage, family=None, unit=None, platform_assignment_id="
     `shows_gold`: the stage's page can show a live gold item.
     """
     if not may_work(worker, stage):
-        return _refused(worker, stage)
+        return replace(_refused(worker, stage), worker=worker)
     if shows_gold and worker.platform not in (Worker.Platform.LOCAL, Worker.Platform.IMPORT):
         # In-house annotators are trained in person and hold no qualification to keep current.
         gold = _live_gold(worker=worker, stage=stage, family=family, unit=unit)
         if gold is not None:
             return NextStep(Step.GOLD, "a live gold item, now and then, keeps the worker's accuracy current",
-                            gold_item=gold)
+                            gold_item=gold, worker=worker)
     if unit is not None:
         assignment = lease_unit(worker=worker, unit=unit, platform_assignment_id=platform_assignment_id,
                                 platform_listing_id=platform_listing_id, rebind=rebind)
@@ -78,8 +97,20 @@ def next_step(*, worker, stage, family=None, unit=None, platform_assignment_id="
                                      platform_assignment_id=platform_assignment_id,
                                      platform_listing_id=platform_listing_id, given_back_too=given_back_too)
     if assignment is None:
-        return NextStep(Step.NOTHING, "no unit of the stage is open to this worker now")
-    return NextStep(Step.LEASE, "the lease the worker holds, or the next unit with room", assignment=assignment)
+        return NextStep(Step.NOTHING, "no unit of the stage is open to this worker now", worker=worker)
+    return NextStep(Step.LEASE, "the lease the worker holds, or the next unit with room", assignment=assignment,
+                    worker=worker, lease=lease_terms(assignment))
+
+
+def next_step_of_annotator(*, user, stage, family=None, given_back_too=True, shows_gold=False):
+    """`next_step` for the in-house annotator signed in as `user`: their worker (made at their first
+    task) is fetched with its standing and the lock its lease needs, in the decision's transaction."""
+    with transaction.atomic():
+        worker = locked_for_leasing(local_workers(user, stage=stage))
+        if worker is None:  # their first task
+            worker = local_worker(user, stage=stage)
+        return next_step(worker=worker, stage=stage, family=family, given_back_too=given_back_too,
+                         shows_gold=shows_gold)
 
 
 def _refused(worker, stage):

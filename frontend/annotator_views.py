@@ -19,7 +19,6 @@ qualification test (paper §2.2) and a platform worker lacks it, /work/qualify/<
 
 
 from django.contrib.auth.views import redirect_to_login
-from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -28,14 +27,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
-from annotation.next_step import Step, next_step
+from annotation.next_step import Step, next_step, next_step_of_annotator
 from annotation.platform_claims import ClaimConflict
-from annotation.queue import keep_lease_alive, lease_terms, lease_unit, locked_for_leasing, return_assignment
-from annotation.workforce.standing import local_worker, local_workers
+from annotation.queue import keep_lease_alive, lease_terms, return_assignment
+from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
+from frontend.answer_forms import answer_of
 from frontend.arrival import (
-    MAX_ACTIVE_SECONDS,
     NewArrival,
     arrivals_window_seconds,
     bound_to_browser,
@@ -59,7 +58,7 @@ from mturk.participants import (
     earned_code,
     finish_participating,
     next_step_in_study,
-    participants_of,
+    next_step_of_participant,
 )
 
 # --- ways in -----------------------------------------------------------------------------------
@@ -80,11 +79,10 @@ def unit_page(request, unit_id):
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     worker = local_worker(request.user)
     try:
-        assignment = lease_unit(worker=worker, unit=unit)
+        step = next_step(worker=worker, stage=unit.stage, unit=unit, shows_gold=page.shows_gold)
     except AnnotationError as error:
         return problem_page(request, str(error))
-    grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk)
-    return render_stage_page(request, page, unit, assignment=assignment, grant=grant)
+    return _shown(request, page, step, next_url=request.get_full_path())
 
 
 def _mturk_unit(request, page, unit, params):
@@ -105,13 +103,13 @@ def _mturk_unit(request, page, unit, params):
         return problem_page(request, str(refused), status=403)
     try:
         step = next_step(worker=worker, stage=unit.stage, unit=unit, platform_assignment_id=arrival.assignment_id,
-                         platform_listing_id=arrival.hit_id, rebind=rebind, shows_gold=page.gold_context is not None)
+                         platform_listing_id=arrival.hit_id, rebind=rebind, shows_gold=page.shows_gold)
     except ClaimConflict:
         # Another load of this HIT bound a different pair a moment ago.
         return problem_page(request, identity.MTURK_NOT_CONFIRMED, status=403)
     except AnnotationError as error:
         return problem_page(request, str(error))
-    return _shown(request, page, step, worker=worker, next_url=request.get_full_path(), mturk=True,
+    return _shown(request, page, step, next_url=request.get_full_path(), mturk=True,
                   grant={"turk_submit_to": arrival.submit_origin, "mturk_assignment_id": arrival.assignment_id})
 
 
@@ -120,10 +118,9 @@ def _mturk_unit(request, page, unit, params):
 def stage_page(request, stage):
     """The next unit of a stage, for a study participant or an in-house annotator."""
     page = page_or_404(stage)
-    shows_gold = page.gold_context is not None
+    shows_gold = page.shows_gold
     given_back_too = request.GET.get("after") != "given-back"
-    if not given_back_too and "take" not in request.GET:
-        return _offer_after_giving_back(request, page)
+    session = study = None
     if "continue" in request.GET:
         try:
             session = tokens.read_session(request.GET["continue"])
@@ -133,17 +130,19 @@ def stage_page(request, stage):
             pk=session.study_id, stage=stage).first()
         if study is None:
             return problem_page(request, tokens.FORGED_MESSAGE, status=403)
-        # The request every participant makes after every answer: fetching the worker takes the
-        # lock their lease needs in the same round trip. The page is rendered once it is let go.
-        with transaction.atomic():
-            worker = locked_for_leasing(participants_of(study).filter(pk=session.worker_id))
-            if worker is None:
-                return problem_page(request, tokens.FORGED_MESSAGE, status=403)
-            if not bound_to_browser(request, worker.pk):
-                return problem_page(request, identity.STUDY_NOT_CONFIRMED, status=403)
-            step = next_step_in_study(worker=worker, study=study, platform_session_id=session.platform_session_id,
-                                      given_back_too=given_back_too, shows_gold=shows_gold)
-        return _shown_in_study(request, page, step, study=study, worker=worker, session=session)
+    if not given_back_too and "take" not in request.GET:
+        return _offer_after_giving_back(request, page, session=session, study=study)
+    if session is not None:
+        try:
+            step = next_step_of_participant(
+                study=study, worker_id=session.worker_id, platform_session_id=session.platform_session_id,
+                known_here=lambda worker_id: bound_to_browser(request, worker_id),
+                given_back_too=given_back_too, shows_gold=shows_gold)
+        except identity.IdentityRefused as refused:
+            return problem_page(request, str(refused), status=403)
+        if step is None:
+            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
+        return _shown_in_study(request, page, step, study=study, session=session)
     try:
         arrival = links.study_arrival(request.GET)
     except links.IncompleteLink as error:
@@ -168,36 +167,26 @@ def stage_page(request, stage):
                                       platform_session_id=arrival.session_id)
         step = next_step_in_study(worker=worker, study=study, platform_session_id=session.platform_session_id,
                                   given_back_too=given_back_too, shows_gold=shows_gold)
-        return _shown_in_study(request, page, step, study=study, worker=worker, session=session)
+        return _shown_in_study(request, page, step, study=study, session=session)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
-    family = _chosen_family(request, stage)
-    with transaction.atomic():
-        worker = locked_for_leasing(local_workers(request.user, stage=stage))
-        if worker is None:  # their first task
-            worker = local_worker(request.user, stage=stage)
-        step = next_step(worker=worker, stage=stage, family=family, given_back_too=given_back_too,
-                         shows_gold=shows_gold)
-    return _shown(request, page, step, worker=worker, next_url=request.get_full_path())
+    step = next_step_of_annotator(user=request.user, stage=stage, family=_chosen_family(request, stage),
+                                  given_back_too=given_back_too, shows_gold=shows_gold)
+    return _shown(request, page, step, next_url=request.get_full_path())
 
 
-def _offer_after_giving_back(request, page):
+def _offer_after_giving_back(request, page, *, session, study):
     """After a give-back, the next task waits for the worker to ask: leased at once, it was held
     from others while they took a break or left (issue 38: the last open caption, for 5 minutes).
     The button asks for this same URL with `take`, so the unit given back still comes last."""
     finish_token = ""
-    if "continue" in request.GET:
-        try:
-            session = tokens.read_session(request.GET["continue"])
-        except tokens.TokenRefused as error:
-            return problem_page(request, str(error), status=403)
-        study = CrowdStudy.objects.filter(pk=session.study_id, stage=page.stage).first()
+    if session is not None:
         worker = Worker.objects.filter(pk=session.worker_id).first()
-        if study and worker and bound_to_browser(request, worker.pk) and done_in_study(worker, study):
+        if worker and bound_to_browser(request, worker.pk) and done_in_study(worker, study):
             finish_token = request.GET["continue"]
     return render(request, "annotator/given_back.html", {
         "page": page, "query": [(name, value) for name, value in request.GET.items() if name != "take"],
-        "finish_token": finish_token, "in_house": "continue" not in request.GET,
+        "finish_token": finish_token, "in_house": session is None,
     })
 
 
@@ -214,30 +203,32 @@ def _chosen_family(request, stage):
     return family
 
 
-def _shown_in_study(request, page, step, *, study, worker, session):
+def _shown_in_study(request, page, step, *, study, session):
     if step.kind == Step.COMPLETION:
-        return _completion(request, study, again=step.again)
+        return _completion(request, study, step.completion, again=step.again)
     if step.kind == Step.NOTHING:
         return problem_page(
             request, "There are no tasks for you right now. Please return the study on your "
             "platform; you have not been charged any time.", heading="No tasks right now",
         )
     next_url = reverse("frontend:stage", args=[study.stage]) + "?continue=" + tokens.sign_session(session)
-    return _shown(request, page, step, worker=worker, next_url=next_url, study=study, session=session,
+    return _shown(request, page, step, next_url=next_url, study=study, session=session,
                   grant={"study_id": study.pk, "platform_session_id": session.platform_session_id})
 
 
-def _shown(request, page, step, *, worker, next_url, study=None, session=None, mturk=False, grant=None):
+def _shown(request, page, step, *, next_url, study=None, session=None, mturk=False, grant=None):
     """The page of a decision of annotation.next_step: what the worker is shown next."""
+    worker = step.worker
     if step.kind == Step.LEASE:
         assignment = step.assignment
         grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk, **(grant or {}))
-        return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant, study=study)
+        return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant, study=study,
+                                 lease=step.lease, done=step.done)
     if step.kind == Step.GOLD:
         grant = tokens.GoldGrant(item_id=step.gold_item["id"], worker_id=worker.pk, stage=page.stage,
                                  next_url=next_url)
         return render_gold(request, page, step.gold_item, grant, worker=worker, study=study, session=session,
-                           mturk=mturk)
+                           mturk=mturk, done=step.done)
     if step.kind == Step.QUALIFICATION_TEST:
         return redirect(qualify_url(worker, page.stage, next_url=next_url))
     if step.kind == Step.BLOCKED:
@@ -251,21 +242,11 @@ def _shown(request, page, step, *, worker, next_url, study=None, session=None, m
         "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})
 
 
-def _completion(request, study, *, again=False):
-    return render(request, "annotator/completion.html",
-                  {"study": study, "completion": links.completion(study), "again": again})
+def _completion(request, study, completion, *, again=False):
+    return render(request, "annotator/completion.html", {"study": study, "completion": completion, "again": again})
 
 
 # --- submitting --------------------------------------------------------------------------------
-
-
-def _active_seconds(value):
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return min(max(seconds, 0.0), MAX_ACTIVE_SECONDS) if seconds == seconds else None
-
 
 
 # Exempt from Django's CSRF check on purpose: inside MTurk's iframe the CSRF cookie is third-party
@@ -300,15 +281,17 @@ def submit(request):
         return refusal(request, "This task was opened again under another MTurk assignment. "
                        "Please continue there.", wants_json=wants_json)
     page = page_or_404(assignment.unit.stage)
+    form = page.form(request.POST, request.FILES)
     try:
-        label = page.submit(request=request, assignment_id=assignment.pk, worker=worker,
-                            active_seconds=_active_seconds(request.POST.get("active_seconds")))
+        label = page.store(answer=answer_of(form), assignment_id=assignment.pk, worker=worker)
     except AnnotationError as error:
         if wants_json:
             return JsonResponse({"ok": False, "error": str(error)}, status=400)
         study = CrowdStudy.objects.filter(pk=grant.study_id).first() if grant.study_id else None
         return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant,
-                            study=study, posted=request.POST, error=str(error), status=400)
+                                 study=study, lease=lease_terms(assignment),
+                                 done=done_in_study(worker, study) if study else 0,
+                                 form=form, error=str(error), status=400)
     if grant.turk_submit_to:
         # MTurk learns of the work only from this POST, made by the worker's browser.
         handback = {"action": f"{grant.turk_submit_to}/mturk/externalSubmit",
@@ -410,4 +393,4 @@ def finish(request):
         return problem_page(request, "Finish a task first: the code is given once your first answer "
                         "is saved.", heading="No code yet")
     finish_participating(worker=worker, study=study, platform_session_id=session.platform_session_id)
-    return _completion(request, study)
+    return _completion(request, study, links.completion(study))

@@ -1,5 +1,5 @@
-"""What every annotator stage page is made of: the image gallery with licences, the material a gold
-item shows, and the description of a stage's page (StagePage)."""
+"""What every annotator stage page is made of: the image gallery with licences, the material a task
+shows (from a unit or a gold item), and the description of a stage's page (StagePage)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,27 +35,28 @@ def gallery(images):
     ]
 
 
-# --- gold items (mturk.GoldItem): what their content shows ------------------------------------
+# --- what a verification or pairwise page shows, from a unit or from a gold item -----------------
 
 
 @dataclass(frozen=True)
-class GoldMaterial:
-    """A gold item's content as the pages show it.
+class TaskMaterial:
+    """What a task page shows, read from a unit or from a live gold item (one page for both).
 
-    The content may name an `instance` (its instruction, images, caption and reference are then
-    the defaults) and give any of `instruction`, `image_url` / `image_urls`, `caption` (text or a
-    list, one per image), `response` (verification), `response_1` / `response_2` (pairwise, shown
-    left / right), `criteria` (true: ask CHIRP's criteria too) and `rubric`.
+    A gold item's content (mturk.GoldItem) may name an `instance` (its instruction, images,
+    caption and reference are then the defaults) and give any of `instruction`, `image_url` /
+    `image_urls`, `caption` (text or a list, one per image), `response` (verification),
+    `response_1` / `response_2` (pairwise, shown left / right), `criteria` (true: ask CHIRP's
+    criteria too) and `rubric`.
     """
 
     instruction: str
     gallery: list
-    captions: list
-    response: str
-    response_1: str
-    response_2: str
-    criteria: bool
-    rubric: str
+    captions: list = field(default_factory=list)
+    response: str = ""
+    response_1: str = ""
+    response_2: str = ""
+    criteria: bool = False
+    rubric: str = ""
 
 
 def gold_material(content):
@@ -78,7 +79,7 @@ def gold_material(content):
         captions = instance.current_caption.texts
     if isinstance(captions, str):
         captions = [captions]
-    return GoldMaterial(
+    return TaskMaterial(
         instruction=str(content.get("instruction") or (instance.instruction if instance else "")),
         gallery=images,
         captions=[str(text) for text in captions or []],
@@ -95,16 +96,26 @@ class StagePage:
     stage: str
     template: str
     heading: str
+    material: Callable
+    """material(unit, assignment) -> what the page shows of a unit; `assignment` is None in an MTurk
+    preview."""
+    form: type
+    """The stage's form (frontend/answer_forms.py), read alike for a unit and a gold item:
+    form(data, files, shown=material)."""
     context: Callable
-    """context(unit, posted, assignment) -> dict; `posted` is the refused POST to show again, or
-    None; `assignment` is None in an MTurk preview."""
-    submit: Callable
-    """submit(request=, assignment_id=, worker=, active_seconds=) -> the stored answer's label."""
+    """context(material, form) -> the template's context; the form, bound to a refused answer, is
+    shown again as posted."""
+    store: Callable
+    """store(answer=, assignment_id=, worker=) -> the stored answer's label; `answer` is the
+    form's cleaned data."""
     shortcuts: tuple = field(default=())
     """(keys, what they do), listed on the page; the keys themselves are declared in the form."""
-    gold_context: Callable | None = None
-    """gold_context(item, posted) -> the same context as `context`, from a live gold item."""
     gold_answer: Callable | None = None
-    """gold_answer(posted, item) -> the answer compared with the gold item's; raises like submit."""
+    """gold_answer(answer) -> the answer compared with a live gold item's; a stage without one
+    shows no gold items. Its material is the gold item's (gold_material)."""
     layout: str = ""
     """A modifier of the task layout: "wide" gives the material more room than the form."""
+
+    @property
+    def shows_gold(self):
+        return self.gold_answer is not None

@@ -2,10 +2,12 @@
 
 
 
-from annotation.exceptions import AnnotationError
+from django import forms
+
 from annotation.models import CHIRP_CRITERIA, Side
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
-from frontend.page_parts import gallery, gold_material
+from frontend.answer_forms import AnswerForm
+from frontend.page_parts import TaskMaterial, gallery
 
 # --- pairwise preference (paper §4; CHIRP C.2.1 and Fig. 19; Prometheus-Vision rubrics) ----------
 
@@ -32,70 +34,66 @@ CRITERION_QUESTIONS = {
         "both the amount and quality of the details provided?"),
 }
 RUBRIC_SCORES = (1, 2, 3, 4, 5)
+_CHOICE_NEEDED = "Please choose the response you prefer overall (1 or 2)."
+_SCORES_NEEDED = "Please score both responses from 1 to 5."
 
 
 def _field_of(criterion):
     return "choice" if criterion == "overall" else f"criterion-{criterion}"
 
 
-def _pairwise_questions(posted, *, criteria, rubric):
-    posted = posted or {}
+def _asked_criteria(material):
+    return CHIRP_CRITERIA[1:] if material is not None and material.criteria else ()
+
+
+class PairwiseForm(AnswerForm):
+    """A verdict on a battle, naming the shown sides: the overall choice, and CHIRP's criteria and
+    the rubric's scores. Those the page asked for are required where the form is told what it showed
+    (a gold item); a unit's answer is held against its tournament's settings by the service."""
+
+    choice = forms.ChoiceField(choices=Side.choices,
+                               error_messages={"required": _CHOICE_NEEDED, "invalid_choice": _CHOICE_NEEDED})
+
+    def __init__(self, data=None, files=None, **kwargs):
+        super().__init__(data, files, **kwargs)
+        asked = _asked_criteria(self.shown_material)
+        for criterion in CHIRP_CRITERIA[1:]:
+            needed = f"Please choose the left or the right response for {criterion.replace('_', ' ')}."
+            self.fields[_field_of(criterion)] = forms.ChoiceField(
+                choices=Side.choices, required=criterion in asked,
+                error_messages={"required": needed, "invalid_choice": needed})
+        scored = bool(self.shown_material is not None and self.shown_material.rubric)
+        for side in Side.values:
+            self.fields[f"score-{side}"] = forms.ChoiceField(
+                choices=[(str(score), str(score)) for score in RUBRIC_SCORES], required=scored,
+                error_messages={"required": _SCORES_NEEDED, "invalid_choice": _SCORES_NEEDED})
+
+    def clean(self):
+        answer = super().clean()
+        answer["criteria"] = {criterion: answer[_field_of(criterion)] for criterion in CHIRP_CRITERIA[1:]
+                              if answer.get(_field_of(criterion))}
+        answer["scores"] = {side: answer[f"score-{side}"] for side in Side.values if answer.get(f"score-{side}")}
+        return answer
+
+
+def pairwise_material(unit, assignment=None):
+    task = pairwise_task(assignment=assignment, unit=unit)
+    instance = task["battle"].instance
+    return TaskMaterial(instruction=instance.instruction, gallery=gallery(instance.ordered_images()),
+                        response_1=task["left"].text, response_2=task["right"].text,
+                        criteria=bool(task["criteria"]), rubric=task["rubric"])
+
+
+def pairwise_context(material, form):
     questions = [
         {"name": _field_of(criterion), "title": CRITERION_QUESTIONS[criterion][0],
-         "text": CRITERION_QUESTIONS[criterion][1], "value": posted.get(_field_of(criterion), "")}
-        for criterion in ("overall", *criteria)
+         "text": CRITERION_QUESTIONS[criterion][1], "value": form.shown(_field_of(criterion))}
+        for criterion in ("overall", *_asked_criteria(material))
     ]
     scores = [
-        {"name": f"score-{side}", "title": f"Score of Assistant {number}",
-         "value": posted.get(f"score-{side}", "")}
+        {"name": f"score-{side}", "title": f"Score of Assistant {number}", "value": form.shown(f"score-{side}")}
         for number, side in enumerate(Side.values, start=1)
-    ] if rubric else []
-    return questions, scores
-
-
-def pairwise_context(unit, posted, assignment=None):
-    task = pairwise_task(assignment=assignment, unit=unit)
-    battle = task["battle"]
-    questions, scores = _pairwise_questions(posted, criteria=task["criteria"], rubric=task["rubric"])
-    return {
-        "instance": battle.instance,
-        "gallery": gallery(battle.instance.ordered_images()),
-        "left": task["left"].text,
-        "right": task["right"].text,
-        "questions": questions,
-        "scores": scores,
-        "rubric": task["rubric"],
-        "score_values": RUBRIC_SCORES,
-    }
-
-
-def _read_pairwise(posted, *, criteria=True, rubric=True):
-    choice = posted.get("choice", "")
-    if choice not in Side.values:
-        raise AnnotationError("Please choose the response you prefer overall (1 or 2).")
-    chosen = {
-        name: posted[_field_of(name)] for name in CHIRP_CRITERIA[1:]
-        if criteria and posted.get(_field_of(name))
-    }
-    scores = {side: posted[f"score-{side}"] for side in Side.values
-              if rubric and posted.get(f"score-{side}")}
-    return choice, chosen, scores
-
-
-def post_pairwise(*, request, assignment_id, worker, active_seconds):
-    # The choices name the shown sides; the service maps them to A and B with the stored order.
-    choice, criteria, scores = _read_pairwise(request.POST)
-    judgement = submit_pairwise_judgement(
-        assignment_id=assignment_id, worker=worker, choice=choice, criteria=criteria,
-        rubric_scores=scores, active_seconds=active_seconds,
-    )
-    return f"judgement-{judgement.pk}"
-
-
-def pairwise_gold_context(item, posted):
-    material = gold_material(item["content"])
-    criteria = CHIRP_CRITERIA[1:] if material.criteria else ()
-    questions, scores = _pairwise_questions(posted, criteria=criteria, rubric=material.rubric)
+    ] if material.rubric else []
     return {
         "instance": {"instruction": material.instruction},
         "gallery": material.gallery,
@@ -108,14 +106,15 @@ def pairwise_gold_context(item, posted):
     }
 
 
-def pairwise_gold_answer(posted, item):
+def store_pairwise(*, answer, assignment_id, worker):
+    # The choices name the shown sides; the service maps them to A and B with the stored order.
+    judgement = submit_pairwise_judgement(
+        assignment_id=assignment_id, worker=worker, choice=answer["choice"], criteria=answer["criteria"],
+        rubric_scores=answer["scores"], active_seconds=answer["active_seconds"],
+    )
+    return f"judgement-{judgement.pk}"
+
+
+def pairwise_gold_answer(answer):
     # Gold battles are answered "left" / "right": response_1 is always shown on the left.
-    material = gold_material(item["content"])
-    choice, criteria, scores = _read_pairwise(posted)
-    for name in CHIRP_CRITERIA[1:] if material.criteria else ():
-        if name not in criteria:
-            raise AnnotationError(f"Please choose the left or the right response for "
-                                  f"{name.replace('_', ' ')}.")
-    if material.rubric and set(scores) != set(Side.values):
-        raise AnnotationError("Please score both responses from 1 to 5.")
-    return choice
+    return answer["choice"]

@@ -20,18 +20,18 @@ from annotation.models import (
     Worker,
     WorkerQualification,
 )
-from annotation.typed_text import ANSWER_MAX_CHARS, clean_typed_text
+from annotation.typed_text import ANSWER_MAX_CHARS
 from annotation.workforce import qualifications
 from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
+from frontend.answer_forms import PageForm, TypedTextField, answer_of
 from frontend.arrival import IDLE_SECONDS, NewArrival, study_participant
 from frontend.page_parts import gold_material
 from frontend.rendering import NOTICES, problem_page, refusal
 from frontend.stage_pages import PAGES
 from mturk import identity, links
 from mturk.models import CrowdStudy
-from mturk.participants import done_in_study
 
 
 def qualify_url(worker, stage, *, next_url=""):
@@ -45,20 +45,21 @@ def stage_url(worker, stage):
     return reverse("frontend:stage", args=[stage]) if worker.platform == Worker.Platform.LOCAL else ""
 
 
-def render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False,
-                posted=None, error="", status=200):
+def render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False, done=0,
+                form=None, error="", status=200):
     """A live gold item (annotation.next_step), rendered exactly as the stage's own task: same
-    template, same controls, same button."""
-    context = page.gold_context(item, posted)
+    template, same controls, same button, same form; `form` is a refused answer's."""
+    material = gold_material(item["content"])
+    context = page.context(material, form or page.form(shown=material))
     context.update({
-        "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
+        "notice": NOTICES.get(request.GET.get("after", "")) if form is None else "",
         "can_give_back": True,
         "page": page,
         "preview": False,
         "mturk": mturk,
         "token": tokens.sign_gold(grant),
         "study": study,
-        "done_in_study": done_in_study(worker, study) if study else 0,
+        "done_in_study": done,
         "session_token": tokens.sign_session(session) if session else "",
         "worker_token": tokens.sign_worker(worker.pk),
         "error": error,
@@ -77,19 +78,19 @@ def submit_gold(request, grant, *, wants_json):
     worker = Worker.objects.filter(pk=grant.worker_id).first()
     item = GoldItem.objects.filter(pk=grant.item_id, qualification__stage=grant.stage).first()
     page = PAGES.get(grant.stage)
-    if worker is None or item is None or page is None or page.gold_answer is None:
+    if worker is None or item is None or page is None or not page.shows_gold:
         return refusal(request, tokens.FORGED_MESSAGE, wants_json=wants_json)
     if worker.platform == Worker.Platform.LOCAL and worker.user_id != request.user.pk:
         return refusal(request, "Please log in again to save this answer.", wants_json=wants_json)
     shown = {"id": item.pk, "kind": item.kind, "content": item.content, "question": item.question,
              "options": item.options}
+    form = page.form(request.POST, request.FILES, shown=gold_material(item.content))
     try:
-        answer = page.gold_answer(request.POST, shown)
+        answer = page.gold_answer(answer_of(form))
     except AnnotationError as error:
         if wants_json:
             return JsonResponse({"ok": False, "error": str(error)}, status=400)
-        return render_gold(request, page, shown, grant, worker=worker, posted=request.POST,
-                            error=str(error), status=400)
+        return render_gold(request, page, shown, grant, worker=worker, form=form, error=str(error), status=400)
     qualifications.record_live_gold_answer(worker, item.pk, answer)
     next_url = grant.next_url or reverse("frontend:worker") + "?w=" + tokens.sign_worker(worker.pk)
     if wants_json:
@@ -149,8 +150,33 @@ def _test_taker(request, stage):
     return None, None
 
 
-def _test_items(attempt, posted=None):
-    posted = posted or {}
+class TestAnswersForm(PageForm):
+    """The answers to a test's items (`item-<id>`), each an option of its item or, for a free-text
+    item, the text typed; an answer that is neither counts as unanswered."""
+
+    def __init__(self, data=None, *, items, **kwargs):
+        """`items`: the test's item ids in the order shown, each with its GoldItem (None if gone)."""
+        super().__init__(data, **kwargs)
+        self.items = items
+        for number, (pk, _) in enumerate(items, start=1):
+            self.fields[f"item-{pk}"] = TypedTextField(what=f"Your answer to question {number}",
+                                                       max_chars=ANSWER_MAX_CHARS)
+
+    def clean(self):
+        answers = {}
+        for pk, item in self.items:
+            text = self.cleaned_data.get(f"item-{pk}")
+            if item is None or not text:
+                continue
+            # The stored answer is the option itself (it may be a number), not its text.
+            answer = next((option for option in item.options or [] if str(option) == text),
+                          text if item.kind == GoldItem.Kind.FREE_TEXT else None)
+            if answer is not None:
+                answers[pk] = answer
+        return {"answers": answers}
+
+
+def _test_items(attempt, form):
     items = []
     for number, item in enumerate(qualifications.qualification_items(attempt), start=1):
         name = f"item-{item['id']}"
@@ -159,21 +185,21 @@ def _test_items(attempt, posted=None):
             "name": name,
             "kind": item["kind"],
             "question": item["question"],
-            "options": [{"value": str(option), "key": index, "checked": posted.get(name) == str(option)}
+            "options": [{"value": str(option), "key": index, "checked": form.shown(name) == str(option)}
                         for index, option in enumerate(item["options"] or [], start=1)],
-            "text": posted.get(name, "") if item["kind"] == GoldItem.Kind.FREE_TEXT else "",
+            "text": form.shown(name) if item["kind"] == GoldItem.Kind.FREE_TEXT else "",
             "material": gold_material(item["content"]),
         })
     return items
 
 
-def _render_test(request, stage, worker, grant, attempt, *, posted=None, error="", status=200):
+def _render_test(request, stage, worker, grant, attempt, *, form=None, error="", status=200):
     qualification = attempt.qualification
     page = _TestPage(stage=stage, heading=f"Qualification test: {qualification.name}")
     return render(request, "annotator/qualification.html", {
         "page": page,
         "qualification": qualification,
-        "items": _test_items(attempt, posted),
+        "items": _test_items(attempt, form or TestAnswersForm(items=())),
         "pass_percent": round(qualification.pass_score * 100),
         "answer_max_chars": ANSWER_MAX_CHARS,
         "token": tokens.sign_qualification(grant),
@@ -236,39 +262,24 @@ def _take_test(request, stage, worker, grant, *, wants_json):
                .filter(qualification__stage=stage, worker=worker).first())
     if attempt is None:
         return refusal(request, "Please open the test again from its link.", wants_json=wants_json)
+    items = []
+    if attempt.status == QualificationAttempt.Status.STARTED:
+        # A test submitted already reads no answers: the service says so.
+        found = GoldItem.objects.in_bulk(attempt.item_ids)
+        items = [(pk, found.get(pk)) for pk in attempt.item_ids]
+    form = TestAnswersForm(request.POST, items=items)
     try:
-        answers = _test_answers(request.POST, attempt)
-        qualifications.submit_qualification_answers(worker, stage, answers)
+        qualifications.submit_qualification_answers(worker, stage, answer_of(form)["answers"])
     except AnnotationError as error:
         if wants_json:
             return JsonResponse({"ok": False, "error": str(error)}, status=400)
-        return _render_test(request, stage, worker, grant, attempt, posted=request.POST,
-                            error=str(error), status=400)
+        return _render_test(request, stage, worker, grant, attempt, form=form, error=str(error), status=400)
     attempt.refresh_from_db()
     if wants_json:
         result_url = (reverse("frontend:qualify", args=[stage]) + "?result=1&q="
                       + tokens.sign_qualification(grant))
         return JsonResponse({"ok": True, "next": result_url})
     return _test_result(request, stage, worker, grant, attempt)
-
-
-def _test_answers(posted, attempt):
-    if attempt.status != QualificationAttempt.Status.STARTED:
-        return {}
-    answers = {}
-    items = GoldItem.objects.in_bulk(attempt.item_ids)
-    for number, pk in enumerate(attempt.item_ids, start=1):
-        item = items.get(pk)
-        text = clean_typed_text(posted.get(f"item-{pk}", ""), what=f"Your answer to question {number}",
-                                max_chars=ANSWER_MAX_CHARS)
-        if item is None or not text:
-            continue
-        # The stored answer is the option itself (it may be a number), not its text.
-        answer = next((option for option in item.options or [] if str(option) == text),
-                      text if item.kind == GoldItem.Kind.FREE_TEXT else None)
-        if answer is not None:
-            answers[pk] = answer
-    return answers
 
 
 def _test_result(request, stage, worker, grant, attempt):

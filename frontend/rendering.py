@@ -8,11 +8,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.queue import lease_terms
 from frontend import tokens
 from frontend.arrival import IDLE_SECONDS
 from frontend.stage_pages import PAGES
-from mturk.participants import done_in_study
 
 
 def page_or_404(stage):
@@ -40,12 +38,16 @@ def with_notice(url, what):
 
 
 def render_stage_page(request, page, unit, *, assignment=None, grant=None, preview=False,
-                 study=None, posted=None, error="", status=200):
-    context = page.context(unit, posted, assignment)
+                      study=None, lease=None, done=0, form=None, error="", status=200):
+    """A unit's page; `lease` is the assignment's terms (annotation.queue.LeaseTerms), `done` the
+    study's tasks the worker has submitted, and `form` a refused answer's, shown again as posted
+    with `error`."""
+    material = page.material(unit, assignment)
+    context = page.context(material, form or page.form(shown=material))
     session = grant.session if grant else None
     keeps_lease = bool(assignment and grant and not preview)
     context.update({
-        "notice": NOTICES.get(request.GET.get("after", "")) if posted is None else "",
+        "notice": NOTICES.get(request.GET.get("after", "")) if form is None else "",
         "can_give_back": bool(grant) and not preview,
         "page": page,
         "unit": unit,
@@ -54,7 +56,7 @@ def render_stage_page(request, page, unit, *, assignment=None, grant=None, previ
         "token": tokens.sign_assignment(grant) if grant else "",
         "assignment": assignment,
         "study": study,
-        "done_in_study": done_in_study(assignment.worker, study) if study and assignment else 0,
+        "done_in_study": done,
         "session_token": tokens.sign_session(session) if session else "",
         "worker_token": tokens.sign_worker(grant.worker_id, assignment_id=grant.assignment_id)
         if grant else "",
@@ -67,7 +69,7 @@ def render_stage_page(request, page, unit, *, assignment=None, grant=None, previ
             # A leased task's page keeps its lease alive while its worker is active.
             "heartbeatUrl": reverse("frontend:heartbeat") if keeps_lease else "",
             "heartbeatSeconds": settings.LEASE_HEARTBEAT_SECONDS,
-            "lease": lease_for_page(lease_terms(assignment)) if keeps_lease else None,
+            "lease": lease_for_page(lease) if keeps_lease else None,
             "leaseWarningSeconds": settings.LEASE_WARNING_SECONDS,
         },
     })

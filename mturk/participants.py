@@ -29,10 +29,10 @@ from django.db.models.functions import Coalesce
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
 from annotation.next_step import NextStep, Step, next_step
-from annotation.queue import return_held
+from annotation.queue import locked_for_leasing, return_held
 from annotation.workforce.standing import workers_with_standing
 from crowdbench import shared_cache
-from mturk import identity
+from mturk import identity, links
 from mturk.models import StudyCompletion
 
 # How long a platform's confirmation of a new session is trusted, so that each next task of it
@@ -175,7 +175,8 @@ def next_step_in_study(*, worker, study, platform_session_id, given_back_too=Tru
     study's completion code around it: shown again once they have it in this platform session, and
     given (they are finished) when nothing is left for them after a task of theirs is saved."""
     if finished(worker=worker, study=study, platform_session_id=platform_session_id):
-        return NextStep(Step.COMPLETION, "the participant was shown the code in this session", again=True)
+        return NextStep(Step.COMPLETION, "the participant was shown the code in this session", again=True,
+                        worker=worker, completion=links.completion(study))
     # A study naming no family draws on every family of no group, never on another group's.
     step = next_step(worker=worker, stage=study.stage, family=study.family or study.families_drawn_on(),
                      platform_assignment_id=platform_session_id, platform_listing_id=study.external_id,
@@ -184,5 +185,24 @@ def next_step_in_study(*, worker, study, platform_session_id, given_back_too=Tru
         return replace(step, may_finish=bool(done_in_study(worker, study)))
     if step.kind == Step.NOTHING and earned_code(worker=worker, study=study, platform_session_id=platform_session_id):
         finish_participating(worker=worker, study=study, platform_session_id=platform_session_id)
-        return NextStep(Step.COMPLETION, "nothing is left for the participant, who has done a task of the study")
+        return NextStep(Step.COMPLETION, "nothing is left for the participant, who has done a task of the study",
+                        worker=worker, completion=links.completion(study))
+    if step.kind in (Step.LEASE, Step.GOLD):
+        return replace(step, done=done_in_study(worker, study))
     return step
+
+
+def next_step_of_participant(*, study, worker_id, platform_session_id, known_here, given_back_too=True,
+                             shows_gold=False):
+    """`next_step_in_study` for the participant a study session names, fetched with their standing
+    and progress and the lock their lease needs, in the decision's transaction: the request every
+    participant makes after every answer. None when the study has no such participant; raises
+    IdentityRefused when `known_here(worker_id)` says this browser was not admitted as them."""
+    with transaction.atomic():
+        worker = locked_for_leasing(participants_of(study).filter(pk=worker_id))
+        if worker is None:
+            return None
+        if not known_here(worker.pk):
+            raise identity.IdentityRefused(identity.STUDY_NOT_CONFIRMED)
+        return next_step_in_study(worker=worker, study=study, platform_session_id=platform_session_id,
+                                  given_back_too=given_back_too, shows_gold=shows_gold)

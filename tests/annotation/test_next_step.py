@@ -3,14 +3,20 @@ rule that chose it, and the page that renders it without deciding anything itsel
 
 import ast
 import inspect
+import textwrap
 
 import pytest
+from django.urls import URLResolver, get_resolver
 
 from annotation.models import Assignment, Stage, Worker, WorkerBlock, WorkerQualification
 from annotation.next_step import Step, next_step
+from annotation.queue import holds_a_lease, lease_terms, lease_unit, next_assignment, return_held, units_open_to
+from annotation.workforce.qualifications import live_gold_item
+from annotation.workforce.standing import may_work
 from frontend import annotator_views
+from mturk import links
 from mturk.models import StudyCompletion
-from mturk.participants import next_step_in_study
+from mturk.participants import done_in_study, earned_code, finish_participating, finished, next_step_in_study
 from tests.factories import WorkerFactory
 from tests.frontend_support import caption_unit, qualification_test, study, verification_unit
 
@@ -103,22 +109,80 @@ def test_a_study_participant_who_has_done_a_task_is_given_the_code_when_nothing_
     assert (shown_again.kind, shown_again.again) == (Step.COMPLETION, True)
 
 
-# What the domain decides, which the page must leave to it.
-DECIDING = {"next_assignment", "lease_unit", "units_open_to", "holds_a_lease", "may_work", "live_gold_item",
-            "finished", "earned_code", "finish_participating", "return_held", "qualification_gate", "offer_gold"}
+# The functions that give a worker a lease: a page reaches them through `next_step` alone.
+LEASING = (next_assignment, lease_unit)
+# What the domain decides, which a page that leases must leave to it as well.
+DECIDING = (*LEASING, units_open_to, holds_a_lease, may_work, live_gold_item, finished, earned_code,
+            finish_participating, return_held)
+DOORS = (next_step, next_step_in_study)
+_PROJECT = ("frontend", "annotation", "mturk", "crowdbench")
 
 
-def _calls(function):
-    tree = ast.parse(inspect.getsource(function))
-    return [node.func.id if isinstance(node.func, ast.Name) else node.func.attr
-            for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and isinstance(node.func, (ast.Name, ast.Attribute))]
+def _callees(function):
+    """The project's functions `function` calls by a name it can see (a module-level name, or an
+    attribute of an imported module); a call through an object (`page.store`) is not followed."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError):
+        return []
+    names = function.__globals__
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        target = None
+        if isinstance(node.func, ast.Name):
+            target = names.get(node.func.id)
+        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                and inspect.ismodule(names.get(node.func.value.id)):
+            target = getattr(names[node.func.value.id], node.func.attr, None)
+        target = inspect.unwrap(target) if inspect.isfunction(target) else None
+        if target is not None and target.__module__.startswith(_PROJECT):
+            found.append(target)
+    return found
 
 
-@pytest.mark.parametrize("way_in", ["stage_page", "_mturk_unit"])
-def test_the_stage_page_asks_the_domain_once_what_to_show_and_decides_nothing_itself(way_in):
-    calls = _calls(getattr(annotator_views, way_in))
-    assert DECIDING.isdisjoint(calls)
-    decisions = [name for name in calls if name in ("next_step", "next_step_in_study")]
-    # One per way in: a study's continue link, a study link, an in-house annotator (an MTurk HIT).
-    assert len(decisions) == (3 if way_in == "stage_page" else 1)
+def _reached(view, *, doors=()):
+    """Every project function `view` reaches, each with the chain of calls that reaches it first,
+    not going through `doors`."""
+    start = inspect.unwrap(view)
+    chains, waiting = {start: (start.__name__,)}, [start]
+    while waiting:
+        function = waiting.pop()
+        if function in doors:
+            continue
+        for callee in _callees(function):
+            if callee not in chains:
+                chains[callee] = (*chains[function], callee.__name__)
+                waiting.append(callee)
+    return chains
+
+
+def _frontend_views():
+    views, patterns = {}, list(get_resolver().url_patterns)
+    while patterns:
+        pattern = patterns.pop()
+        if isinstance(pattern, URLResolver):
+            patterns.extend(pattern.url_patterns)
+        elif pattern.callback.__module__.startswith("frontend"):
+            views[pattern.name] = pattern.callback
+    return views
+
+
+def test_every_page_that_leases_does_so_through_next_step_and_decides_nothing_itself():
+    leasing_views = {name: view for name, view in _frontend_views().items()
+                     if any(function in _reached(view) for function in LEASING)}
+    # The pages that show a task, found by what they call: a new page that leases is covered here.
+    assert {"stage", "unit"} <= set(leasing_views)
+    for name, view in leasing_views.items():
+        outside = _reached(view, doors=DOORS)
+        assert any(door in outside for door in DOORS), name
+        decided = [" -> ".join(outside[function]) for function in DECIDING if function in outside]
+        assert not decided, f"the {name} page decides for itself: {decided}"
+
+
+def test_a_decision_is_rendered_with_what_came_with_it_and_nothing_asked_again():
+    # The lease's terms, the participant's progress and the study's code come with the step.
+    came_with_the_step = (lease_terms, done_in_study, links.completion)
+    reached = _reached(annotator_views._shown_in_study)
+    assert [function.__name__ for function in came_with_the_step if function in reached] == []

@@ -6,7 +6,8 @@ from django.core import signing
 from django.http import HttpRequest
 from django.test import Client
 
-from annotation.models import Assignment, Caption, Stage, Verification, Worker
+from annotation.models import Assignment, Caption, Stage, Verification, Worker, WorkerBlock
+from annotation.workforce.standing import local_worker
 from frontend import tokens
 from tests.factories import ImageAssetFactory
 from tests.frontend_support import (
@@ -217,6 +218,17 @@ def test_in_house_token_is_good_only_in_its_own_session():
     assert submit(as_bob, token, **{"caption-0": CAPTION}).status_code == 403
     assert submit(Client(), token, **{"caption-0": CAPTION}).status_code == 403
     assert submit(as_alice, token, **{"caption-0": CAPTION}).status_code == 200
+
+
+def test_a_units_own_link_asks_next_step_so_a_blocked_in_house_annotator_is_refused_there_too():
+    unit = caption_unit()
+    annotator = get_user_model().objects.create_user("carol", password="pw-carol-123")
+    browser = Client()
+    browser.force_login(annotator)
+    WorkerBlock.objects.create(worker=local_worker(annotator), reason="Copied answers between tasks.")
+    response = browser.get(f"/work/unit/{unit.pk}/")
+    assert b"cannot take these tasks" in response.content
+    assert not Assignment.objects.filter(unit=unit).exists()
 
 
 def test_stage_page_sends_an_anonymous_visitor_to_log_in():
