@@ -52,6 +52,23 @@ _django_fixture_teardown = TransactionTestCase._fixture_teardown
 TransactionTestCase._fixture_teardown = _empty_every_table
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The modules holding slow tests (a browser, a Celery worker, a whole published file) are
+    handed out first: pytest-xdist hands out whole modules, in the order it first meets them, and
+    one of them given out last kept a worker busy minutes after the other had run out of work.
+    Each module's tests are kept together in the order pytest-django gave them (database tests by
+    kind), as a pytest-xdist worker runs them anyway: one module after another."""
+    slow_modules = {item.module.__name__ for item in items
+                    if item.get_closest_marker("browser") or item.get_closest_marker("integration")}
+    first_seen = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(item.module.__name__, index)
+    order = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (item.module.__name__ not in slow_modules, first_seen[item.module.__name__],
+                                 order[id(item)]))
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, request):
     """Each run's test databases are its own: pytest-django names one per xdist worker
