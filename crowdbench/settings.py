@@ -389,6 +389,13 @@ STORAGES["snapshots"] = {
     "BACKEND": STORAGES["default"]["BACKEND"],
     "OPTIONS": {"location": SNAPSHOTS_LOCATION},
 }
+# A leaderboard's figures, drawn once per stored result by its job and served as files
+# (annotation/scoring/stored_figures.py): not under MEDIA_ROOT either, since only researchers see them.
+STORAGES["figures"] = {
+    "BACKEND": STORAGES["default"]["BACKEND"],
+    "OPTIONS": {"location": env("FIGURES_LOCATION", default="figures" if AWS_STORAGE_BUCKET_NAME
+                                else str(VAR_DIR / "figures"))},
+}
 # Rows fetched per round trip (a server-side cursor on PostgreSQL) and per Parquet row group.
 EXPORT_CHUNK_ROWS = env.int("EXPORT_CHUNK_ROWS", default=5000)
 # Pushing a snapshot to the Hugging Face Hub (`manage.py push_snapshot`, docs/huggingface.md): a

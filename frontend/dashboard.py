@@ -2,9 +2,10 @@
 
 Thin views: the numbers come from annotation.scoring.leaderboard's stored result (one computation per
 state of the judgements, made by a background job and shared with the API: a page shows the last one
-with its age and never computes), the pictures from annotation.scoring.plots.
-Both are imported inside the views that use them: pandas, SciPy, numba and matplotlib then load in
-a web worker only when a researcher asks for a leaderboard, not in every worker at start-up.
+with its age and never computes), the pictures are the files the same job drew for that result
+(annotation.scoring.stored_figures). Both are imported inside the views that use them: pandas and
+SciPy then load in a web worker only when a researcher asks for a leaderboard, not in every worker
+at start-up, and matplotlib only to draw a figure the job has not drawn.
 """
 
 import functools
@@ -16,7 +17,7 @@ from django.http import Http404, HttpResponse, HttpResponseNotFound
 from django.shortcuts import get_object_or_404, render
 
 from annotation import scoring, teams
-from annotation.models import CHIRP_CRITERIA, REFERENCE_MODEL_NAME, JudgeRun, Tournament
+from annotation.models import CHIRP_CRITERIA, REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult, Tournament
 from tasks.models import Job
 
 _DATA_KEY = re.compile(r"[0-9a-f]{64}")
@@ -97,90 +98,62 @@ def _figure(view):
 
 
 def _result(request, tournament):
-    """The result the page showed (its figures carry ?v=<data key>), so a figure is the same picture
-    for the same key, and the figure of a page beside its table is drawn from the table's result
-    (the result before the latest is kept for this). A key whose result is gone (two newer ones
-    came meanwhile) is refused, never drawn from another result: the page is reloaded. Without a
-    key, the last stored one. A figure never computes anything."""
+    """The stored result the page showed (its figures carry ?v=<data key>), so a figure is the same
+    picture for the same key, and the figure of a page beside its table is drawn from the table's
+    result (the result before the latest is kept for this). A key whose result is gone (two newer
+    ones came meanwhile) is refused, never drawn from another result: the page is reloaded.
+    Without a key, the last stored one. A figure never computes anything."""
     from annotation.scoring import freshness
-    from annotation.scoring import leaderboard_display as boards
     criterion = _criterion(request)
     key = request.GET.get("v", "")
     if _DATA_KEY.fullmatch(key):
-        found = boards.stored_leaderboard(tournament=tournament, criterion=criterion, rounds=scoring.DEFAULT_ROUNDS,
-                                          data_key=key)
+        found = LeaderboardResult.objects.filter(tournament=tournament, criterion=criterion,
+                                                 rounds=scoring.DEFAULT_ROUNDS, data_key=key).first()
         if found is None:
             raise FigureReplaced
         return found, True
     stored = freshness.latest_stored(tournament=tournament, criterion=criterion)
     if stored is None:
         raise Http404("The leaderboard is being computed.")
-    return boards.TournamentLeaderboard.from_stored(stored), False
+    return stored, False
 
 
-def _png(data, *, immutable):
-    response = HttpResponse(data, content_type="image/png")
+def _figure_response(request, tournament_id, name):
+    """The figure as its file, drawn by the leaderboard job when it stored the result
+    (annotation/scoring/stored_figures.py)."""
+    from annotation.scoring import stored_figures
+    tournament = _tournament(request, tournament_id)
+    stored, immutable = _result(request, tournament)
+    try:
+        picture = stored_figures.figure(stored, name)
+    except stored_figures.NoFigure as missing:
+        raise Http404(str(missing)) from None
+    response = HttpResponse(picture, content_type="image/png")
     # A figure named by its data key never changes; without one it follows the judgements.
     response["Cache-Control"] = "private, max-age=86400, immutable" if immutable else "private, no-cache"
     return response
 
 
-def _board(request, tournament_id, judge):
-    tournament = _tournament(request, tournament_id)
-    result, immutable = _result(request, tournament)
-    board = result.board(judge)
-    if board is None:
-        raise Http404("No such evaluator in this tournament.")
-    if not board.rows:
-        raise Http404("No battles judged yet.")
-    return board, immutable
-
-
 @researcher_view
 @_figure
 def elo_plot(request, tournament_id, judge):
-    from annotation.scoring import plots
-    board, immutable = _board(request, tournament_id, judge)
-    table = board.rated_table
-    if "split" in table.columns:
-        # The figure shows the all-images ratings; the table beside it has each split.
-        table = table[table["split"] == table["split"].iloc[0]]
-    return _png(plots.elo_interval_plot(table, title=f"{board.title}: Elo and Bradley-Terry, 95% interval"),
-                immutable=immutable)
+    return _figure_response(request, tournament_id, f"elo-{judge}")
 
 
 @researcher_view
 @_figure
 def category_plot(request, tournament_id, judge):
-    from annotation.scoring import plots
-    board, immutable = _board(request, tournament_id, judge)
-    if board.category_table.empty:
-        raise Http404("No battle against the reference yet.")
-    return _png(plots.category_heatmap(board.category_table, title=f"{board.title}: win-rate vs. reference"),
-                immutable=immutable)
+    return _figure_response(request, tournament_id, f"categories-{judge}")
 
 
 @researcher_view
 @_figure
 def agreement_plot(request, tournament_id, judge):
-    from annotation.scoring import plots
-    tournament = _tournament(request, tournament_id)
-    result, immutable = _result(request, tournament)
-    found = result.agreement(judge)
-    if found is None:
-        raise Http404("This judge shares no battles with the crowd yet.")
-    return _png(
-        plots.agreement_bars(result.majority_table(judge),
-                             title=f"{found['judge']}: agreement with the crowd majority"),
-        immutable=immutable,
-    )
+    return _figure_response(request, tournament_id, f"agreement-{judge}")
 
 
 @researcher_view
 @_figure
 def judge_report_length_plot(request, tournament_id):
-    from annotation.scoring import plots
-    tournament = _tournament(request, tournament_id)
-    result, immutable = _result(request, tournament)
-    return _png(plots.length_bias_plot(result.judge_report, title=f"{tournament.name}: win rate of the longer answer"),
-                immutable=immutable)
+    from annotation.scoring.stored_figures import JUDGE_REPORT_LENGTH
+    return _figure_response(request, tournament_id, JUDGE_REPORT_LENGTH)

@@ -2,7 +2,7 @@
 annotation/scoring/freshness.py for each board, under a lease per board."""
 
 from annotation.models import Tournament
-from annotation.scoring import freshness
+from annotation.scoring import freshness, stored_figures
 from crowdbench.celery import app
 from crowdbench.jobs import enqueue
 from tasks.jobs import JOB_OPTIONS, lease
@@ -23,7 +23,9 @@ def refresh_leaderboard_job(tournament_id, criterion=None, rounds=None):
     for criterion, rounds in boards:
         with lease(board_lease(criterion, rounds), tournament_id) as mine:
             if mine:
-                freshness.refresh_leaderboard(tournament=tournament, criterion=criterion, rounds=rounds)
+                stored = freshness.refresh_leaderboard(tournament=tournament, criterion=criterion, rounds=rounds)
+                # The figures too, here rather than in the request that first shows them.
+                stored_figures.draw_all(stored)
                 computed += 1
         # A copy queued by a change made while this one computed exited at the lease; the change is
         # caught here, after the lease is let go, or it would wait for the next one.

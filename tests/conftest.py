@@ -120,6 +120,17 @@ def broker_of_this_run(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def figures_of_this_run(tmp_path_factory):
+    """Leaderboard figures kept in a folder of this test process, not the checkout's var/."""
+    from django.conf import settings
+
+    storages = {**settings.STORAGES, "figures": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                                                 "OPTIONS": {"location": str(tmp_path_factory.mktemp("figures"))}}}
+    with override_settings(STORAGES=storages):
+        yield
+
+
 @pytest.fixture
 def worker(db):
     return WorkerFactory()

@@ -148,7 +148,7 @@ def refresh_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUND
     """The job's work: store the board's result for the judgements as they are now, unless it is
     stored already. Returns the stored LeaderboardResult. Results older than the one before it are
     dropped."""
-    from annotation.scoring import leaderboard
+    from annotation.scoring import leaderboard, stored_figures
 
     tournament = Tournament.objects.get(pk=tournament.pk)
     board = {"tournament": tournament, "criterion": criterion, "rounds": rounds}
@@ -174,7 +174,10 @@ def refresh_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUND
     previous = (LeaderboardResult.objects.filter(**board, computed_at__lt=stored.computed_at)
                 .order_by("-computed_at", "-id").values_list("computed_at", flat=True).first())
     if previous is not None:
-        LeaderboardResult.objects.filter(**board, computed_at__lt=previous).delete()
+        dropped = LeaderboardResult.objects.filter(**board, computed_at__lt=previous)
+        data_keys = list(dropped.values_list("data_key", flat=True))
+        dropped.delete()
+        stored_figures.forget(tournament.pk, data_keys)
     return stored
 
 

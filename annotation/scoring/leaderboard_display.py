@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from annotation.figures import dollars, number_text
-from annotation.models import JudgeRun, LeaderboardResult
+from annotation.models import JudgeRun
 from annotation.scoring import (
     BT_PRIOR_SD,
     HUMAN_KEY,
@@ -303,12 +303,3 @@ def agreement_row(found):
         "contradictions": f"{_contradiction_text(found['judge_contradictions'])} / "
                           f"{_contradiction_text(found['human_contradictions'])}",
     }
-
-
-def stored_leaderboard(*, tournament, criterion, rounds, data_key):
-    """A stored result by its key (the figures of a page ask for the result the page showed),
-    or None when it has been replaced since."""
-    stored = LeaderboardResult.objects.filter(
-        tournament=tournament, criterion=criterion, rounds=rounds, data_key=data_key
-    ).first()
-    return TournamentLeaderboard.from_stored(stored) if stored else None

@@ -13,7 +13,6 @@ from annotation.scoring.freshness import refresh_leaderboard
 from annotation.scoring.judge_report import length_bias
 from annotation.scoring.leaderboard_display import TournamentLeaderboard
 from annotation.scoring.plots import length_bias_plot
-from tests.annotation.scoring.test_leaderboard import staff_client  # noqa: F401
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.scoring_factories import ModelResponseFactory, create_tournament, verified_instance
 
@@ -144,7 +143,7 @@ def test_a_judge_that_favours_its_own_model_shows_it_against_the_crowd():
     assert row["kappa_by_category"] == [{"category": "Contextual knowledge", "kappa": 0.0, "n": 12}]
 
 
-def test_the_page_and_the_api_show_two_judge_runs_side_by_side(two_simulated_judges, staff_client):  # noqa: F811
+def test_the_page_and_the_api_show_two_judge_runs_side_by_side(two_simulated_judges, staff_client):
     tournament, positional, lengthy = two_simulated_judges
     refresh_leaderboard(tournament=tournament)  # what the background job does once judgements change
 
