@@ -9,7 +9,7 @@
 Whoever arrives, the page gets a signed token naming our assignment and worker (frontend/tokens.py)
 and the submit endpoint trusts that token only.
 
-What a worker is shown next is one decision of the domain (annotation/next_step.py; for a study
+What a worker is shown next is one decision of the domain (annotation/crowdwork/next_step.py; for a study
 participant with the study's completion code around it, mturk/participants.py), which these views
 render and do not make: a held or new lease; now and then a gold item shown on the stage's own page,
 whose answer keeps the worker's accuracy current and is never stored as work; where a stage has a
@@ -26,11 +26,11 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.crowdwork.next_step import Step, next_step
+from annotation.crowdwork.platform_claims import ClaimConflict
+from annotation.crowdwork.queue import keep_lease_alive, lease_terms, lease_unit, locked_for_leasing, return_assignment
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
-from annotation.next_step import Step, next_step
-from annotation.platform_claims import ClaimConflict
-from annotation.queue import keep_lease_alive, lease_terms, lease_unit, locked_for_leasing, return_assignment
 from annotation.workforce.standing import local_worker, local_workers
 from crowdbench.security import annotator_page
 from frontend import tokens
@@ -228,7 +228,7 @@ def _shown_in_study(request, page, step, *, study, worker, session):
 
 
 def _shown(request, page, step, *, worker, next_url, study=None, session=None, mturk=False, grant=None):
-    """The page of a decision of annotation.next_step: what the worker is shown next."""
+    """The page of a decision of annotation.crowdwork.next_step: what the worker is shown next."""
     if step.kind == Step.LEASE:
         assignment = step.assignment
         grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk, **(grant or {}))

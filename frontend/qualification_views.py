@@ -47,7 +47,7 @@ def stage_url(worker, stage):
 
 def render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False,
                 posted=None, error="", status=200):
-    """A live gold item (annotation.next_step), rendered exactly as the stage's own task: same
+    """A live gold item (annotation.crowdwork.next_step), rendered exactly as the stage's own task: same
     template, same controls, same button."""
     context = page.gold_context(item, posted)
     context.update({

@@ -5,17 +5,17 @@ import logging
 from django.db import transaction
 
 from annotation import llm
-from annotation.collection.completion import announce_if_stage_complete
-from annotation.collection.stages import close_units_no_longer_owed, stage_config
+from annotation.crowdwork.completion import announce_if_stage_complete
+from annotation.crowdwork.lock_order import lock_assignment_for_submission
+from annotation.crowdwork.queue import mark_submitted, stored_answer_for
+from annotation.crowdwork.stages import close_units_no_longer_owed, stage_config
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     Caption,
     Instance,
     Stage,
     counted_work,
 )
-from annotation.queue import mark_submitted, stored_answer_for
 from annotation.typed_text import (
     CAPTION_MAX_CHARS,
     clean_typed_text,

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from annotation.collection.completion import announce_if_stage_complete
-from annotation.collection.stages import create_work_units
 from annotation.collection.uploads import store_uploaded_image
+from annotation.crowdwork.completion import announce_if_stage_complete
+from annotation.crowdwork.lock_order import lock_assignment_for_submission
+from annotation.crowdwork.queue import mark_submitted, stored_answer_for
+from annotation.crowdwork.stages import create_work_units
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
-from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     ImageAsset,
     Instance,
@@ -19,7 +20,6 @@ from annotation.models import (
     InstructionSubmission,
     Stage,
 )
-from annotation.queue import mark_submitted, stored_answer_for
 from annotation.typed_text import (
     INSTRUCTION_MAX_CHARS,
     clean_typed_text,

@@ -15,8 +15,10 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.collection.completion import announce_if_stage_complete
-from annotation.collection.stages import (
+from annotation.crowdwork.completion import announce_if_stage_complete
+from annotation.crowdwork.lock_order import lock_assignment_for_submission, lock_item
+from annotation.crowdwork.queue import mark_submitted, stored_answer_for
+from annotation.crowdwork.stages import (
     close_units_no_longer_owed,
     create_work_units,
     room_for_another_instance,
@@ -24,8 +26,8 @@ from annotation.collection.stages import (
     trim_open_slots,
     unbegin_caption_round,
 )
+from annotation.crowdwork.stopping import Agreement
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import lock_assignment_for_submission, lock_item
 from annotation.models import (
     Aggregation,
     Battle,
@@ -36,8 +38,6 @@ from annotation.models import (
     Verification,
     counted_work,
 )
-from annotation.queue import mark_submitted, stored_answer_for
-from annotation.stopping import Agreement
 from annotation.typed_text import (
     COMMENT_MAX_CHARS,
     clean_typed_text,

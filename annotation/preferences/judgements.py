@@ -6,10 +6,11 @@ import random
 
 from django.db import transaction
 
-from annotation.collection.completion import announce_if_stage_complete
-from annotation.collection.decisions import ask_for_next_round
+from annotation.crowdwork.completion import announce_if_stage_complete
+from annotation.crowdwork.decisions import ask_for_next_round
+from annotation.crowdwork.lock_order import lock_assignment_for_submission
+from annotation.crowdwork.queue import mark_submitted, stored_answer_for
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     CHIRP_CRITERIA,
     Battle,
@@ -18,7 +19,6 @@ from annotation.models import (
     Stage,
     WorkUnit,
 )
-from annotation.queue import mark_submitted, stored_answer_for
 from crowdbench.jobs import enqueue
 
 RUBRIC_SCORES = range(1, 6)

@@ -9,8 +9,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from annotation.collection.decisions import settle_unit
-from annotation.collection.stages import create_work_units
+from annotation.crowdwork.decisions import settle_unit
+from annotation.crowdwork.stages import create_work_units
+from annotation.crowdwork.stopping import ask_what_is_needed
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     REFERENCE_MODEL_NAME,
@@ -24,7 +25,6 @@ from annotation.models import (
 )
 from annotation.preferences.answers import owed_answers_message
 from annotation.preferences.eligible import eligible_instances
-from annotation.stopping import ask_what_is_needed
 from crowdbench.events import emit
 
 

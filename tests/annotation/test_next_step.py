@@ -1,4 +1,4 @@
-"""What an annotator is shown next (annotation/next_step.py): one decision per kind, each with the
+"""What an annotator is shown next (annotation/crowdwork/next_step.py): one decision per kind, each with the
 rule that chose it, and the page that renders it without deciding anything itself."""
 
 import ast
@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
+from annotation.crowdwork.next_step import Step, next_step
 from annotation.models import Assignment, Stage, Worker, WorkerBlock, WorkerQualification
-from annotation.next_step import Step, next_step
 from frontend import annotator_views
 from mturk.models import StudyCompletion
 from mturk.participants import next_step_in_study

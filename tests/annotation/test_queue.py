@@ -5,8 +5,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from annotation import queue
 from annotation.collection.verification import submit_verification
+from annotation.crowdwork import queue
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstanceImage, Stage, Worker, WorkUnit
 from tests.factories import (

@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from django.db import connection, transaction
 
-from annotation import lock_order, queue
 from annotation.collection.instructions import submit_instruction
+from annotation.crowdwork import lock_order, queue
 from annotation.models import Assignment, Instance, Stage, Worker, WorkUnit
 from tests.factories import FamilyFactory, ImageAssetFactory, WorkerFactory, launch
 

@@ -86,7 +86,7 @@ def import_graph():
 def test_the_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert "crowdbench.celery" in graph["crowdbench.jobs"]
-    assert {"annotation.models", "annotation.exceptions"} <= graph["annotation.queue"]
+    assert {"annotation.models", "annotation.exceptions"} <= graph["annotation.crowdwork.queue"]
     assert len(graph) > 80
 
 

@@ -7,7 +7,7 @@ expire and give their slot back. On PostgreSQL, concurrent requests skip rows an
 locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind them.
 
 Which platform assignment a lease is worked under, and refusing claims that disagree with it, is
-annotation/platform_claims.py's; what an annotator is shown next is annotation/next_step.py's.
+annotation/crowdwork/platform_claims.py's; what an annotator is shown next is annotation/crowdwork/next_step.py's.
 """
 
 from dataclasses import dataclass
@@ -21,12 +21,12 @@ from django.db.models.functions import Coalesce
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
+from annotation.crowdwork.lock_order import DECIDED_MESSAGE, lock_lease
+from annotation.crowdwork.platform_claims import bind_claim, check_claim
+from annotation.crowdwork.stopping import ask_what_is_needed
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import DECIDED_MESSAGE, lock_lease
 from annotation.models import Assignment, Instance, Stage, StageConfig, Worker, WorkUnit
 from annotation.models.instances import page_images
-from annotation.platform_claims import bind_claim, check_claim
-from annotation.stopping import ask_what_is_needed
 from annotation.workforce.standing import may_work
 
 DEFAULT_LEASE_MINUTES = 30

@@ -2,11 +2,11 @@
 the stage's settings."""
 
 from annotation.collection.captions import settle_caption_round
-from annotation.collection.completion import announce_if_stage_complete
 from annotation.collection.verification import settle_reference
-from annotation.lock_order import lock_unit_and_item
+from annotation.crowdwork.completion import announce_if_stage_complete
+from annotation.crowdwork.lock_order import lock_unit_and_item
+from annotation.crowdwork.stopping import ask_what_is_needed
 from annotation.models import Instance, Reference, Stage, Tournament, WorkUnit
-from annotation.stopping import ask_what_is_needed
 from crowdbench.jobs import enqueue
 
 

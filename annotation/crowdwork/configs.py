@@ -9,12 +9,12 @@ from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from annotation.collection.decisions import settle_unit
 from annotation.collection.verification import WORKER_MODEL_JOB
 from annotation.collection.waiting import settle_family
-from annotation.lock_order import lock_unit_and_item
+from annotation.crowdwork.decisions import settle_unit
+from annotation.crowdwork.lock_order import lock_unit_and_item
+from annotation.crowdwork.stopping import ask_what_is_needed
 from annotation.models import Aggregation, Assignment, Instance, Reference, Stage, WorkUnit
-from annotation.stopping import ask_what_is_needed
 from crowdbench.jobs import enqueue
 
 APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional", "adaptive",
@@ -76,7 +76,7 @@ def apply_stage_config(*, config, before):
             if config.adaptive:
                 # Each open unit asks what its answers in need now, under the new rule.
                 for unit in units:
-                    # Item first, as every submit locks them (annotation/lock_order.py).
+                    # Item first, as every submit locks them (annotation/crowdwork/lock_order.py).
                     unit = lock_unit_and_item(unit)
                     before_overlap = unit.overlap
                     applied.units_resized += ask_what_is_needed(unit) != before_overlap

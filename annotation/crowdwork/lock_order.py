@@ -26,9 +26,9 @@ Battles are never locked: a judgement's insert only takes a key-share lock on it
 
 from django.utils import timezone
 
+from annotation.crowdwork.stopping import locked_unit
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Instance, Reference, Stage, WorkUnit
-from annotation.stopping import locked_unit
 
 # Refused, not stored as an answer beyond what the unit asked: a decided unit is paid for what
 # decided it. The page keeps what was typed and shows this beside it.

@@ -18,11 +18,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.audit import record_review
-from annotation.collection import stages
 from annotation.collection import verification as verification_stage
-from annotation.collection.decisions import settle_unit
+from annotation.crowdwork import stages
+from annotation.crowdwork.decisions import settle_unit
+from annotation.crowdwork.lock_order import lock_for_review
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import lock_for_review
 from annotation.models import (
     Assignment,
     Battle,
