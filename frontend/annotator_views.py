@@ -26,9 +26,10 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.crowdwork.leases import lease_terms, return_assignment
 from annotation.crowdwork.next_step import Step, next_step
 from annotation.crowdwork.platform_claims import ClaimConflict
-from annotation.crowdwork.queue import keep_lease_alive, lease_terms, lease_unit, locked_for_leasing, return_assignment
+from annotation.crowdwork.queue import keep_lease_alive, lease_unit, locked_for_leasing
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
 from annotation.workforce.standing import local_worker, local_workers

@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.crowdwork.queue import lease_terms
+from annotation.crowdwork.leases import lease_terms
 from frontend import tokens
 from frontend.arrival import IDLE_SECONDS
 from frontend.stage_pages import PAGES

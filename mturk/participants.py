@@ -26,8 +26,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from annotation.crowdwork.leases import return_held
 from annotation.crowdwork.next_step import NextStep, Step, next_step
-from annotation.crowdwork.queue import return_held
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
 from annotation.workforce.standing import workers_with_standing

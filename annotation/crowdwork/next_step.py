@@ -18,7 +18,8 @@ A study on a platform adds its completion code around these (mturk/participants.
 from dataclasses import dataclass
 from enum import StrEnum
 
-from annotation.crowdwork.queue import holds_a_lease, lease_unit, next_assignment, return_held, units_open_to
+from annotation.crowdwork.leases import return_held
+from annotation.crowdwork.queue import holds_a_lease, lease_unit, next_assignment, units_open_to
 from annotation.models import Assignment, Worker, WorkerBlock, WorkerQualification
 from annotation.workforce.qualifications import live_gold_item
 from annotation.workforce.standing import may_work

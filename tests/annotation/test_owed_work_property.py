@@ -32,7 +32,7 @@ from hypothesis.stateful import (
 
 from annotation.benchmark_check import violations
 from annotation.collection import captions, instructions, references, verification, waiting, worker_model_job
-from annotation.crowdwork import configs, queue, review, stages
+from annotation.crowdwork import configs, leases, queue, review, stages
 from annotation.crowdwork.stopping import answered_labels, stopping_of
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
@@ -190,10 +190,10 @@ class OwedWork(RuleBasedStateMachine):
     def _expire(self):
         Assignment.objects.filter(status=Assignment.Status.LEASED).update(
             lease_expires_at=timezone.now() - timedelta(seconds=1))
-        queue.expire_leases()
+        leases.expire_leases()
 
     def _give_back(self, worker):
-        queue.return_held(worker=worker)
+        leases.return_held(worker=worker)
 
     def _reject(self, worker):
         answer = Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).exclude(
