@@ -5,7 +5,7 @@ A researcher's last campaign (a family's counted verification answers, `campaign
 crowd's answers, such as a published crowd set, as a CSV with the header
 `item,worker,answer` and optional `truth` and `order` columns (the common form of published crowd
 data, e.g. the truth-inference benchmark sets). Each rule takes an item's answers in `order` (file
-order where there is none) and stops where the project would stop: `annotation.stopping`'s
+order where there is none) and stops where the project would stop: `annotation.crowdwork.stopping`'s
 `answers_to_ask`, the function the queue asks, says after each answer whether the unit asks for
 another. What the rule bought is then decided twice, by the votes (the most frequent answer; a tie
 goes to the answer given first) and by a worker model, `annotation.worker_models.fit_labels`, the
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from annotation import worker_models
+from annotation.crowdwork.stopping import Agreement, answers_to_ask
 from annotation.exceptions import AnnotationError
 from annotation.models import Aggregation
-from annotation.stopping import Agreement, answers_to_ask
 
 REQUIRED = ("item", "worker", "answer")
 OPTIONAL = ("truth", "order")
@@ -160,7 +160,7 @@ class Fixed:
 
 @dataclass(frozen=True)
 class Rule:
-    """A stopping rule as a stage sets it: `rule` (annotation.stopping's, or Fixed) up to `maximum`."""
+    """A stopping rule as a stage sets it: `rule` (annotation.crowdwork.stopping's, or Fixed) up to `maximum`."""
 
     name: str
     rule: object

@@ -74,7 +74,7 @@ def _owned_by(model, path, groups):
     """The condition that a row of `model` reaches one of `groups` (None: no group) by `path`,
     hop by hop as `IN (SELECT ...)` rather than as joins: a row locked with select_for_update
     locks that row alone, never the family or unit it was narrowed through (the lock order,
-    annotation/lock_order.py, names what is locked and in which order)."""
+    annotation/crowdwork/lock_order.py, names what is locked and in which order)."""
     hop, _, rest = path.partition("__")
     if not rest:
         return Q(**{f"{hop}__isnull": True}) if groups is None else Q(**{f"{hop}__in": groups})

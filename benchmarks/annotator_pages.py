@@ -68,7 +68,7 @@ def seed(units):
     from annotation.collection.captions import add_caption
     from annotation.collection.instructions import add_instance
     from annotation.collection.references import store_reference
-    from annotation.collection.stages import create_work_units
+    from annotation.crowdwork.stages import create_work_units
     from annotation.models import (
         ImageAsset,
         InstructionFamily,

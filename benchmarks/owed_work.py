@@ -63,7 +63,7 @@ def seed(instances, overlap):
     from django.utils import timezone
 
     from annotation.collection.instructions import add_instance
-    from annotation.collection.stages import create_work_units
+    from annotation.crowdwork.stages import create_work_units
     from annotation.models import ImageAsset, InstructionFamily, Stage, StageConfig
     from mturk.models import CrowdStudy
 

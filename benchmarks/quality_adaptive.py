@@ -115,7 +115,7 @@ def battle_tournament(name, count, **options):
 def drive(stage, workers, seed, answer):
     """Workers take turns, in a seeded order, leasing the next unit of `stage` and answering it
     (`answer(worker, accuracy, assignment)`), until no worker gets one. Returns the seconds taken."""
-    from annotation.queue import next_assignment
+    from annotation.crowdwork.queue import next_assignment
 
     rng = random.Random(f"{seed}:turns")
     waiting = list(workers)

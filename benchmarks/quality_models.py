@@ -85,9 +85,10 @@ def accuracy_of(labels, truth):
 
 
 def through_services(*, references, workers, spammer_share, rng):
-    from annotation import queue, worker_models
+    from annotation import worker_models
     from annotation.collection import references as reference_service
     from annotation.collection.verification import submit_verification
+    from annotation.crowdwork import queue
     from annotation.models import Instance, Reference, Stage, WorkerReliability, WorkUnit
     from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, WorkerFactory, launch
 

@@ -257,7 +257,7 @@ def seed(instances):
     from rest_framework.authtoken.models import Token
 
     from annotation.collection.instructions import add_instance
-    from annotation.collection.stages import create_work_units
+    from annotation.crowdwork.stages import create_work_units
     from annotation.models import ImageAsset, InstructionFamily, Stage, StageConfig
     from mturk.models import CrowdStudy
 
@@ -614,7 +614,7 @@ def answer_counts(run):
 def job_counts(family):
     from django.db.models import Count
 
-    from annotation.collection.stages import units_owed
+    from annotation.crowdwork.stages import units_owed
     from annotation.datasets.snapshots import snapshot_storage
     from annotation.models import Instance, Reference, Snapshot, Stage
     from tasks.models import Job

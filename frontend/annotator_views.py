@@ -9,7 +9,7 @@
 Whoever arrives, the page gets a signed token naming our assignment and worker (frontend/tokens.py)
 and the submit endpoint trusts that token only.
 
-What a worker is shown next is one decision of the domain (annotation/next_step.py; for a study
+What a worker is shown next is one decision of the domain (annotation/crowdwork/next_step.py; for a study
 participant with the study's completion code around it, mturk/participants.py), which these views
 render and do not make: a held or new lease; now and then a gold item shown on the stage's own page,
 whose answer keeps the worker's accuracy current and is never stored as work; where a stage has a
@@ -25,11 +25,12 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.crowdwork.leases import lease_terms, return_assignment
+from annotation.crowdwork.next_step import Step, next_step, next_step_of_annotator
+from annotation.crowdwork.platform_claims import ClaimConflict
+from annotation.crowdwork.queue import keep_lease_alive
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
-from annotation.next_step import Step, next_step, next_step_of_annotator
-from annotation.platform_claims import ClaimConflict
-from annotation.queue import keep_lease_alive, lease_terms, return_assignment
 from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
@@ -217,7 +218,7 @@ def _shown_in_study(request, page, step, *, study, session):
 
 
 def _shown(request, page, step, *, next_url, study=None, session=None, mturk=False, grant=None):
-    """The page of a decision of annotation.next_step: what the worker is shown next."""
+    """The page of a decision of annotation.crowdwork.next_step: what the worker is shown next."""
     worker = step.worker
     if step.kind == Step.LEASE:
         assignment = step.assignment

@@ -47,7 +47,7 @@ def stage_url(worker, stage):
 
 def render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False, done=0,
                 form=None, error="", status=200):
-    """A live gold item (annotation.next_step), rendered exactly as the stage's own task: same
+    """A live gold item (annotation.crowdwork.next_step), rendered exactly as the stage's own task: same
     template, same controls, same button, same form; `form` is a refused answer's."""
     material = gold_material(item["content"])
     context = page.context(material, form or page.form(shown=material))

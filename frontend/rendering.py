@@ -39,7 +39,7 @@ def with_notice(url, what):
 
 def render_stage_page(request, page, unit, *, assignment=None, grant=None, preview=False,
                       study=None, lease=None, done=0, form=None, error="", status=200):
-    """A unit's page; `lease` is the assignment's terms (annotation.queue.LeaseTerms), `done` the
+    """A unit's page; `lease` is the assignment's terms (annotation.crowdwork.leases.LeaseTerms), `done` the
     study's tasks the worker has submitted, and `form` a refused answer's, shown again as posted
     with `error`."""
     material = page.material(unit, assignment)

@@ -8,11 +8,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from annotation.crowdwork.queue import (
+    units_open_to,
+)
 from annotation.models import (
     Worker,
-)
-from annotation.queue import (
-    units_open_to,
 )
 from annotation.workforce import qualifications
 from annotation.workforce.standing import local_worker

@@ -8,9 +8,9 @@ Every refusal is an IdentityRefused whose message is for the claimant; nothing i
 import re
 from dataclasses import dataclass
 
+from annotation.crowdwork.platform_claims import binding_conflict
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
-from annotation.platform_claims import binding_conflict
 from annotation.workforce.standing import platform_worker
 from crowdbench import shared_cache
 from crowdbench.security import mturk_submit_origin

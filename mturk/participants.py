@@ -26,10 +26,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from annotation.crowdwork.leases import return_held
+from annotation.crowdwork.next_step import NextStep, Step, next_step
+from annotation.crowdwork.queue import locked_for_leasing
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
-from annotation.next_step import NextStep, Step, next_step
-from annotation.queue import locked_for_leasing, return_held
 from annotation.workforce.standing import workers_with_standing
 from crowdbench import shared_cache
 from mturk import identity, links
@@ -171,7 +172,7 @@ def earned_code(*, worker, study, platform_session_id):
 
 
 def next_step_in_study(*, worker, study, platform_session_id, given_back_too=True, shows_gold=False):
-    """What a study participant is shown next (annotation.next_step, in the study's family), with the
+    """What a study participant is shown next (annotation.crowdwork.next_step, in the study's family), with the
     study's completion code around it: shown again once they have it in this platform session, and
     given (they are finished) when nothing is left for them after a task of theirs is saved."""
     if finished(worker=worker, study=study, platform_session_id=platform_session_id):

@@ -235,7 +235,7 @@ def _drawing_on(families):
 
 def stage_overlap(*, stage, families=None):
     """(assignments per task, where that number comes from) for a stage's work in `families` (a
-    queryset; None: every family): what annotation/collection/stages.py gives its units. Caption and
+    queryset; None: every family): what annotation/crowdwork/stages.py gives its units. Caption and
     verification units take their family's stage overlap; pairwise units take their tournament's
     judgements per pair."""
     label = Stage(stage).label.lower() if stage in Stage.values else stage

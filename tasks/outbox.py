@@ -12,9 +12,9 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from annotation import llm
-from annotation.collection import stages
 from annotation.collection.verification import WORKER_MODEL_JOB
 from annotation.collection.worker_model_job import awaiting_worker_model
+from annotation.crowdwork import stages
 from annotation.judging.runner import ACTIVE_STATUSES
 from annotation.models import EndpointCall, Instance, JudgeRun, Snapshot, StageConfig, Tournament
 from annotation.preferences.tournaments import round_due

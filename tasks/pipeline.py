@@ -3,12 +3,12 @@
 import logging
 
 from annotation.collection.references import generate_reference
-from annotation.collection.stages import create_work_units
 from annotation.collection.verification import WORKER_MODEL_JOB
 from annotation.collection.worker_model_job import decide_by_worker_models
+from annotation.crowdwork.leases import expire_leases
+from annotation.crowdwork.stages import create_work_units
 from annotation.models import Instance, InstructionFamily
 from annotation.preferences.tournaments import make_next_round
-from annotation.queue import expire_leases
 from crowdbench.celery import app
 from tasks.jobs import JOB_OPTIONS, lease
 

@@ -2,11 +2,11 @@
 
 import pytest
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import CHIRP_CRITERIA, JudgeRun, Stage
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion
 from tests.scoring_factories import create_tournament, verified_instance, with_responses

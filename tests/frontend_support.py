@@ -8,8 +8,8 @@ from django.core.files import File
 from django.test import Client
 
 from annotation.collection.references import store_reference
-from annotation.collection.stages import create_work_units
 from annotation.collection.uploads import store_uploaded_image
+from annotation.crowdwork.stages import create_work_units
 from annotation.models import (
     GoldItem,
     Instance,

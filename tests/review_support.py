@@ -3,8 +3,8 @@ synced, MTurk stubbed at its wire."""
 
 from decimal import Decimal
 
-from annotation import queue
 from annotation.collection import references, verification
+from annotation.crowdwork import queue
 from annotation.models import Instance, Reference, Stage, WorkUnit
 from mturk.models import CrowdStudy, Hit
 from mturk.services import syncing

@@ -4,10 +4,10 @@ import factory
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.models import HumanJudgement, Instance, ModelResponse, Reference, Rubric, Stage, Tournament
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament, sample_battles
-from annotation.queue import next_assignment
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, WorkerFactory
 
 REFERENCE_TEXT = "The bicycle is red and leans against a blue door."

@@ -24,10 +24,11 @@ from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.worker_model_choice import WorkerModelChoiceMixin, warn_of_slow_fits
 from annotation.admin.workflow import WorkflowAdminMixin, perform_family_action
-from annotation.collection import configs, progress, stages
+from annotation.collection import progress
 from annotation.collection.uploads import store_uploaded_image
 from annotation.collection.verification import WORKER_MODEL_JOB
 from annotation.collection.waiting import settle_family
+from annotation.crowdwork import configs, stages
 from annotation.datasets import exports, formats, imports, layouts
 from annotation.exceptions import AnnotationError
 from annotation.models import (

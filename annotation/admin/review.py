@@ -10,13 +10,14 @@ from django.db.models import Avg, Case, Count, Exists, FloatField, OuterRef, Q, 
 from django.urls import reverse
 from django.utils.html import format_html
 
-from annotation import review, teams
+from annotation import teams
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.page_rows import PageRowsAdminMixin
 from annotation.admin.paging import LargeTableAdminMixin
 from annotation.admin.search import SearchFieldByFieldMixin, workers_with_pseudonym
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
+from annotation.crowdwork import review
 from annotation.exceptions import AnnotationError
 from annotation.figures import duration
 from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification, counted_verifications

@@ -19,6 +19,7 @@ from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_tournament_action
+from annotation.crowdwork.stopping import battle_posterior_text
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run
 from annotation.models import (
@@ -32,7 +33,6 @@ from annotation.models import (
     Tournament,
 )
 from annotation.preferences import answers, predictions, tournaments
-from annotation.stopping import battle_posterior_text
 from crowdbench.jobs import enqueue
 
 PENDING_PREDICTIONS = "pending_predictions"

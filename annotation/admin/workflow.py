@@ -17,8 +17,9 @@ from annotation.admin.family_workflow import family_workflow
 from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow_steps import WORKFLOW_JUDGE_MODE, plural
-from annotation.collection import captions, stages
+from annotation.collection import captions
 from annotation.collection.waiting import settle_family
+from annotation.crowdwork import stages
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run

@@ -2,20 +2,16 @@
 
 import logging
 
-from django.db import transaction
-
 from annotation import llm
-from annotation.collection.completion import announce_if_stage_complete
-from annotation.collection.stages import close_units_no_longer_owed, stage_config
+from annotation.crowdwork.answers import StageAnswers, submit_answer
+from annotation.crowdwork.stages import close_units_no_longer_owed, stage_config
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     Caption,
     Instance,
     Stage,
     counted_work,
 )
-from annotation.queue import mark_submitted, stored_answer_for
 from annotation.typed_text import (
     CAPTION_MAX_CHARS,
     clean_typed_text,
@@ -34,13 +30,8 @@ def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
                          what=f"The caption of image {number}" if len(texts) > 1 else "The caption")
         for number, text in enumerate(texts, start=1)
     ]
-    with transaction.atomic():
-        assignment, already = lock_assignment_for_submission(
-            assignment_id=assignment_id, worker=worker, stage=Stage.CAPTION
-        )
-        if already:
-            caption = getattr(assignment, "caption", None)
-            return stored_answer_for(worker, caption, author_id=caption and caption.author_id)
+
+    def store(assignment):
         instance = assignment.unit.instance
         image_count = instance.instanceimage_set.count()
         if len(texts) != image_count:
@@ -58,14 +49,13 @@ def submit_caption(*, assignment_id, worker, texts, active_seconds=None):
                     f"The caption of {which} is too short: could someone who sees only your text "
                     f"follow the instruction? Write at least {MIN_CAPTION_CHARS} characters."
                 )
-        caption = Caption.objects.create(
+        return Caption.objects.create(
             instance=instance, texts=texts, author=worker, assignment=assignment,
             round=instance.caption_round,
         )
-        mark_submitted(assignment, active_seconds=active_seconds)
-        settle_caption_round(instance=instance, unit=assignment.unit)
-        announce_if_stage_complete(unit=assignment.unit)
-    return caption
+
+    return submit_answer(answers=CAPTIONS, assignment_id=assignment_id, worker=worker, store=store,
+                         active_seconds=active_seconds)
 
 
 def settle_caption_round(*, instance, unit):
@@ -82,6 +72,15 @@ def settle_caption_round(*, instance, unit):
     caption = counted.first()
     use_caption(instance=instance, caption=caption)
     return caption
+
+
+def _settle_round(unit, closed):
+    if unit.instance_id is None:
+        return None
+    return settle_caption_round(instance=unit.instance, unit=unit)
+
+
+CAPTIONS = StageAnswers(stage=Stage.CAPTION, stored="caption", author="author_id", settle=_settle_round)
 
 
 def add_caption(*, instance, texts, author=None):

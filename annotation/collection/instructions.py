@@ -6,12 +6,11 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from annotation.collection.completion import announce_if_stage_complete
-from annotation.collection.stages import create_work_units
 from annotation.collection.uploads import store_uploaded_image
+from annotation.crowdwork.answers import StageAnswers, submit_answer
+from annotation.crowdwork.stages import create_work_units
 from annotation.exceptions import AnnotationError
 from annotation.image_urls import check_image_url
-from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     ImageAsset,
     Instance,
@@ -19,7 +18,6 @@ from annotation.models import (
     InstructionSubmission,
     Stage,
 )
-from annotation.queue import mark_submitted, stored_answer_for
 from annotation.typed_text import (
     INSTRUCTION_MAX_CHARS,
     clean_typed_text,
@@ -55,14 +53,8 @@ def submit_instruction(*, assignment_id, worker, instruction, images, active_sec
     instruction = clean_instruction(instruction)
     if not images:
         raise AnnotationError("Please add an image.")
-    with transaction.atomic():
-        assignment, already = lock_assignment_for_submission(
-            assignment_id=assignment_id, worker=worker, stage=Stage.INSTRUCTION_GENERATION
-        )
-        if already:
-            submission = getattr(assignment, "instruction_submission", None)
-            instance = submission.instance if submission else None
-            return stored_answer_for(worker, instance, author_id=instance and instance.author_id)
+
+    def store(assignment):
         family = assignment.unit.family
         if not family.is_multi_image and len(images) != 1:
             raise AnnotationError("This family takes exactly one image.")
@@ -74,10 +66,17 @@ def submit_instruction(*, assignment_id, worker, instruction, images, active_sec
             for position, image in enumerate(images)
         )
         InstructionSubmission.objects.create(assignment=assignment, instance=instance)
-        mark_submitted(assignment, active_seconds=active_seconds)
+        # The new instance's caption task, made with it: nobody has to wait for the sweep.
         create_work_units(family=family, stage=Stage.CAPTION, instance=instance)
-        announce_if_stage_complete(unit=assignment.unit)
-    return instance
+        return instance
+
+    return submit_answer(answers=INSTRUCTIONS, assignment_id=assignment_id, worker=worker, store=store,
+                         active_seconds=active_seconds)
+
+
+# An instruction's answer is the instance it made; what it decides is made with it (its caption task).
+INSTRUCTIONS = StageAnswers(stage=Stage.INSTRUCTION_GENERATION, stored="instruction_submission.instance",
+                            author="author_id")
 
 
 def add_instance(*, family, instruction, images, author=None, imported_from=""):

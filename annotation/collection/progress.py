@@ -13,6 +13,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
+from annotation.crowdwork.queue import slots_taken
 from annotation.models import (
     Assignment,
     Instance,
@@ -26,7 +27,6 @@ from annotation.models import (
     multi_image_q,
 )
 from annotation.models.benchmark import benchmark_references
-from annotation.queue import slots_taken
 
 # --- Table 2 -----------------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation import llm
-from annotation.collection.completion import announce_if_references_ready
-from annotation.collection.stages import create_work_units
+from annotation.crowdwork.completion import announce_if_references_ready
+from annotation.crowdwork.stages import create_work_units
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Instance,

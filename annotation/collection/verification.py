@@ -15,8 +15,9 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.collection.completion import announce_if_stage_complete
-from annotation.collection.stages import (
+from annotation.crowdwork.answers import StageAnswers, submit_answer
+from annotation.crowdwork.lock_order import lock_item
+from annotation.crowdwork.stages import (
     close_units_no_longer_owed,
     create_work_units,
     room_for_another_instance,
@@ -24,8 +25,8 @@ from annotation.collection.stages import (
     trim_open_slots,
     unbegin_caption_round,
 )
+from annotation.crowdwork.stopping import Agreement
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import lock_assignment_for_submission, lock_item
 from annotation.models import (
     Aggregation,
     Battle,
@@ -36,8 +37,6 @@ from annotation.models import (
     Verification,
     counted_work,
 )
-from annotation.queue import mark_submitted, stored_answer_for
-from annotation.stopping import Agreement
 from annotation.typed_text import (
     COMMENT_MAX_CHARS,
     clean_typed_text,
@@ -59,24 +58,16 @@ def submit_verification(*, assignment_id, worker, is_correct, problem_in_caption
     if not is_correct and not (problem_in_caption or problem_in_response):
         raise AnnotationError("Please say where the problem is: in the caption, the response, or both.")
     comment = clean_typed_text(comment, what="The comment", max_chars=COMMENT_MAX_CHARS)
-    with transaction.atomic():
-        assignment, already = lock_assignment_for_submission(
-            assignment_id=assignment_id, worker=worker, stage=Stage.VERIFICATION
-        )
-        if already:
-            verification = getattr(assignment, "verification", None)
-            return stored_answer_for(worker, verification,
-                                     author_id=verification and verification.worker_id)
-        reference = assignment.unit.reference
-        verification = Verification.objects.create(
-            reference=reference, worker=worker, assignment=assignment, is_correct=is_correct,
+
+    def store(assignment):
+        return Verification.objects.create(
+            reference=assignment.unit.reference, worker=worker, assignment=assignment, is_correct=is_correct,
             problem_in_caption=problem_in_caption, problem_in_response=problem_in_response,
             is_harmful=is_harmful, comment=comment,
         )
-        mark_submitted(assignment, active_seconds=active_seconds)
-        settle_reference(reference=reference, unit=assignment.unit)
-        announce_if_stage_complete(unit=assignment.unit)
-    return verification
+
+    return submit_answer(answers=VERIFICATIONS, assignment_id=assignment_id, worker=worker, store=store,
+                         active_seconds=active_seconds)
 
 
 def counted_votes(reference, config):
@@ -99,6 +90,16 @@ def settle_reference(*, reference, unit):
         enqueue(WORKER_MODEL_JOB)
         return None
     return decide_reference(reference=reference)
+
+
+def _settle_reference_of(unit, closed):
+    if unit.reference_id is None:
+        return None
+    return settle_reference(reference=unit.reference, unit=unit)
+
+
+VERIFICATIONS = StageAnswers(stage=Stage.VERIFICATION, stored="verification", author="worker_id",
+                             settle=_settle_reference_of)
 
 
 def votes_complete(votes, config, unit):

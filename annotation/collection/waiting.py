@@ -10,7 +10,7 @@ nothing anyone or any job will do moves the item, and `manage.py check_benchmark
 `settle_family` asks every undecided item again what its answers decide and what it still needs,
 and makes what is missing: called whenever the facts an item's next step rests on change outside a
 submit (a changed stage setting, a raised target, a refit); a review asks it of the units it
-touched (annotation/review.py). The workflow page's counts and its "Nothing to do" read `waits_for`.
+touched (annotation/crowdwork/review.py). The workflow page's counts and its "Nothing to do" read `waits_for`.
 """
 
 from collections import Counter
@@ -20,10 +20,11 @@ from enum import StrEnum
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from annotation.collection.decisions import settle_unit
-from annotation.collection.stages import CAPTION_KEY, create_work_units, owed_units, reopen_if_needed
 from annotation.collection.verification import counted_votes, votes_complete
-from annotation.lock_order import lock_unit_and_item
+from annotation.crowdwork.answers import settle_unit
+from annotation.crowdwork.decisions import answers_of
+from annotation.crowdwork.lock_order import lock_unit_and_item
+from annotation.crowdwork.stages import CAPTION_KEY, create_work_units, owed_units, reopen_if_needed
 from annotation.models import (
     Aggregation,
     Assignment,
@@ -185,6 +186,6 @@ def settle_family(family):
         with transaction.atomic():
             unit = lock_unit_and_item(unit)
             settled.units_reopened += reopen_if_needed(unit)
-            settled.decided += settle_unit(unit)[1]
+            settled.decided += settle_unit(unit, answers_of(unit.stage))[1]
     return settled
 

@@ -34,7 +34,6 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.collection.stages import create_work_units, stage_config
 from annotation.collection.verification import (
     DECIDED_FIELDS,
     DecisionStands,
@@ -47,8 +46,9 @@ from annotation.collection.verification import (
     verdict_by_votes,
     votes_complete,
 )
+from annotation.crowdwork.lock_order import lock_item
+from annotation.crowdwork.stages import create_work_units, stage_config
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import lock_item
 from annotation.models import (
     Aggregation,
     Battle,

@@ -165,7 +165,7 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
                 "seed": tournament.seed,
                 "battles": Battle.objects.filter(tournament=tournament).count(),
                 "human_judgements": streams.human_judgements(tournaments=[tournament]).count(),
-                # Which work states its human judgements hold (annotation/review.py).
+                # Which work states its human judgements hold (annotation/crowdwork/review.py).
                 "work_states": ["accepted", "provisional"] if tournament.counts_provisional else ["accepted"],
             }
             for tournament in tournaments

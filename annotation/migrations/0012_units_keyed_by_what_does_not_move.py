@@ -1,6 +1,6 @@
 """Caption units keyed by the instance's caption round, surplus units flagged and closed.
 
-The repair (annotation/collection/surplus.py) prints what it found; `manage.py surplus_work`
+The repair (annotation/crowdwork/surplus.py) prints what it found; `manage.py surplus_work`
 reports it again at any time.
 """
 
@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 
 def repair_units(apps, schema_editor):
-    from annotation.collection.surplus import repair
+    from annotation.crowdwork.surplus import repair
 
     report = repair(apps)
     if report.found_anything:

@@ -1,6 +1,6 @@
 """Crowd work: the stages, how each runs for a family, its units and the workers' leases on them.
 
-Every crowd stage draws work units from one queue (annotation/queue.py); an assignment is one
+Every crowd stage draws work units from one queue (annotation/crowdwork/queue.py); an assignment is one
 worker's lease on one unit.
 """
 
@@ -27,7 +27,7 @@ class WorkUnit(models.Model):
 
     `key` is the unit's identity, made from facts that do not change while the unit is worked on
     (a family's slot number, an instance's caption round, a reference, a battle: see
-    annotation/collection/stages.py), so making a stage's units again, from a sweep, a retried job
+    annotation/crowdwork/stages.py), so making a stage's units again, from a sweep, a retried job
     or a second click, never makes one twice.
     """
 
@@ -146,7 +146,7 @@ class Assignment(models.Model):
     # assignment and HIT, Prolific's session and study, Connect's assignment and project.
     platform_assignment_id = models.CharField(max_length=128, blank=True)
     platform_listing_id = models.CharField(max_length=128, blank=True)
-    # Review of the answer (annotation/review.py): its state, why, by whom and when. A reviewer's
+    # Review of the answer (annotation/crowdwork/review.py): its state, why, by whom and when. A reviewer's
     # rejection, the platform's rejection and a failed identity check ("quarantined") all reject.
     work_state = models.CharField(max_length=12, choices=WorkState.choices, default=WorkState.PROVISIONAL)
     review_reason = models.TextField(blank=True)
@@ -180,7 +180,7 @@ class Assignment(models.Model):
 
 
 class Answer(Assignment):
-    """A submitted assignment seen as the answer it holds, for review (annotation/review.py)."""
+    """A submitted assignment seen as the answer it holds, for review (annotation/crowdwork/review.py)."""
 
     class Meta:
         proxy = True

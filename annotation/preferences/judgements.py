@@ -4,21 +4,17 @@ stored once."""
 
 import random
 
-from django.db import transaction
-
-from annotation.collection.completion import announce_if_stage_complete
-from annotation.collection.decisions import ask_for_next_round
+from annotation.crowdwork.answers import StageAnswers, submit_answer
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import lock_assignment_for_submission
 from annotation.models import (
     CHIRP_CRITERIA,
     Battle,
     HumanJudgement,
     Side,
     Stage,
+    Tournament,
     WorkUnit,
 )
-from annotation.queue import mark_submitted, stored_answer_for
 from crowdbench.jobs import enqueue
 
 RUBRIC_SCORES = range(1, 6)
@@ -121,13 +117,8 @@ def submit_pairwise_judgement(
     Submitting the same assignment again returns the judgement already stored.
     """
     _check_side(choice, "your overall preference")
-    with transaction.atomic():
-        assignment, already = lock_assignment_for_submission(
-            assignment_id=assignment_id, worker=worker, stage=Stage.PAIRWISE
-        )
-        if already:
-            judgement = getattr(assignment, "human_judgement", None)
-            return stored_answer_for(worker, judgement, author_id=judgement and judgement.worker_id)
+
+    def store(assignment):
         battle = battle_of(assignment.unit)
         tournament = battle.tournament
         judgement = HumanJudgement.objects.create(
@@ -141,9 +132,25 @@ def submit_pairwise_judgement(
                                                rubric=tournament.rubric_for(battle.instance)),
             active_seconds=active_seconds,
         )
-        if mark_submitted(assignment, active_seconds=active_seconds):
-            ask_for_next_round(tournament)
-            announce_if_stage_complete(unit=assignment.unit)
         # The leaderboard is computed in the background (annotation/scoring/freshness.py).
         enqueue("tasks.refresh_leaderboard", tournament.pk)
-    return judgement
+        return judgement
+
+    return submit_answer(answers=HUMAN_JUDGEMENTS, assignment_id=assignment_id, worker=worker, store=store,
+                         active_seconds=active_seconds)
+
+
+def ask_for_next_round(tournament):
+    """An active tournament's next round may be due once a battle is closed: its job decides (and
+    makes nothing while battles are open); the outbox sweep sends it again if it is lost."""
+    if tournament.sampling == Tournament.Sampling.ACTIVE:
+        enqueue("tasks.next_battle_round", tournament.pk)
+
+
+def _next_round_once_closed(unit, closed):
+    if closed and unit.battle_id is not None:
+        ask_for_next_round(unit.battle.tournament)
+
+
+HUMAN_JUDGEMENTS = StageAnswers(stage=Stage.PAIRWISE, stored="human_judgement", author="worker_id",
+                                settle=_next_round_once_closed)

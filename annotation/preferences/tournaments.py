@@ -9,8 +9,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from annotation.collection.decisions import settle_unit
-from annotation.collection.stages import create_work_units
+from annotation.crowdwork.answers import settle_unit
+from annotation.crowdwork.stages import create_work_units
+from annotation.crowdwork.stopping import ask_what_is_needed
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     REFERENCE_MODEL_NAME,
@@ -24,7 +25,7 @@ from annotation.models import (
 )
 from annotation.preferences.answers import owed_answers_message
 from annotation.preferences.eligible import eligible_instances
-from annotation.stopping import ask_what_is_needed
+from annotation.preferences.judgements import HUMAN_JUDGEMENTS
 from crowdbench.events import emit
 
 
@@ -263,5 +264,5 @@ def apply_judgements_per_pair(*, tournament):
         else:
             resized = list(units.exclude(overlap=tournament.judgements_per_pair).values_list("pk", flat=True))
             WorkUnit.objects.filter(pk__in=resized).update(overlap=tournament.judgements_per_pair)
-        done = sum(settle_unit(unit)[0] for unit in WorkUnit.objects.filter(pk__in=resized))
+        done = sum(settle_unit(unit, HUMAN_JUDGEMENTS)[0] for unit in WorkUnit.objects.filter(pk__in=resized))
     return len(resized), done

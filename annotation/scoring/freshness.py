@@ -86,7 +86,7 @@ def _set_checksum():
 def _left_out_by_work_state(tournament, counts_provisional):
     """Checksums of the tournament's human judgements that their work state leaves out: the rejected
     ones, or where only accepted work counts, every one not accepted. A review stamps the judgement
-    whose state it changes (annotation/review.py), but a state changed any other way (an update in
+    whose state it changes (annotation/crowdwork/review.py), but a state changed any other way (an update in
     the shell, a data migration) stamps nothing, so the states are read; these judgements are few,
     found through the index on the work state, where reading every judgement's state tripled the
     fingerprint's time."""
@@ -102,7 +102,7 @@ def fingerprint(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
                                               "aggregation").get(pk=tournament.pk)
     # Which of them count (counted_work, counted_battles) is read from the work states of their
     # assignments and whether their battles' instances are in the benchmark, as well as from the stamps a review
-    # and a verification leave (annotation/review.py, collection/verification.py).
+    # and a verification leave (annotation/crowdwork/review.py, collection/verification.py).
     human = HumanJudgement.objects.filter(tournament=tournament).aggregate(**_set_checksum())
     left_out = _left_out_by_work_state(tournament, counts_provisional=settings[1])
     judge = JudgeJudgement.objects.filter(run__tournament=tournament, run__status=JudgeRun.Status.DONE).aggregate(

@@ -4,7 +4,7 @@ MTurk assignment, a Prolific submission, a Connect assignment), and is *confirme
 record contradicts (MTurk lists the assignment under another worker: someone opened the HIT with
 another's workerId), or that the platform never shows (a participant id the study never had), is
 *quarantined*: rejected with the reason, out of every count, and its task asked again of someone
-else (annotation/review.py). Run by every sync.
+else (annotation/crowdwork/review.py). Run by every sync.
 """
 
 from dataclasses import dataclass
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from annotation import review
+from annotation.crowdwork import review
 from annotation.models import (
     Assignment,
     Caption,

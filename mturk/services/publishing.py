@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class OpenWork:
     """The work a study's arrivals can be given now: open units of its stage, in the families it
-    draws on whose stage is launched (what annotation.queue leases), and why there is none."""
+    draws on whose stage is launched (what annotation.crowdwork.queue leases), and why there is none."""
 
     stage: str
     units: int
@@ -56,7 +56,7 @@ def open_work(study):
     units = WorkUnit.objects.filter(stage=study.stage, status=WorkUnit.Status.OPEN, family__in=families)
     ready = units.filter(family__in=launched.values("family"))
     if study.stage == Stage.PAIRWISE:
-        # As annotation.queue: a battle is judged while its instance is verified.
+        # As annotation.crowdwork.queue: a battle is judged while its instance is verified.
         ready = ready.filter(battle__instance__status=Instance.Status.VERIFIED)
     return OpenWork(stage=study.stage, units=ready.count(), families=families.count(),
                     launched=launched.count(), only_family=study.family.name if study.family_id else "",

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotation import review
+from annotation.crowdwork import review
 from annotation.models import Worker, WorkerBlock, WorkState
 from annotation.workforce.standing import forget_standing
 from mturk import calls, pay, selectors
@@ -383,7 +383,7 @@ def extend_hit(*, hit, more, actor):
 
 
 def review_on_platforms(*, assignments, actor, reason=""):
-    """Carry a review of answers (annotation/review.py) to the platforms they were done on: a
+    """Carry a review of answers (annotation/crowdwork/review.py) to the platforms they were done on: a
     platform submission whose answers are all rejected is rejected there with the reason, and one
     whose answers are all accepted is approved, through the calls and audit log above, all of a
     platform's in one batch (so Connect is asked once, not once per submission). Returns a line per

@@ -28,7 +28,8 @@ from scipy import stats
 
 from annotation.collection.progress import table2
 from annotation.collection.references import generate_reference
-from annotation.collection.stages import create_work_units
+from annotation.crowdwork.queue import next_assignment
+from annotation.crowdwork.stages import create_work_units
 from annotation.datasets.snapshots import build_snapshot, open_snapshot_file, request_snapshot
 from annotation.figures import dollars
 from annotation.judging.runner import create_judge_run, run_judge
@@ -36,7 +37,6 @@ from annotation.models import HumanJudgement, Instance, JudgeRun, Stage, Worker
 from annotation.models.benchmark import benchmark_instances
 from annotation.preferences.judgements import battle_of, shown_left_for, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring.freshness import refresh_leaderboard
 from mturk.models import CrowdStudy
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, WorkerFactory, launch

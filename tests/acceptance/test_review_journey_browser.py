@@ -9,7 +9,7 @@ import os
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from annotation import queue
+from annotation.crowdwork import queue
 from annotation.datasets import snapshots
 from annotation.models import Instance, Stage, WorkUnit
 from annotation.preferences.judgements import submit_pairwise_judgement

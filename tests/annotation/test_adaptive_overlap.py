@@ -5,13 +5,13 @@ need an answer, and nothing is asked twice."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from annotation import queue, review
-from annotation.collection import configs, progress, references, stages, verification
+from annotation.collection import progress, references, verification
+from annotation.crowdwork import configs, queue, review, stages
+from annotation.crowdwork.stopping import Agreement, BetaPosterior, OneCoinPosterior, answers_to_ask
 from annotation.exceptions import AnnotationError
 from annotation.models import HumanJudgement, Instance, Reference, Stage, StageConfig, Tournament, WorkUnit
 from annotation.preferences.judgements import shown_left_for, submit_pairwise_judgement
 from annotation.preferences.tournaments import apply_judgements_per_pair, launch_tournament
-from annotation.stopping import Agreement, BetaPosterior, OneCoinPosterior, answers_to_ask
 from tests.factories import CaptionFactory, InstanceFactory, WorkerFactory, launch
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 

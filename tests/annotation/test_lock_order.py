@@ -1,4 +1,4 @@
-"""Two transactions on one unit never wait on each other in a circle (annotation/lock_order.py).
+"""Two transactions on one unit never wait on each other in a circle (annotation/crowdwork/lock_order.py).
 
 Each test runs two real PostgreSQL sessions, one per thread, in lockstep: after every row lock a
 session takes it waits (a little) for the other to take its own, so the two interleave their
@@ -13,10 +13,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotation import queue
-from annotation.collection import captions, references, stages, verification
+from annotation.collection import captions, references, verification
+from annotation.crowdwork import queue, stages
+from annotation.crowdwork.review import accept_work
 from annotation.models import Assignment, Caption, Instance, Reference, Stage, Verification, WorkUnit
-from annotation.review import accept_work
 from tests.factories import CaptionFactory, InstanceFactory, WorkerFactory, launch
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

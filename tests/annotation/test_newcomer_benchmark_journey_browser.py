@@ -25,9 +25,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from annotation import queue
-from annotation.collection import captions, references, stages, verification, worker_model_job
+from annotation.collection import captions, references, verification, worker_model_job
 from annotation.collection.waiting import Waits, waits_for
+from annotation.crowdwork import queue, stages
 from annotation.datasets import snapshots
 from annotation.models import (
     Aggregation,

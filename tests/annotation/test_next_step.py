@@ -1,4 +1,4 @@
-"""What an annotator is shown next (annotation/next_step.py): one decision per kind, each with the
+"""What an annotator is shown next (annotation/crowdwork/next_step.py): one decision per kind, each with the
 rule that chose it, and the page that renders it without deciding anything itself."""
 
 import ast
@@ -8,9 +8,10 @@ import textwrap
 import pytest
 from django.urls import URLResolver, get_resolver
 
+from annotation.crowdwork.leases import lease_terms, return_held
+from annotation.crowdwork.next_step import Step, next_step
+from annotation.crowdwork.queue import holds_a_lease, lease_unit, next_assignment, units_open_to
 from annotation.models import Assignment, Stage, Worker, WorkerBlock, WorkerQualification
-from annotation.next_step import Step, next_step
-from annotation.queue import holds_a_lease, lease_terms, lease_unit, next_assignment, return_held, units_open_to
 from annotation.workforce.qualifications import live_gold_item
 from annotation.workforce.standing import may_work
 from frontend import annotator_views

@@ -30,18 +30,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from annotation import queue, review
 from annotation.benchmark_check import violations
-from annotation.collection import (
-    captions,
-    configs,
-    instructions,
-    references,
-    stages,
-    verification,
-    waiting,
-    worker_model_job,
-)
+from annotation.collection import captions, instructions, references, verification, waiting, worker_model_job
+from annotation.crowdwork import configs, leases, queue, review, stages
+from annotation.crowdwork.stopping import answered_labels, stopping_of
 from annotation.datasets import snapshots
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -62,7 +54,6 @@ from annotation.models import (
 )
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.stopping import answered_labels, stopping_of
 from tasks import outbox
 from tests.factories import FamilyFactory, ImageAssetFactory
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
@@ -199,10 +190,10 @@ class OwedWork(RuleBasedStateMachine):
     def _expire(self):
         Assignment.objects.filter(status=Assignment.Status.LEASED).update(
             lease_expires_at=timezone.now() - timedelta(seconds=1))
-        queue.expire_leases()
+        leases.expire_leases()
 
     def _give_back(self, worker):
-        queue.return_held(worker=worker)
+        leases.return_held(worker=worker)
 
     def _reject(self, worker):
         answer = Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).exclude(

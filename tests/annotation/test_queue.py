@@ -5,8 +5,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from annotation import queue
 from annotation.collection.verification import submit_verification
+from annotation.crowdwork import answers, leases, queue
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstanceImage, Stage, Worker, WorkUnit
 from tests.factories import (
@@ -65,7 +65,7 @@ def test_expired_lease_returns_unit_to_pool(worker):
     Assignment.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     other = queue.next_assignment(worker=WorkerFactory(), stage=Stage.INSTRUCTION_GENERATION)
     assert other is not None and other.unit_id == first.unit_id
-    assert queue.expire_leases() == 1
+    assert leases.expire_leases() == 1
     first.refresh_from_db()
     assert first.status == Assignment.Status.EXPIRED
 
@@ -91,10 +91,10 @@ def test_a_lapsed_lease_whose_slot_went_to_someone_else_does_not_come_back(worke
 def test_a_unit_given_back_comes_back_to_the_same_worker_only_once_nothing_else_is_left(worker):
     first_unit, second_unit = make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 2)
     first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
-    queue.return_assignment(assignment=first)
+    leases.return_assignment(assignment=first)
     second = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
     assert second.unit_id == second_unit.pk
-    queue.return_assignment(assignment=second)
+    leases.return_assignment(assignment=second)
     # Not on the page right after giving one back; later the newest comes back, as the same
     # assignment, not a second one.
     assert queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION, given_back_too=False) is None
@@ -120,7 +120,7 @@ def test_a_worker_who_stops_after_saved_holds_the_next_unit_no_longer_than_the_i
     make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 2)
     stopped = WorkerFactory()
     first = queue.next_assignment(worker=stopped, stage=Stage.INSTRUCTION_GENERATION)
-    queue.mark_submitted(first)
+    answers.mark_submitted(first)
     left_behind = queue.next_assignment(worker=stopped, stage=Stage.INSTRUCTION_GENERATION)
     assert left_behind.lease_expires_at <= timezone.now() + timedelta(minutes=2)
     Assignment.objects.filter(pk=left_behind.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
@@ -140,7 +140,7 @@ def test_a_heartbeat_after_the_slot_went_to_someone_else_says_so(worker):
 def test_returned_unit_is_free_for_someone_else(worker):
     make_units(FamilyFactory(), Stage.INSTRUCTION_GENERATION, 1)
     first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
-    assert queue.return_assignment(assignment=first)
+    assert leases.return_assignment(assignment=first)
     assert queue.next_assignment(worker=WorkerFactory(), stage=Stage.INSTRUCTION_GENERATION)
 
 
@@ -243,7 +243,7 @@ def test_leasing_again_in_one_transaction_after_a_submit_gives_the_next_unit(wor
     family = FamilyFactory()
     units = make_units(family, Stage.INSTRUCTION_GENERATION, 2)
     first = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
-    queue.mark_submitted(first)
+    answers.mark_submitted(first)
     second = queue.next_assignment(worker=worker, stage=Stage.INSTRUCTION_GENERATION)
     assert [first.unit, second.unit] == units
 

@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from django.db import connection, transaction
 
-from annotation import lock_order, queue
 from annotation.collection.instructions import submit_instruction
+from annotation.crowdwork import answers, lock_order, queue
 from annotation.models import Assignment, Instance, Stage, Worker, WorkUnit
 from tests.factories import FamilyFactory, ImageAssetFactory, WorkerFactory, launch
 
@@ -108,7 +108,7 @@ def test_a_held_lease_submitted_from_another_tab_while_leasing_gives_the_next_un
         with transaction.atomic():
             assignment, _ = lock_order.lock_assignment_for_submission(
                 assignment_id=held.pk, worker=worker, stage=Stage.CAPTION)
-            queue.mark_submitted(assignment)
+            answers.mark_submitted(assignment)
         connection.close()
 
     def after_the_candidate_query(execute, sql, params, many, context):

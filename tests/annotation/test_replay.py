@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import replay, review, worker_models
+from annotation import replay, worker_models
+from annotation.crowdwork import review
 from annotation.models import Stage
 from tests.annotation.collection.test_worker_models import answer, candidates
 from tests.crowd_simulation import in_order, simulated_crowd, write_csv

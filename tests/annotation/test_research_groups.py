@@ -504,7 +504,7 @@ def test_a_study_publishes_its_family_s_work_and_one_naming_no_family_only_the_w
 
 
 def test_a_participant_of_a_study_naming_no_family_is_given_only_the_work_of_no_group(lab):
-    from annotation.next_step import Step
+    from annotation.crowdwork.next_step import Step
     from mturk.participants import next_step_in_study
 
     _open_caption_unit(lab.family)

@@ -3,8 +3,8 @@ and what was built on it is undone while nothing more was built on that; setting
 
 import pytest
 
-from annotation import queue, review
-from annotation.collection import captions, configs, instructions, progress, references, stages, verification
+from annotation.collection import captions, instructions, progress, references, verification
+from annotation.crowdwork import configs, queue, review, stages
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,

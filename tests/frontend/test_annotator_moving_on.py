@@ -5,8 +5,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.models import Assignment, Stage, Worker
-from annotation.queue import next_assignment
 from tests.frontend_support import (
     caption_unit,
     logged_in,

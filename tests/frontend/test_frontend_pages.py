@@ -270,7 +270,7 @@ def test_worker_page_shows_their_own_work_escaped(mturk):
 
 
 def test_an_in_house_annotator_sees_the_work_waiting_per_family_and_may_choose_one(client, django_user_model):
-    from annotation.collection import stages as stage_units
+    from annotation.crowdwork import stages as stage_units
     from tests.factories import FamilyFactory, InstanceFactory, launch
 
     families = [FamilyFactory(name="Animals"), FamilyFactory(name="Drinks")]

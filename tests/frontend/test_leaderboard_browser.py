@@ -10,11 +10,11 @@ import random
 import pytest
 from django.contrib.auth import get_user_model
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import HumanJudgement, JudgeRun, Stage
 from annotation.preferences.judgements import battle_of, shown_left_for, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring import MIN_MATCHES
 from annotation.scoring.freshness import refresh_leaderboard
 from tests.factories import FamilyFactory, WorkerFactory

@@ -5,8 +5,8 @@ page's tallies keep rejected answers apart from the ones that count."""
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation import queue, review
 from annotation.collection import verification
+from annotation.crowdwork import queue, review
 from annotation.models import Reference, Stage
 from annotation.workforce.standing import local_worker
 from frontend.worker_summary import recent_work, stage_tallies

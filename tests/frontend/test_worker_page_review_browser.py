@@ -6,7 +6,7 @@ import os
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation import review
+from annotation.crowdwork import review
 from annotation.workforce.standing import local_worker
 from tests.factories import WorkerFactory
 from tests.frontend.test_annotator_moving_on_browser import log_in

@@ -6,7 +6,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from annotation import queue
+from annotation.crowdwork import queue
 from annotation.models import Assignment, Caption, Stage, WorkState, WorkUnit
 from mturk.models import CrowdStudy
 from mturk.services import syncing

@@ -9,8 +9,8 @@ from botocore.stub import ANY
 from django.contrib.messages import get_messages
 
 from annotation.collection.captions import submit_caption
+from annotation.crowdwork.queue import lease_unit
 from annotation.models import Stage, StageConfig, StageQualification, WorkerQualification, WorkUnit
-from annotation.queue import lease_unit
 from mturk.models import AuditLog, CrowdStudy, Hit, Submission
 from tests.factories import FamilyFactory, InstanceFactory, WorkerFactory, launch
 from tests.mturk_wire import assignment, make_researcher

@@ -7,7 +7,7 @@ import pytest
 from botocore.stub import ANY
 from django.utils import timezone
 
-from annotation import queue
+from annotation.crowdwork import queue
 from annotation.models import Assignment, Stage, StageQualification, WorkUnit
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation import queue
+from annotation.crowdwork import queue
 from annotation.exceptions import WorkerFacingError
 from annotation.models import (
     GoldAnswer,

@@ -25,7 +25,7 @@ from django.core.management import ManagementUtility, call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from annotation.collection.stages import create_work_units
+from annotation.crowdwork.stages import create_work_units
 from annotation.models import Stage, Tournament
 from mturk import pay, selectors
 from mturk.exceptions import PlatformError

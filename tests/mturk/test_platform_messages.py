@@ -16,7 +16,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from annotation.collection.stages import create_work_units
+from annotation.crowdwork.stages import create_work_units
 from annotation.models import Assignment, Stage, StageQualification, WorkerQualification, WorkUnit
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError

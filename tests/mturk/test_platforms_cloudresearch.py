@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from annotation import review
+from annotation.crowdwork import review
 from annotation.models import Assignment, Stage
 from mturk import links
 from mturk.models import CrowdStudy, Submission

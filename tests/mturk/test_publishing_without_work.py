@@ -8,7 +8,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from annotation.collection.stages import create_work_units
+from annotation.crowdwork.stages import create_work_units
 from annotation.models import Stage
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, CrowdStudy

@@ -86,7 +86,7 @@ def import_graph():
 def test_the_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert "crowdbench.celery" in graph["crowdbench.jobs"]
-    assert {"annotation.models", "annotation.exceptions"} <= graph["annotation.queue"]
+    assert {"annotation.models", "annotation.exceptions"} <= graph["annotation.crowdwork.queue"]
     assert len(graph) > 80
 
 
@@ -125,3 +125,30 @@ def test_the_shared_cache_is_reached_only_through_its_one_door():
     assert reaching == []
     shared = set(_external_imports(modules()["crowdbench.shared_cache"]))
     assert {"django.core.cache", "django_ratelimit.core.is_ratelimited"} <= shared
+
+
+def _imports_of(prefix, *, into):
+    return sorted((module, target) for module, targets in import_graph().items()
+                  if module == prefix or module.startswith(f"{prefix}.")
+                  for target in targets if any(target == name or target.startswith(f"{name}.") for name in into))
+
+
+def test_preferences_import_nothing_of_collection():
+    """Collection and preferences are two steps of the data flow; the units, queue and submit every
+    stage shares are crowd work's (annotation/crowdwork/, issue 40), so neither needs the other."""
+    assert _imports_of("annotation.preferences", into=("annotation.collection",)) == []
+    assert _imports_of("annotation.collection", into=("annotation.preferences",)) == []
+
+
+# Where every stage's answers meet: what they decide asked again (by stage), a stage's changed
+# settings and review. The rest of crowd work is below the stages it serves.
+CROWDWORK_MEETING_STAGES = {"annotation.crowdwork.decisions", "annotation.crowdwork.configs",
+                            "annotation.crowdwork.review"}
+
+
+def test_crowd_work_is_below_the_stages_it_serves():
+    reaching = [(module, target) for module, target in
+                _imports_of("annotation.crowdwork", into=("annotation.collection", "annotation.preferences"))
+                if module not in CROWDWORK_MEETING_STAGES]
+    assert reaching == []
+    assert len([module for module in import_graph() if module.startswith("annotation.crowdwork.")]) > 10

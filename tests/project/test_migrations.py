@@ -115,7 +115,7 @@ def test_every_migration_applies_and_unapplies_on_sqlite_as_make_run_uses_it(man
 # queue, its images fetched with it (a JSON aggregate whose SQL differs between the two databases).
 _LEASE_A_DEMO_UNIT = """
 from annotation.models import InstanceImage, Stage, Worker
-from annotation.queue import next_assignment
+from annotation.crowdwork.queue import next_assignment
 
 annotator = Worker.objects.create(platform=Worker.Platform.LOCAL, external_id="sqlite-check")
 for stage in Stage.values:
@@ -204,7 +204,7 @@ def test_caption_units_the_old_keys_made_twice_are_closed_flagged_and_reported(l
     assert "3 surplus caption(s) from 3 worker(s)" in printed
     assert "1 caption(s) by a worker who had already captioned the same instance" in printed
 
-    from annotation.collection import surplus
+    from annotation.crowdwork import surplus
 
     again_report = surplus.repair(apps)
     assert (again_report.newly_flagged, again_report.units_no_longer_owed, again_report.surplus_units) == (0, 0, 3)

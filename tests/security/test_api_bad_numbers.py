@@ -6,10 +6,10 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.models import JudgeJudgement, JudgeRun, Snapshot, Stage, Tournament
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 

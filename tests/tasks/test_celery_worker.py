@@ -3,8 +3,8 @@
 
 import pytest
 
-from annotation import queue
-from annotation.collection import captions, stages
+from annotation.collection import captions
+from annotation.crowdwork import queue, stages
 from annotation.models import Instance, Reference, Stage, WorkUnit
 from tasks.pipeline import create_work_units_job, generate_reference_job
 from tests.celery_support import wait_for

@@ -280,9 +280,9 @@ def test_redis_transport_has_an_explicit_visibility_timeout_above_the_longest_re
 
 
 def judged_tournament(name="board"):
+    from annotation.crowdwork.queue import next_assignment
     from annotation.preferences.judgements import submit_pairwise_judgement
     from annotation.preferences.tournaments import launch_tournament
-    from annotation.queue import next_assignment
     from tests.factories import WorkerFactory
 
     with_responses(verified_instance(), "llava", "otter", "idefics")

@@ -7,10 +7,10 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.models import LeaderboardResult, Stage
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring import freshness
 from tests.celery_support import wait_for
 from tests.factories import WorkerFactory

@@ -4,8 +4,8 @@ PostgreSQL: the stage is announced complete exactly once."""
 import pytest
 from django.db import connection
 
-from annotation import queue
-from annotation.collection import captions, stages
+from annotation.collection import captions
+from annotation.crowdwork import queue, stages
 from annotation.models import Stage
 from tests.annotation.test_queue_concurrency import run_at_once
 from tests.factories import FamilyFactory, InstanceFactory, WorkerFactory, launch

@@ -8,7 +8,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.collection import stages
+from annotation.crowdwork import stages
 from annotation.models import Stage
 from tests.factories import FamilyFactory
 from tests.scoring_factories import create_tournament

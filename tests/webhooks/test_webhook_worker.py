@@ -5,7 +5,7 @@ import pytest
 import redis
 from django.db import transaction
 
-from annotation.collection import stages
+from annotation.crowdwork import stages
 from annotation.models import Stage
 from tasks import outbox
 from tests.celery_support import wait_for

@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from annotation import queue
-from annotation.collection import captions, references, stages
+from annotation.collection import captions, references
+from annotation.crowdwork import queue, stages
 from annotation.datasets import snapshots
 from annotation.judging import runner
 from annotation.judging.runner import create_judge_run, run_judge

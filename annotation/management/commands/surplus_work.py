@@ -4,7 +4,7 @@ from django.apps import apps
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from annotation.collection import surplus
+from annotation.crowdwork import surplus
 
 
 class Command(BaseCommand):

@@ -6,8 +6,8 @@ import os
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation import queue
 from annotation.collection import references, verification
+from annotation.crowdwork import queue
 from annotation.models import Instance, Reference, Stage
 from tests.factories import CaptionFactory, InstanceFactory, WorkerFactory, launch
 

@@ -5,10 +5,10 @@ Table 2, their references are decided again by other workers, and MTurk rejects 
 import pytest
 from django.contrib.messages import get_messages
 
-from annotation import queue
 from annotation.collection import progress
+from annotation.crowdwork import queue
+from annotation.crowdwork.next_step import Step, next_step
 from annotation.models import Assignment, Reference, Stage, WorkerBlock, WorkState
-from annotation.next_step import Step, next_step
 from mturk.models import AuditLog, Submission
 from tests.factories import WorkerFactory
 from tests.mturk_wire import assignment

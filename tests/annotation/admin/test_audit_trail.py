@@ -7,8 +7,8 @@ from auditlog.models import LogEntry
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from annotation.crowdwork.review import reject_work
 from annotation.models import Assignment, Stage, StageConfig, Tournament, WorkState
-from annotation.review import reject_work
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.review_support import make_reviewer
 from tests.review_support import verified_on_mturk as _verified_on_mturk

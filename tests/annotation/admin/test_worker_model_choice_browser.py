@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from annotation import queue
 from annotation.collection import references, verification, worker_model_job
+from annotation.crowdwork import queue
 from annotation.models import Aggregation, Instance, Reference, Stage, StageConfig
 from tests.factories import CaptionFactory, InstanceFactory, WorkerFactory, launch
 

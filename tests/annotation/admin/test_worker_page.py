@@ -13,7 +13,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation import queue
+from annotation.crowdwork import queue
+from annotation.crowdwork.next_step import Step, next_step
 from annotation.models import (
     Assignment,
     GoldAnswer,
@@ -30,7 +31,6 @@ from annotation.models import (
     WorkState,
     WorkUnit,
 )
-from annotation.next_step import Step, next_step
 from tests.factories import WorkerFactory
 from tests.frontend_support import prolific_link, study, verification_unit
 from tests.mturk_wire import assignment

@@ -10,10 +10,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from annotation import review
 from annotation.benchmark_check import violations
-from annotation.collection import configs, references, verification, worker_model_job
+from annotation.collection import references, verification, worker_model_job
 from annotation.collection.waiting import Waits, settle_family, waits_for
+from annotation.crowdwork import configs, review
 from annotation.models import (
     Aggregation,
     Assignment,

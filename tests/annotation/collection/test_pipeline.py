@@ -2,8 +2,8 @@
 
 import pytest
 
-from annotation import queue
-from annotation.collection import captions, instructions, references, stages, verification
+from annotation.collection import captions, instructions, references, verification
+from annotation.crowdwork import queue, stages
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Instance, InstructionFamily, Reference, Stage, StageConfig, WorkUnit
 from tests.factories import (

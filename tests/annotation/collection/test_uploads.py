@@ -211,7 +211,7 @@ def test_failed_write_keeps_a_file_another_image_already_uses(media_root):
 
 
 def instruction_lease(*, multi=False):
-    from annotation.queue import lease_unit
+    from annotation.crowdwork.queue import lease_unit
     from tests.frontend_support import instruction_unit
 
     worker = WorkerFactory()

@@ -11,9 +11,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db.models import Q
 from django.urls import reverse
 
-from annotation import queue
 from annotation.collection import verification
 from annotation.collection.references import add_manual_reference, generate_reference, store_reference
+from annotation.crowdwork import queue
 from annotation.datasets import exports, layouts, snapshots
 from annotation.datasets.imports import import_visit_bench
 from annotation.datasets.sheets import parse_boolean

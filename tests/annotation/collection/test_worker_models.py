@@ -11,9 +11,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation import queue, review, worker_models
-from annotation.collection import configs, references, verification, worker_model_job
+from annotation import worker_models
+from annotation.collection import references, verification, worker_model_job
 from annotation.collection.progress import format_table2, table2
+from annotation.crowdwork import configs, queue, review
 from annotation.models import (
     Aggregation,
     Assignment,

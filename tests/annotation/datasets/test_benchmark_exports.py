@@ -20,9 +20,9 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation import queue, review
 from annotation.admin.families import family_sheets
-from annotation.collection import captions, references, stages, verification
+from annotation.collection import captions, references, verification
+from annotation.crowdwork import queue, review, stages
 from annotation.datasets import formats, layouts, manifest, snapshots
 from annotation.datasets.imports import import_visit_bench
 from annotation.models import HumanJudgement, Instance, Reference, Stage, Tournament, multi_image_q

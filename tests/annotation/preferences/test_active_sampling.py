@@ -6,10 +6,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.models import Battle, Stage, Tournament
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament, make_next_round, round_due
-from annotation.queue import next_assignment
 from annotation.scoring.active import balanced_pairs
 from crowdbench.celery import app
 from tests.factories import FamilyFactory, WorkerFactory

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     REFERENCE_MODEL_NAME,
@@ -17,7 +18,6 @@ from annotation.models import (
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.predictions import import_predictions
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring.battles import human_battles
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.scoring_factories import create_tournament, verified_instance, with_responses

@@ -4,11 +4,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import JudgeRun, Stage
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring.freshness import refresh_leaderboard
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.openai_fake import completion

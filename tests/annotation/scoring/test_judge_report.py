@@ -3,12 +3,12 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.judging.prompts import prompts_sha256
 from annotation.judging.runner import create_judge_run
 from annotation.models import JudgeJudgement, JudgeRun, Stage
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring.freshness import refresh_leaderboard
 from annotation.scoring.judge_report import length_bias
 from annotation.scoring.leaderboard_display import TournamentLeaderboard

@@ -13,12 +13,12 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotation import review
 from annotation.collection import progress
+from annotation.crowdwork import review
+from annotation.crowdwork.queue import next_assignment
 from annotation.models import Assignment, HumanJudgement, Stage, Verification, WorkUnit
 from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring import agreement
 from annotation.scoring.freshness import refresh_leaderboard
 from tests.factories import FamilyFactory, ReferenceFactory, WorkerFactory, launch

@@ -9,11 +9,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from annotation.crowdwork.queue import next_assignment
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult, Stage
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring import BT_PRIOR_SD, MIN_MATCHES, MIN_RATED_MATCHES
 from annotation.scoring.freshness import refresh_leaderboard
 from annotation.scoring.leaderboard import rubric_correlation

@@ -11,7 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation import review
+from annotation.crowdwork import review
+from annotation.crowdwork.queue import next_assignment
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import (
     Assignment,
@@ -25,7 +26,6 @@ from annotation.models import (
 )
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring import freshness
 from crowdbench.celery import app
 from tasks.scoring import refresh_leaderboard_job

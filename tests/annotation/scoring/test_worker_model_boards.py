@@ -7,10 +7,10 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from annotation import worker_models
+from annotation.crowdwork.queue import next_assignment
 from annotation.models import Stage, Tournament, WorkerReliability
 from annotation.preferences.judgements import shown_left_for, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
-from annotation.queue import next_assignment
 from annotation.scoring.freshness import refresh_leaderboard
 from tests.factories import FamilyFactory, WorkerFactory
 from tests.scoring_factories import create_tournament, verified_instance, with_responses

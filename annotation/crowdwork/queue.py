@@ -6,30 +6,26 @@ answered before, and (for verification) whose instruction or caption they did no
 expire and give their slot back. On PostgreSQL, concurrent requests skip rows another request has
 locked (`FOR UPDATE SKIP LOCKED`) instead of queueing behind them.
 
-Which platform assignment a lease is worked under, and refusing claims that disagree with it, is
-annotation/platform_claims.py's; what an annotator is shown next is annotation/next_step.py's.
+A lease's terms, and its return to the pool, are annotation/crowdwork/leases.py's; which platform
+assignment a lease is worked under, and refusing claims that disagree with it, platform_claims.py's;
+what an annotator is shown next, next_step.py's; storing an answer, answers.py's.
 """
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from functools import partial
 
-from django.conf import settings
 from django.db import connections, models, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
+from annotation.crowdwork.leases import lease_expiry, lease_minutes_for, stage_lease_minutes
+from annotation.crowdwork.lock_order import DECIDED_MESSAGE, lock_lease
+from annotation.crowdwork.platform_claims import bind_claim, check_claim
 from annotation.exceptions import AnnotationError
-from annotation.lock_order import DECIDED_MESSAGE, lock_lease
-from annotation.models import Assignment, Instance, Stage, StageConfig, Worker, WorkUnit
+from annotation.models import Assignment, Instance, Stage, Worker, WorkUnit
 from annotation.models.instances import page_images
-from annotation.platform_claims import bind_claim, check_claim
-from annotation.stopping import ask_what_is_needed
 from annotation.workforce.standing import may_work
-
-DEFAULT_LEASE_MINUTES = 30
 
 
 def slots_taken(now):
@@ -92,44 +88,6 @@ def units_open_to(*, worker, stage, family=None, now=None):
         # its battles back until it is made again.
         units = units.filter(battle__instance__status=Instance.Status.VERIFIED)
     return units.alias(slots_taken=slots_taken(now)).filter(slots_taken__lt=F("overlap"))
-
-
-def lease_minutes_for(unit):
-    config = StageConfig.objects.filter(family_id=unit.family_id, stage=unit.stage).first()
-    return config.lease_minutes if config else DEFAULT_LEASE_MINUTES
-
-
-def _stage_lease_minutes():
-    """An assignment's stage lease minutes, as a subquery of the statement that fetches it."""
-    config = StageConfig.objects.filter(family_id=OuterRef("unit__family_id"), stage=OuterRef("unit__stage"))
-    return Coalesce(Subquery(config.values("lease_minutes")[:1]), DEFAULT_LEASE_MINUTES)
-
-
-def lease_expiry(*, now, lease_minutes, leased_at=None):
-    """When a lease lapses: LEASE_IDLE_MINUTES after the last sign of life from its page (the page
-    sends one while the worker is active, `keep_lease_alive`), and at the latest the stage's lease
-    after it was taken. So a worker who stops, or closes the tab, holds nothing for long."""
-    leased_at = leased_at or now
-    return min(now + timedelta(minutes=settings.LEASE_IDLE_MINUTES),
-               leased_at + timedelta(minutes=lease_minutes))
-
-
-@dataclass(frozen=True)
-class LeaseTerms:
-    """What a task's page is told of its lease, so that it warns from the server's word rather than
-    a guess of its own."""
-    expires_at: datetime
-    renewable: bool
-    """Signs of life can still move `expires_at` later; false once it is the stage's lease limit."""
-
-
-def lease_terms(lease):
-    """The terms of `lease` as stored (its `unit` loaded). The stage's lease minutes are read from
-    `lease.lease_minutes` when the query that fetched the lease read them too (the task page's
-    requests count their round trips), and asked for otherwise."""
-    minutes = getattr(lease, "lease_minutes", None)
-    limit = lease.leased_at + timedelta(minutes=minutes if minutes is not None else lease_minutes_for(lease.unit))
-    return LeaseTerms(expires_at=lease.lease_expires_at, renewable=lease.lease_expires_at < limit)
 
 
 # What a stage's page shows besides the unit itself, fetched with it so rendering asks nothing more.
@@ -331,7 +289,7 @@ def _resumed(*, worker, stage, family, now, platform_assignment_id, platform_lis
         leases = leases.filter(pk=held_lease_id)
     held = (
         leases.select_related(*(f"unit__{relation}" for relation in _PAGE_RELATIONS[stage]))
-        .annotate(page_images=page_images("unit__instance"), lease_minutes=_stage_lease_minutes()).first()
+        .annotate(page_images=page_images("unit__instance"), lease_minutes=stage_lease_minutes()).first()
     )
     if held is None:
         return None
@@ -396,7 +354,7 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="
     with transaction.atomic():
         Worker.objects.select_for_update().filter(pk=worker.pk).first()
         mine = (Assignment.objects.filter(unit=unit, worker=worker)
-                .annotate(lease_minutes=_stage_lease_minutes()).first())
+                .annotate(lease_minutes=stage_lease_minutes()).first())
         if platform_assignment_id:
             check_claim(worker=worker, unit=unit, platform_assignment_id=platform_assignment_id,
                         platform_listing_id=platform_listing_id, rebind=rebind)
@@ -434,58 +392,3 @@ def lease_unit(*, worker, unit, platform_assignment_id="", platform_listing_id="
         return lease
 
 
-def stored_answer_for(worker, answer, *, author_id):
-    """The answer already stored for an assignment submitted again, returned to its author only.
-
-    A second submit of the same assignment (a double click, a resent form) is answered with what
-    was stored; anybody else is told nothing about it.
-    """
-    if answer is None or author_id != worker.pk:
-        raise AnnotationError("This task was given to someone else.")
-    return answer
-
-
-def mark_submitted(assignment, *, active_seconds=None):
-    """Record the submission and close the unit once it has all the answers it asks now (under ask
-    until decided, once they decide). Returns True if closed. The assignment's unit was locked, in
-    the lock order, by `lock_assignment_for_submission`."""
-    assignment.status = Assignment.Status.SUBMITTED
-    assignment.submitted_at = timezone.now()
-    if active_seconds is not None:
-        assignment.active_seconds = max(0.0, float(active_seconds))
-    assignment.save(update_fields=["status", "submitted_at", "active_seconds"])
-    unit = assignment.unit
-    ask_what_is_needed(unit)
-    if unit.assignments.answered().count() >= unit.overlap:
-        unit.status = WorkUnit.Status.DONE
-        unit.save(update_fields=["status"])
-        return True
-    return False
-
-
-def return_assignment(*, assignment):
-    """The worker gives the unit back before submitting; its slot is free at once."""
-    with transaction.atomic():
-        updated = Assignment.objects.filter(
-            pk=assignment.pk, status=Assignment.Status.LEASED
-        ).update(status=Assignment.Status.RETURNED)
-    return bool(updated)
-
-
-def return_held(*, worker, stage=None, platform_listing_id=None):
-    """Every lease the worker holds, in this stage or under this platform listing (a study they stop,
-    a stage they are paused in), goes back to the pool at once; how many did."""
-    held = Assignment.objects.filter(worker=worker, status=Assignment.Status.LEASED)
-    if stage is not None:
-        held = held.filter(unit__stage=stage)
-    if platform_listing_id is not None:
-        held = held.filter(platform_listing_id=platform_listing_id)
-    return held.update(status=Assignment.Status.RETURNED)
-
-
-def expire_leases(*, now=None):
-    """Mark expired leases, so progress counts say 'waiting' rather than 'leased'."""
-    now = now or timezone.now()
-    return Assignment.objects.filter(
-        status=Assignment.Status.LEASED, lease_expires_at__lte=now
-    ).update(status=Assignment.Status.EXPIRED)

@@ -20,17 +20,9 @@ from enum import StrEnum
 
 from django.db import transaction
 
+from annotation.crowdwork.leases import LeaseTerms, lease_terms, return_held
+from annotation.crowdwork.queue import holds_a_lease, lease_unit, locked_for_leasing, next_assignment, units_open_to
 from annotation.models import Assignment, Worker, WorkerBlock, WorkerQualification
-from annotation.queue import (
-    LeaseTerms,
-    holds_a_lease,
-    lease_terms,
-    lease_unit,
-    locked_for_leasing,
-    next_assignment,
-    return_held,
-    units_open_to,
-)
 from annotation.workforce.qualifications import live_gold_item
 from annotation.workforce.standing import local_worker, local_workers, may_work
 

@@ -17,8 +17,8 @@ caption changes the instance's references and units from the instance down.
 Who takes what:
 - a worker's own lease requests take the worker first (`queue.locked_for_leasing`), then a unit;
   a submit takes no worker lock (a second tab's submit must not wait for the first tab's lease);
-- every submit takes its locks in `lock_assignment_for_submission`, and may then lock more of
-  the item's units, which come after the item;
+- every submit takes its locks in `lock_assignment_for_submission` (called once, by
+  `answers.submit_answer`), and may then lock more of the item's units, which come after the item;
 - renewing a lapsed lease or keeping one alive takes the unit, then the assignment (`lock_lease`);
 - review takes every item, then every unit, then every assignment of its batch (`lock_for_review`).
 Battles are never locked: a judgement's insert only takes a key-share lock on its battle.
@@ -26,9 +26,9 @@ Battles are never locked: a judgement's insert only takes a key-share lock on it
 
 from django.utils import timezone
 
+from annotation.crowdwork.stopping import locked_unit
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Instance, Reference, Stage, WorkUnit
-from annotation.stopping import locked_unit
 
 # Refused, not stored as an answer beyond what the unit asked: a decided unit is paid for what
 # decided it. The page keeps what was typed and shows this beside it.
@@ -133,6 +133,12 @@ def lock_for_review(assignment_ids):
 
 def lock_unit_and_item(unit):
     """Re-read `unit` locked, after its item (a decision asked again: a review, a changed setting).
-    Returns the locked unit."""
-    lock_item(stage=unit.stage, instance_id=unit.instance_id, reference_id=unit.reference_id)
-    return locked_unit(pk=unit.pk, stage=unit.stage)
+    Returns the locked unit, its `instance` and `reference` the locked ones where the stage answers
+    about them, as a submit's (`lock_assignment_for_submission`)."""
+    instance, reference = lock_item(stage=unit.stage, instance_id=unit.instance_id, reference_id=unit.reference_id)
+    unit = locked_unit(pk=unit.pk, stage=unit.stage)
+    if instance is not None:
+        unit.instance = instance
+    if reference is not None:
+        unit.reference = reference
+    return unit

@@ -9,12 +9,13 @@ from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from annotation.collection.decisions import settle_unit
 from annotation.collection.verification import WORKER_MODEL_JOB
 from annotation.collection.waiting import settle_family
-from annotation.lock_order import lock_unit_and_item
+from annotation.crowdwork.answers import settle_unit
+from annotation.crowdwork.decisions import answers_of
+from annotation.crowdwork.lock_order import lock_unit_and_item
+from annotation.crowdwork.stopping import ask_what_is_needed
 from annotation.models import Aggregation, Assignment, Instance, Reference, Stage, WorkUnit
-from annotation.stopping import ask_what_is_needed
 from crowdbench.jobs import enqueue
 
 APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional", "adaptive",
@@ -76,7 +77,7 @@ def apply_stage_config(*, config, before):
             if config.adaptive:
                 # Each open unit asks what its answers in need now, under the new rule.
                 for unit in units:
-                    # Item first, as every submit locks them (annotation/lock_order.py).
+                    # Item first, as every submit locks them (annotation/crowdwork/lock_order.py).
                     unit = lock_unit_and_item(unit)
                     before_overlap = unit.overlap
                     applied.units_resized += ask_what_is_needed(unit) != before_overlap
@@ -84,7 +85,7 @@ def apply_stage_config(*, config, before):
                 applied.units_resized = units.exclude(overlap=config.overlap).update(overlap=config.overlap)
         if changed & (ASKING_FIELDS | {"counts_provisional"}):
             for unit in units.select_related("family"):
-                completed, decided = settle_unit(unit)
+                completed, decided = settle_unit(unit, answers_of(unit.stage))
                 applied.units_completed += completed
                 applied.decided += decided
         if "lease_minutes" in changed:

@@ -15,6 +15,7 @@ from django.db.models import CharField, Count, Exists, F, OuterRef, ProtectedErr
 from django.db.models.functions import Cast, Concat, Greatest
 from django.utils import timezone
 
+from annotation.crowdwork.stopping import Agreement, asks_now, battle_rule, first_ask, locked_unit
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
@@ -27,7 +28,6 @@ from annotation.models import (
     WorkState,
     WorkUnit,
 )
-from annotation.stopping import Agreement, asks_now, battle_rule, first_ask, locked_unit
 from crowdbench.events import emit
 from crowdbench.jobs import enqueue
 

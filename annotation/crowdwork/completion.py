@@ -11,7 +11,7 @@ import zlib
 from django.db import connection, transaction
 from django.db.models import Count
 
-from annotation.collection.stages import owed_units
+from annotation.crowdwork.stages import owed_units
 from annotation.models import Instance, InstructionFamily, Reference, StageConfig, WorkUnit
 from crowdbench.events import emit
 

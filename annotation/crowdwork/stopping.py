@@ -161,3 +161,16 @@ def ask_what_is_needed(unit):
             unit.overlap = asked
             unit.save(update_fields=["overlap"])
     return unit.overlap
+
+
+def close_if_answered(unit):
+    """Close an open unit once its answers reach what it asks now (under ask until decided, once
+    they decide): the one closing rule, kept by a submit and by every decision asked again (a
+    review, a changed setting). `unit` is locked, in the lock order, by the caller. Returns True if
+    it closed."""
+    ask_what_is_needed(unit)
+    if unit.status != WorkUnit.Status.OPEN or unit.assignments.answered().count() < unit.overlap:
+        return False
+    unit.status = WorkUnit.Status.DONE
+    unit.save(update_fields=["status"])
+    return True

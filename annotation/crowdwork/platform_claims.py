@@ -3,7 +3,7 @@ participant session) a worker's lease on a unit belongs to.
 
 A worker id or assignment id in a URL is a claim anybody can make. The first lease binds the pair
 it arrived with to the assignment, and a later claim that disagrees is refused (`ClaimConflict`)
-until the platform confirms it (mturk/identity.py); leasing itself is annotation/queue.py's.
+until the platform confirms it (mturk/identity.py); leasing itself is annotation/crowdwork/queue.py's.
 """
 
 from django.db.models import Q
