@@ -12,12 +12,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation import review
-from annotation.models import Worker, WorkerBlock, WorkState
+from annotation.models import WorkerBlock, WorkState
 from annotation.workforce.standing import forget_standing
 from mturk import calls, pay, selectors
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
-from mturk.platforms import get_backend
+from mturk.platforms import backend_class, get_backend
 from mturk.platforms.base import State
 from mturk.services.audit import audited, log_calls, require_researcher
 from mturk.services.publishing import check_budget
@@ -146,13 +146,13 @@ def create_bonus(*, submission, amount, reason, actor):
 
 
 def pay_bonus(*, bonus, actor):
-    """Pay once. MTurk and Connect carry a token derived from the bonus row; Prolific's pay step is
-    not idempotent, so the row is marked 'paying' and committed before the call, and a bonus in
-    that state is never sent again by us."""
+    """Pay once. MTurk and Connect carry a token derived from the bonus row; a platform paying in
+    two steps (Prolific) has a pay step that is not idempotent, so the row is marked 'paying' and
+    committed before the call, and a bonus in that state is never sent again by us."""
     require_researcher(actor)
     backend = get_backend(bonus.submission.study.platform)
-    if bonus.submission.study.platform == Worker.Platform.PROLIFIC:
-        return _pay_prolific_bonus(bonus, backend, actor)
+    if backend.bonus_in_two_steps:
+        return _pay_bonus_in_two_steps(bonus, backend, actor)
     with calls.collect() as made, transaction.atomic():
         bonus = Bonus.objects.select_for_update(of=("self",)).select_related(
             "submission__worker", "submission__study", "submission__hit").get(pk=bonus.pk)
@@ -181,7 +181,7 @@ def pay_bonus(*, bonus, actor):
     return bonus
 
 
-def _pay_prolific_bonus(bonus, backend, actor):
+def _pay_bonus_in_two_steps(bonus, backend, actor):
     submission = bonus.submission
     with calls.collect() as made:
         try:
@@ -209,8 +209,8 @@ def _pay_prolific_bonus(bonus, backend, actor):
         return bonus
     if bonus.status == Bonus.Status.PAYING:
         raise PlatformError(
-            f"A pay request for this bonus was already sent (Prolific payment "
-            f"{bonus.platform_reference}) and its outcome is unknown; check it on Prolific. "
+            f"A pay request for this bonus was already sent ({backend.label} payment "
+            f"{bonus.platform_reference}) and its outcome is unknown; check it on {backend.label}. "
             "It is never sent twice from here.")
     with transaction.atomic():
         claimed = Bonus.objects.filter(pk=bonus.pk, status=Bonus.Status.SET_UP).update(
@@ -245,9 +245,7 @@ def block_worker(*, worker, reason, actor, study=None):
     reason = (reason or "").strip()
     if not reason:
         raise PlatformError("Give the reason for the block; MTurk shows it to the worker.")
-    backend = get_backend(worker.platform if worker.platform in (
-        Worker.Platform.MTURK, Worker.Platform.CLOUDRESEARCH, Worker.Platform.PROLIFIC)
-        else Worker.Platform.LOCAL)
+    backend = backend_class(worker.platform)()
     with audited(action=AuditLog.Action.BLOCK, study=study, worker=worker, actor=actor) as step:
         result = backend.block(worker, reason=reason)
         step.request, step.response, step.error = result.request, result.response, result.error
