@@ -14,6 +14,7 @@ class Worker(models.Model):
         MTURK = "mturk", "MTurk"
         CLOUDRESEARCH = "cloudresearch", "CloudResearch"
         PROLIFIC = "prolific", "Prolific"
+        TOLOKA = "toloka", "Toloka"
         LOCAL = "local", "In-house"
         IMPORT = "import", "Imported dataset"
 

@@ -9,9 +9,10 @@ def backend_classes():
     from mturk.platforms.local import LocalBackend
     from mturk.platforms.mturk import MTurkBackend
     from mturk.platforms.prolific import ProlificBackend
+    from mturk.platforms.toloka import TolokaBackend
 
     return {backend.platform: backend for backend in (
-        MTurkBackend, ProlificBackend, CloudResearchBackend, LocalBackend)}
+        MTurkBackend, ProlificBackend, CloudResearchBackend, TolokaBackend, LocalBackend)}
 
 
 def backend_class(platform):
