@@ -29,8 +29,10 @@ def _amount(submission):
     return submission.hit.reward_usd if submission.hit_id else submission.study.reward_usd
 
 
-def _review(*, submissions, actor, action, call, message):
-    """Verify each submission with the platform, then approve or reject; returns (done, problems)."""
+def _review(*, submissions, actor, action, call, message, answers_decided=False):
+    """Verify each submission with the platform, then approve or reject; returns (done, problems).
+    The submissions' answers follow the decision unless `answers_decided` (a reviewer decided them
+    first, annotation.review.review_work, and the platform follows that)."""
     require_researcher(actor)
     done, problems = [], []
     by_study = {}
@@ -46,7 +48,7 @@ def _review(*, submissions, actor, action, call, message):
                 try:
                     with transaction.atomic():
                         done.extend(_review_group(study, backend, group, actor, action, call,
-                                                  message, problems, made))
+                                                  message, problems, made, answers_decided))
                 except PlatformError as error:
                     # Written after the rollback, so the failure and the calls that led to it stay.
                     for submission in Submission.objects.filter(pk__in=group).select_related("worker"):
@@ -57,7 +59,7 @@ def _review(*, submissions, actor, action, call, message):
     return done, problems
 
 
-def _review_group(study, backend, ids, actor, action, call, message, problems, made):
+def _review_group(study, backend, ids, actor, action, call, message, problems, made, answers_decided):
     locked = list(Submission.objects.select_for_update(of=("self",)).filter(pk__in=ids)
                   .select_related("worker", "hit", "study"))
     reviewable = []
@@ -97,14 +99,16 @@ def _review_group(study, backend, ids, actor, action, call, message, problems, m
         submission.reviewed_at, submission.reviewed_by = timezone.now(), actor
         submission.feedback = message
         submission.save(update_fields=["review", "reviewed_at", "reviewed_by", "feedback"])
-        answers_follow(submission, actor)
+        if not answers_decided:
+            answers_follow(submission, actor)
         done.append(submission)
     return done
 
 
 def answers_follow(submission, actor):
-    """The answers of work approved or rejected on its platform are accepted or rejected with it:
-    a platform rejection takes them out of every count and asks their tasks again."""
+    """The answers of work approved or rejected on its platform's side (its own page, or the
+    admin's platform submissions) are accepted or rejected with it: a platform rejection takes them
+    out of every count and asks their tasks again."""
     answers = list(submission.assignments.all())
     if submission.review == Submission.Review.APPROVED:
         review.accept_work(assignments=answers, reviewer=actor, reason=submission.feedback)
@@ -113,14 +117,14 @@ def answers_follow(submission, actor):
                            reason=submission.feedback or "Rejected on the platform.")
 
 
-def approve_submissions(*, submissions, actor, feedback=""):
+def approve_submissions(*, submissions, actor, feedback="", answers_decided=False):
     feedback = (feedback or "").strip()[:1024]
     return _review(submissions=submissions, actor=actor, action=AuditLog.Action.APPROVE,
                    call=lambda backend, ready: backend.approve(ready, feedback=feedback),
-                   message=feedback)
+                   message=feedback, answers_decided=answers_decided)
 
 
-def reject_submissions(*, submissions, actor, message, category=""):
+def reject_submissions(*, submissions, actor, message, category="", answers_decided=False):
     message = (message or "").strip()
     if not message:
         raise PlatformError("Say why the work is rejected; the worker sees this message.")
@@ -129,7 +133,7 @@ def reject_submissions(*, submissions, actor, message, category=""):
     return _review(submissions=submissions, actor=actor, action=AuditLog.Action.REJECT,
                    call=lambda backend, ready: backend.reject(ready, message=message,
                                                               category=category),
-                   message=message)
+                   message=message, answers_decided=answers_decided)
 
 
 def create_bonus(*, submission, amount, reason, actor):
@@ -381,11 +385,12 @@ def extend_hit(*, hit, more, actor):
 
 
 def review_on_platforms(*, assignments, actor, reason=""):
-    """Carry a review of answers (annotation/review.py) to the platforms they were done on: a
-    platform submission whose answers are all rejected is rejected there with the reason, and one
-    whose answers are all accepted is approved, through the calls and audit log above, all of a
-    platform's in one batch (so Connect is asked once, not once per submission). Returns a line per
-    submission for the reviewer."""
+    """Carry a reviewer's decision on answers (annotation.review.review_work, which tells
+    mturk/listeners.py) to the platforms they were done on: a platform submission whose answers
+    are all rejected is rejected there with the reason, and one whose answers are all accepted is
+    approved, through the calls and audit log above, all of a platform's in one batch (so Connect
+    is asked once, not once per submission). The answers are decided already, so nothing here
+    decides them again. Returns a line per submission for the reviewer."""
     submissions = list(Submission.objects.filter(assignments__in=assignments).distinct()
                        .select_related("worker", "study").prefetch_related("assignments"))
     batches = {}
@@ -402,10 +407,11 @@ def review_on_platforms(*, assignments, actor, reason=""):
     for (verb, where), batch in batches.items():
         try:
             if verb == "rejected":
-                done, problems = reject_submissions(submissions=batch, actor=actor,
+                done, problems = reject_submissions(submissions=batch, actor=actor, answers_decided=True,
                                                     message=reason or "Rejected in review.")
             else:
-                done, problems = approve_submissions(submissions=batch, actor=actor, feedback=reason)
+                done, problems = approve_submissions(submissions=batch, actor=actor, feedback=reason,
+                                                     answers_decided=True)
         except PlatformError as error:
             done, problems = [], [str(error)]
         lines += [f"{where}: the work of {submission.worker.pseudonym} was {verb} there."

@@ -145,16 +145,29 @@ def test_a_retried_approval_toloka_already_took_counts_as_done(toloka):
     assert row.ok and "already ACCEPTED on Toloka" in str(row.response)
 
 
-def test_a_domain_rejection_rejects_the_assignment_on_toloka(toloka):
+def test_a_reviewers_rejection_of_the_answers_rejects_the_assignment_on_toloka(toloka):
     study = make_study()
     tolokers(toloka, study, "U1")
     syncing.sync_study(study=study)
-    researcher = make_researcher()
     answers = list(Submission.objects.get().assignments.all())
-    review.reject_work(assignments=answers, reviewer=researcher, reason="Off-topic captions.")
-    lines = reviewing.review_on_platforms(assignments=answers, actor=researcher, reason="Off-topic captions.")
-    assert lines == [f"Toloka: the work of {answers[0].worker.pseudonym} was rejected there."]
+    outcome = review.review_work(assignments=answers, accept=False, reviewer=make_researcher(),
+                                 reason="Off-topic captions.")
+    assert outcome.changed == 1
+    assert outcome.followed == [f"Toloka: the work of {answers[0].worker.pseudonym} was rejected there."]
     assert next(iter(toloka.assignments.values()))["status"] == "REJECTED"
+    assert Submission.objects.get().review == Submission.Review.REJECTED
+
+
+def test_a_rejection_that_is_no_reviewers_decision_is_not_carried_to_toloka(toloka):
+    # As a quarantine rejects: the platform's record decided it, so the platform is not told again.
+    study = make_study()
+    tolokers(toloka, study, "U1")
+    syncing.sync_study(study=study)
+    toloka.requests.clear()
+    answers = list(Submission.objects.get().assignments.all())
+    review.reject_work(assignments=answers, reason="Quarantined: another Toloker's assignment.")
+    assert toloka.requests == []
+    assert next(iter(toloka.assignments.values()))["status"] == "SUBMITTED"
 
 
 def test_a_bonus_is_paid_once_under_one_operation_id_whatever_the_clicks(toloka):
