@@ -333,5 +333,10 @@ def make_researcher(username="researcher", *, can_pay=True):
     user = User.objects.create_user(username, password="pw", is_staff=True)
     if can_pay:
         user.user_permissions.add(Permission.objects.get(codename="pay_workers"))
+        # The crowd platforms' models, and the workforce models whose admin pages they register.
         user.user_permissions.add(*Permission.objects.filter(content_type__app_label="mturk"))
+        user.user_permissions.add(*Permission.objects.filter(
+            content_type__app_label="annotation", content_type__model__in=[
+                "workerblock", "stagequalification", "golditem", "qualificationattempt", "goldanswer",
+                "workerqualification"]))
     return User.objects.get(pk=user.pk)
