@@ -367,6 +367,10 @@ CLOUDRESEARCH_API_URL = env("CLOUDRESEARCH_API_URL",
 CLOUDRESEARCH_API_KEY = env("CLOUDRESEARCH_API_KEY", default="")
 PROLIFIC_API_URL = env("PROLIFIC_API_URL", default="https://api.prolific.com/api/v1")
 PROLIFIC_API_TOKEN = env("PROLIFIC_API_TOKEN", default="")
+# Toloka's API through toloka-kit (mturk/platforms/toloka.py): https://toloka.dev, or the sandbox
+# https://sandbox.toloka.dev. The token is an OAuth token or an API key from the requester's profile.
+TOLOKA_API_URL = env("TOLOKA_API_URL", default="https://toloka.dev")
+TOLOKA_API_TOKEN = env("TOLOKA_API_TOKEN", default="")
 # Messages to workers from the admin, per worker in 24 hours (mturk/services/reviewing.py).
 WORKER_MESSAGES_PER_DAY = env.int("WORKER_MESSAGES_PER_DAY", default=3)
 PLATFORM_HTTP_TIMEOUT_SECONDS = env.float("PLATFORM_HTTP_TIMEOUT_SECONDS", default=30.0)

@@ -32,6 +32,7 @@ from frontend.rendering import NOTICES, problem_page, refusal
 from frontend.stage_pages import PAGES
 from mturk import identity, links
 from mturk.models import CrowdStudy
+from mturk.platforms import backend_class
 
 
 def qualify_url(worker, stage, *, next_url=""):
@@ -317,12 +318,8 @@ def _test_result(request, stage, worker, grant, attempt):
 def _give_back_after_failing(worker, *, retake_now):
     """What a platform worker who failed the test should do on their platform: give their place
     back, so that it goes to someone who can do the work rather than waiting out its time."""
-    if worker.platform == Worker.Platform.MTURK:
-        step = "press “Return” on MTurk, so that the HIT goes to someone else"
-    elif worker.platform in (Worker.Platform.PROLIFIC, Worker.Platform.CLOUDRESEARCH):
-        step = (f"return the study on {worker.get_platform_display()}, so that your place goes to "
-                "someone else")
-    else:
+    step = backend_class(worker.platform).give_back_step
+    if not step:
         return ""
     if retake_now:
         return f"These tasks need the test passed. If you do not take it again now, please {step}."

@@ -57,7 +57,7 @@ def worker_page(request):
     else:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
     only = None
-    if worker.platform == Worker.Platform.MTURK and not identity.mturk_assignment_confirmed(worker, via):
+    if identity.assignment_unconfirmed(worker, via):
         # Whoever opened a HIT first with this worker id got this link, and MTurk cannot confirm
         # an assignment still being worked on: until it does, the link shows that task only.
         only = [via] if via is not None else []

@@ -8,6 +8,7 @@ class MturkConfig(AppConfig):
 
     def ready(self):
         from annotation.audit import register
+        from mturk import listeners  # noqa: F401 (connects the platforms to the domain's signals)
         from mturk.models import CrowdStudy
 
         # Launching, publishing and closing a study; its platform calls are in mturk's own audit log.

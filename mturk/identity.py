@@ -14,10 +14,10 @@ from annotation.models import Assignment, Worker
 from annotation.workforce.standing import platform_worker
 from crowdbench import shared_cache
 from crowdbench.security import mturk_submit_origin
-from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
 from mturk.links import valid_platform_id
 from mturk.models import Hit, Submission
+from mturk.platforms import backend_class, get_backend, per_unit_platforms
 
 
 class IdentityRefused(WorkerFacingError):
@@ -50,6 +50,8 @@ class HitArrival:
     """What MTurk's ExternalQuestion link says: a preview, or an accepted assignment of a worker."""
 
     hit_id: str
+    #: The platform the HIT was published on.
+    platform: str
     assignment_id: str = ""
     worker_id: str = ""
     #: The MTurk origin the finished work is posted back to (sandbox or production).
@@ -65,17 +67,19 @@ def hit_arrival(unit, params):
     opened this way, previews included: Prolific, Connect and in-house work is never opened by a
     unit id and a made-up HIT id. Raises NotOnMTurk or IncompleteHitLink."""
     hit_id = params.get("hitId", "")
-    if not (valid_platform_id(hit_id) and Hit.objects.filter(
-            unit=unit, hit_id=hit_id, study__platform=Worker.Platform.MTURK).exists()):
+    platform = valid_platform_id(hit_id) and Hit.objects.filter(
+        unit=unit, hit_id=hit_id, study__platform__in=per_unit_platforms()).values_list(
+        "study__platform", flat=True).first()
+    if not platform:
         raise NotOnMTurk()
     assignment_id = params.get("assignmentId", "")
     worker_id = params.get("workerId", "").strip()
     if assignment_id == MTURK_PREVIEW_ASSIGNMENT or not worker_id:
-        return HitArrival(hit_id=hit_id)
+        return HitArrival(hit_id=hit_id, platform=platform)
     submit_origin = mturk_submit_origin(params.get("turkSubmitTo", ""))
     if not (submit_origin and valid_platform_id(worker_id) and valid_platform_id(assignment_id)):
         raise IncompleteHitLink()
-    return HitArrival(hit_id=hit_id, assignment_id=assignment_id, worker_id=worker_id,
+    return HitArrival(hit_id=hit_id, platform=platform, assignment_id=assignment_id, worker_id=worker_id,
                       submit_origin=submit_origin)
 
 
@@ -86,29 +90,30 @@ def admit_mturk_worker(*, unit, arrival):
     (GetAssignment) before the claimant gets a Worker row, a lease or a look at anybody's work, and
     ``rebind`` says the queue may move the lease to the confirmed pair. Raises IdentityRefused.
     """
-    worker = Worker.objects.filter(platform=Worker.Platform.MTURK, external_id=arrival.worker_id).first()
-    rebind = bool(binding_conflict(platform=Worker.Platform.MTURK, worker=worker, unit=unit,
+    worker = Worker.objects.filter(platform=arrival.platform, external_id=arrival.worker_id).first()
+    rebind = bool(binding_conflict(platform=arrival.platform, worker=worker, unit=unit,
                                    platform_assignment_id=arrival.assignment_id,
                                    platform_listing_id=arrival.hit_id))
     if rebind:
-        confirm_mturk_assignment(assignment_id=arrival.assignment_id, worker_id=arrival.worker_id,
-                                 hit_id=arrival.hit_id)
-    return worker or platform_worker(Worker.Platform.MTURK, arrival.worker_id), rebind
+        confirm_assignment(platform=arrival.platform, assignment_id=arrival.assignment_id,
+                           worker_id=arrival.worker_id, hit_id=arrival.hit_id)
+    return worker or platform_worker(arrival.platform, arrival.worker_id), rebind
 
 
-def confirm_mturk_assignment(*, assignment_id, worker_id, hit_id):
-    """Ask MTurk (GetAssignment) whether `assignment_id` is `worker_id`'s, on HIT `hit_id`.
+def confirm_assignment(*, platform, assignment_id, worker_id, hit_id):
+    """Ask the platform (MTurk: GetAssignment) whether `assignment_id` is `worker_id`'s, on HIT
+    `hit_id`.
 
     MTurk answers only for assignments it holds as Submitted, Approved or Rejected, so an
     assignment still being worked on cannot be confirmed and the claim is refused: that is the
     price of never handing one worker's task to somebody who typed their id.
     """
     try:
-        response = mturk_client.call("get_assignment", AssignmentId=assignment_id)
+        record = get_backend(platform).confirm_assignment(assignment_id=assignment_id, worker_id=worker_id,
+                                                          listing_id=hit_id)
     except PlatformError as error:
         raise IdentityRefused(MTURK_NOT_CONFIRMED) from error
-    record = response.get("Assignment") or {}
-    if record.get("WorkerId") != worker_id or record.get("HITId") != hit_id:
+    if record is None:
         raise IdentityRefused(MTURK_NOT_CONFIRMED)
     return record
 
@@ -122,34 +127,27 @@ STUDY_NOT_CONFIRMED = (
 
 
 def confirm_participant(*, study, participant_id, platform_session_id):
-    """Ask Prolific or CloudResearch Connect whether this session / assignment of the study is
-    this participant's: Prolific's SESSION_ID is the submission id, Connect lists the project's
-    assignments with their participant. Raises IdentityRefused when it is not, or cannot be asked.
+    """Ask the study's platform whether this session of the study is this participant's
+    (Backend.confirms_participant). Raises IdentityRefused when it is not, or cannot be asked.
     """
-    from mturk.platforms.cloudresearch import ConnectApi
-    from mturk.platforms.prolific import ProlificApi
-
     if not (_PATH_SAFE.match(platform_session_id or "") and _PATH_SAFE.match(study.external_id or "")):
         # Both go into the platform's URL path: nothing but plain id characters.
         raise IdentityRefused(STUDY_NOT_CONFIRMED)
     try:
-        if study.platform == Worker.Platform.PROLIFIC:
-            item = ProlificApi().request("GET", f"submissions/{platform_session_id}/")
-            confirmed = (isinstance(item, dict) and item.get("participant_id") == participant_id
-                         and item.get("study_id") == study.external_id)
-        elif study.platform == Worker.Platform.CLOUDRESEARCH:
-            body = ConnectApi().request("GET", f"assignments/{study.external_id}")
-            confirmed = any(
-                item.get("assignmentId") == platform_session_id
-                and item.get("participantId") == participant_id
-                for item in (body.get("assignments") or [] if isinstance(body, dict) else [])
-            )
-        else:
-            confirmed = False
+        confirmed = backend_class(study.platform)().confirms_participant(
+            study, participant_id=participant_id, session_id=platform_session_id)
     except PlatformError as error:
         raise IdentityRefused(STUDY_NOT_CONFIRMED) from error
     if not confirmed:
         raise IdentityRefused(STUDY_NOT_CONFIRMED)
+
+
+def assignment_unconfirmed(worker, assignment_id):
+    """Whether the worker's platform publishes per unit (MTurk's HITs), where whoever opened a HIT
+    first with a worker id is bound to it, and has not confirmed that our assignment
+    `assignment_id` (from a worker-page link) is this worker's."""
+    return (backend_class(worker.platform).publishes_per_unit
+            and not mturk_assignment_confirmed(worker, assignment_id))
 
 
 def mturk_assignment_confirmed(worker, assignment_id):
@@ -160,15 +158,15 @@ def mturk_assignment_confirmed(worker, assignment_id):
         platform_assignment_id="").first() if assignment_id is not None else None
     if assignment is None:
         return False
-    if Submission.objects.filter(worker=worker, study__platform=Worker.Platform.MTURK,
+    if Submission.objects.filter(worker=worker, study__platform=worker.platform,
                                  platform_assignment_id=assignment.platform_assignment_id).exists():
         return True
     key = f"crowdbench:mturk-confirmed:{worker.pk}:{assignment.platform_assignment_id}"
     if shared_cache.get(key):
         return True
     try:
-        confirm_mturk_assignment(assignment_id=assignment.platform_assignment_id,
-                                 worker_id=worker.external_id, hit_id=assignment.platform_listing_id)
+        confirm_assignment(platform=worker.platform, assignment_id=assignment.platform_assignment_id,
+                           worker_id=worker.external_id, hit_id=assignment.platform_listing_id)
     except IdentityRefused:
         return False
     shared_cache.set(key, True, 24 * 3600)

@@ -99,23 +99,6 @@ class CrowdStudy(models.Model):
         return InstructionFamily.objects.filter(group__isnull=True)
 
 
-# What a new study starts with on each platform. The worker requirements are MTurk's own
-# qualification requirements of a HIT type (locale, approval rate, approved HITs); Prolific and
-# Connect screen participants on their own sites, so there they start empty rather than carrying
-# MTurk's values. Auto-approval is each platform's own rule: MTurk's delay is ours to choose,
-# Prolific approves after 21 days and Connect after 14.
-STUDY_DEFAULTS = {
-    Worker.Platform.MTURK: {"worker_countries": "US", "min_approval_rate": 98, "min_approved_hits": 1000,
-                            "auto_approval_days": 3},
-    Worker.Platform.PROLIFIC: {"worker_countries": "", "min_approval_rate": 0, "min_approved_hits": 0,
-                               "auto_approval_days": 21},
-    Worker.Platform.CLOUDRESEARCH: {"worker_countries": "", "min_approval_rate": 0, "min_approved_hits": 0,
-                                    "auto_approval_days": 14},
-    Worker.Platform.LOCAL: {"worker_countries": "", "min_approval_rate": 0, "min_approved_hits": 0,
-                            "auto_approval_days": 0},
-}
-
-
 class Environment(models.TextChoices):
     SANDBOX = "sandbox", "Sandbox"
     PRODUCTION = "production", "Production"

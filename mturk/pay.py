@@ -1,33 +1,25 @@
 """Pay planned from measured work time to a target hourly wage, with the platform's fees as the
 platform bills them.
 
-The paper paid $18/h (§2.2); CHIRP $0.10 per minute (C.2.2). MTurk charges each assignment on
-its own: 20% of reward and bonus, 20% more for HITs with 10 or more assignments, at least $0.01.
-Prolific and CloudResearch Connect charge a share of a batch's rewards and bonuses, rounded once,
-and the share depends on the account (academic or not); PLATFORM_FEE_RATES_JSON sets yours, and
-until it does the plan uses the academic rate and says that it assumed it. `billing` is the one
-place that knows which platform bills which way; plans, batch costs and committed spend all ask it.
+The paper paid $18/h (§2.2); CHIRP $0.10 per minute (C.2.2). Most platforms charge a share of a
+batch's rewards and bonuses, rounded once, and the share depends on the account (academic or not);
+PLATFORM_FEE_RATES_JSON sets yours, and until it does the plan uses the rate the platform publishes
+for academics and says that it assumed it. A platform that bills each assignment on its own rules
+says so in its backend (mturk/platforms/, `per_assignment_fee`). `billing` is the one place that
+asks which platform bills which way; plans, batch costs and committed spend all ask it.
 """
 
 import statistics
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
+from decimal import ROUND_CEILING, Decimal
 
 from django.conf import settings
 from django.db.models import F, Q
 
 from annotation.models import Assignment, Stage, StageConfig, Tournament, Worker
+from mturk.money import CENT, cents
 
-CENT = Decimal("0.01")
-MTURK_FEE = Decimal("0.20")
-MTURK_LARGE_HIT_FEE = Decimal("0.20")
-MTURK_LARGE_HIT_ASSIGNMENTS = 10
-MTURK_MIN_FEE = Decimal("0.01")
 MIN_MEASUREMENTS = 5
-
-
-def cents(amount):
-    return Decimal(amount).quantize(CENT, rounding=ROUND_HALF_UP)
 
 
 @dataclass(frozen=True)
@@ -37,6 +29,8 @@ class FeeRate:
     rate: Decimal
     source: str  # "configured", "assumed" or "none"
     what: str  # whose rate it is, for people
+    #: Why the assumed rate is the one assumed (the platform's published rate for academics).
+    reason: str = ""
 
     @property
     def note(self):
@@ -44,63 +38,25 @@ class FeeRate:
         if self.source == "configured":
             return f"{self.what} {percent} from PLATFORM_FEE_RATES_JSON"
         if self.source == "assumed":
-            return (f"{self.what} {percent}, assumed: {ASSUMED_FEE_REASONS[self.what]}; set "
+            return (f"{self.what} {percent}, assumed: {self.reason}; set "
                     "PLATFORM_FEE_RATES_JSON to your account's rate")
         return f"no platform fee ({self.what})"
 
 
-# The academic and non-profit rates each platform publishes (Prolific: 33.3% of rewards and
-# bonuses, plus VAT where it applies; CloudResearch Connect: 25%, 40% for other researchers).
-ASSUMED_FEE_RATES = {
-    Worker.Platform.PROLIFIC: ("Prolific", Decimal("0.333")),
-    Worker.Platform.CLOUDRESEARCH: ("CloudResearch Connect", Decimal("0.25")),
-}
-ASSUMED_FEE_REASONS = {
-    "Prolific": "its academic rate (plus VAT where it applies; higher for companies)",
-    "CloudResearch Connect": "its academic and non-profit rate (40% for other researchers)",
-}
-
-
 def fee_rate(platform):
-    """The fee rate of a platform other than MTurk (whose fee has its own rules)."""
-    what, assumed = ASSUMED_FEE_RATES.get(platform, (Worker.Platform(platform).label
-                                                     if platform in Worker.Platform.values else platform,
-                                                     None))
+    """The fee rate of a platform billing a share of the batch."""
+    from mturk.platforms import backend_class
+
+    backend = backend_class(platform)
+    if backend.assumed_fee_rate is not None:
+        what = backend.label
+    else:
+        what = Worker.Platform(platform).label if platform in Worker.Platform.values else platform
     if platform in settings.PLATFORM_FEE_RATES:
         return FeeRate(Decimal(str(settings.PLATFORM_FEE_RATES[platform])), "configured", what)
-    if assumed is not None:
-        return FeeRate(assumed, "assumed", what)
+    if backend.assumed_fee_rate is not None:
+        return FeeRate(backend.assumed_fee_rate, "assumed", what, backend.assumed_fee_reason)
     return FeeRate(Decimal("0"), "none", what)
-
-
-@dataclass(frozen=True)
-class PerAssignmentFee:
-    """MTurk bills each assignment on its own (requester.mturk.com/pricing): 20% of the reward,
-    20% more when the HIT has 10 or more assignments, at least $0.01 per assignment or bonus
-    payment, each fee rounded half up to the cent ("$0.104 is rounded to $0.10, $0.105 to $0.11",
-    the page's answer on rounding). A batch's fee is therefore one assignment's fee times its
-    assignments, and a penny lost or gained in rounding is lost or gained on every one."""
-
-    per_assignment = True
-
-    def fee_per_assignment(self, *, reward, assignments_per_task):
-        rate = MTURK_FEE + (MTURK_LARGE_HIT_FEE if assignments_per_task >= MTURK_LARGE_HIT_ASSIGNMENTS
-                            else Decimal("0"))
-        return max(MTURK_MIN_FEE, cents(Decimal(reward) * rate))
-
-    def fees(self, *, reward, assignments_per_task, tasks):
-        return self.fee_per_assignment(reward=reward, assignments_per_task=assignments_per_task) * (
-            assignments_per_task * tasks)
-
-    def bonus_fee(self, amount):
-        return max(MTURK_MIN_FEE, cents(Decimal(amount) * MTURK_FEE))
-
-    def rule(self, assignments_per_task):
-        if assignments_per_task >= MTURK_LARGE_HIT_ASSIGNMENTS:
-            share = "40% of each assignment's reward (20%, and 20% more for HITs of 10+ assignments)"
-        else:
-            share = "20% of each assignment's reward"
-        return f"MTurk: {share}, rounded half up per assignment, min $0.01"
 
 
 @dataclass(frozen=True)
@@ -116,6 +72,10 @@ class BatchFee:
     rate: FeeRate
     per_assignment = False
 
+    @property
+    def note(self):
+        return self.rate.note
+
     def fees(self, *, reward, assignments_per_task, tasks):
         return cents(Decimal(reward) * assignments_per_task * tasks * self.rate.rate)
 
@@ -129,10 +89,11 @@ class BatchFee:
 
 
 def billing(platform):
-    """How `platform` turns rewards and bonuses into its fees: the one place that knows."""
-    if platform == Worker.Platform.MTURK:
-        return PerAssignmentFee()
-    return BatchFee(fee_rate(platform))
+    """How `platform` turns rewards and bonuses into its fees: the one place that asks."""
+    from mturk.platforms import backend_class
+
+    per_assignment = backend_class(platform).per_assignment_fee
+    return per_assignment if per_assignment is not None else BatchFee(fee_rate(platform))
 
 
 def reward_for(*, seconds, hourly_wage):
@@ -165,7 +126,7 @@ class PayPlan:
     time_source: str
     hourly_wage: Decimal
     reward: Decimal
-    fee_per_assignment: Decimal | None  # MTurk's; the other platforms bill the batch, not each one
+    fee_per_assignment: Decimal | None  # None where the platform bills the batch, not each one
     total_fees: Decimal
     fee_rule: str
     fee_note: str
@@ -214,12 +175,6 @@ class PayPlan:
             rows.append(f"  budget:              ${self.budget} (already committed ${self.committed}: "
                         f"{'within budget' if self.within_budget else 'OVER BUDGET'})")
         return rows
-
-
-def _fee_note(platform):
-    if platform == Worker.Platform.MTURK:
-        return "MTurk's published rate, the same for every requester"
-    return fee_rate(platform).note
 
 
 def _drawing_on(families):
@@ -340,7 +295,7 @@ def plan(*, platform, stage, tasks, assignments_per_task=None, hourly_wage=None,
         fee_per_assignment=(bill.fee_per_assignment(reward=reward, assignments_per_task=assignments_per_task)
                             if bill.per_assignment else None),
         total_fees=bill.fees(reward=reward, assignments_per_task=assignments_per_task, tasks=tasks),
-        fee_rule=bill.rule(assignments_per_task), fee_note=_fee_note(platform),
+        fee_rule=bill.rule(assignments_per_task), fee_note=bill.note,
         budget=budget, committed=committed,
     )
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from annotation.models import Assignment, Worker
 from mturk import pay
 from mturk.models import AuditLog, Bonus, Hit, StudyCompletion, Submission
-from mturk.platforms import backend_classes
+from mturk.platforms import backend_class, backend_classes
 
 ZERO = Decimal("0.00")
 
@@ -117,7 +117,7 @@ def _submitted_here(study, *, syncable):
     task through the study link or was shown the code; a task an in-house annotator (or a worker
     of another platform with nothing to sync) submitted."""
     submitted = Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage=study.stage)
-    if study.platform == Worker.Platform.MTURK:
+    if backend_class(study.platform).publishes_per_unit:
         hits = {hit.hit_id: hit for hit in Hit.objects.filter(study=study).exclude(hit_id="")}
         listings = submitted.filter(platform_listing_id__in=list(hits)).values_list(
             "platform_assignment_id", "platform_listing_id")

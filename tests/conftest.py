@@ -185,6 +185,18 @@ def prolific(settings):
 
 
 @pytest.fixture
+def toloka(settings):
+    """Toloka's API on loopback (tests/mturk_wire.FakeToloka), called by the real toloka-kit client."""
+    from tests.mturk_wire import FakeToloka
+
+    server = FakeToloka()
+    settings.TOLOKA_API_URL = server.url
+    settings.TOLOKA_API_TOKEN = server.token
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def connect(settings):
     """CloudResearch Connect's API on loopback (tests/mturk_wire.FakeConnect)."""
     from tests.mturk_wire import FakeConnect

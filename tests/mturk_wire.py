@@ -1,12 +1,13 @@
 """MTurk at its wire: botocore's Stubber on the real client our code uses (which also runs every
 request through mturk.model_check), a loopback MTurk endpoint for what the Stubber skips (botocore's
-retries), and loopback HTTP servers answering as the CloudResearch Connect and Prolific APIs
-document."""
+retries), and loopback HTTP servers answering as the CloudResearch Connect, Prolific and Toloka
+APIs document."""
 
 import json
 import threading
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl
 
 from botocore.stub import Stubber
 from django.core.cache import cache
@@ -134,7 +135,7 @@ class FakePlatform:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = _serve
+            do_GET = do_POST = do_PATCH = do_PUT = _serve
 
             def log_message(self, *args):
                 pass
@@ -239,11 +240,103 @@ class FakeConnect(FakePlatform):
         return 404, {"error": {"detail": f"no route {method} {path}"}}
 
 
+class FakeToloka(FakePlatform):
+    """Toloka as toloka-kit's TolokaClient calls it: OAuth token auth; assignments one by one or
+    listed per pool a page at a time (sorted by id, the next page after the last id); a status
+    change only from SUBMITTED; bonuses as operations that run once per operation id (a repeat is
+    refused with OPERATION_ALREADY_EXISTS and the client reads the first one back); restrictions;
+    message threads. Errors carry Toloka's {code, message} body."""
+
+    PAGE = 2
+
+    def __init__(self, token="toloka-token"):
+        self.token = token
+        self.assignments = {}
+        self.bonuses = {}
+        self.operations = {}
+        self.restrictions = []
+        self.threads = []
+        super().__init__()
+        self.url = self.url.removesuffix("/api/v1")
+
+    def assignment(self, assignment_id, *, user_id, pool_id, status="SUBMITTED"):
+        self.assignments[assignment_id] = {
+            "id": assignment_id, "task_suite_id": f"suite-{assignment_id}", "pool_id": pool_id,
+            "user_id": user_id, "status": status, "reward": 0.5, "mixed": False, "automerged": False,
+            "created": "2026-11-20T10:00:00", "submitted": "2026-11-20T10:04:00"}
+        return self.assignments[assignment_id]
+
+    @staticmethod
+    def _error(status, code, message):
+        return status, {"code": code, "message": message, "request_id": "req-1"}
+
+    def route(self, method, path, headers, body):
+        if headers.get("Authorization") != f"OAuth {self.token}":
+            return self._error(401, "AUTHENTICATION_ERROR", "Invalid token")
+        path, _, query = path.partition("?")
+        params = dict(parse_qsl(query))
+        parts = path.removeprefix("/api/v1/").split("/")
+        if method == "GET" and parts == ["assignments"]:
+            rows = sorted((a for a in self.assignments.values() if a["pool_id"] == params.get("pool_id")),
+                          key=lambda a: a["id"])
+            rows = [a for a in rows if a["id"] > params.get("id_gt", "")]
+            return 200, {"items": rows[:self.PAGE], "has_more": len(rows) > self.PAGE}
+        if parts[0] == "assignments" and len(parts) == 2:
+            found = self.assignments.get(parts[1])
+            if found is None:
+                return self._error(404, "DOES_NOT_EXIST", "Assignment does not exist")
+            if method == "GET":
+                return 200, found
+            if method == "PATCH":
+                if found["status"] != "SUBMITTED":
+                    return self._error(409, "INAPPROPRIATE_STATUS", f"Assignment is {found['status']}")
+                if body.get("status") == "REJECTED" and not body.get("public_comment"):
+                    return self._error(400, "VALIDATION_ERROR", "public_comment is required")
+                found.update(status=body["status"], public_comment=body.get("public_comment", ""))
+                return 200, found
+        if method == "POST" and parts == ["user-bonuses"]:
+            operation_id = params["operation_id"]
+            if operation_id in self.operations:
+                return self._error(409, "OPERATION_ALREADY_EXISTS", "Operation already exists")
+            bonus_id = f"bonus{len(self.bonuses) + 1}"
+            self.bonuses[bonus_id] = {**body, "id": bonus_id, "created": "2026-11-20T11:00:00"}
+            self.operations[operation_id] = {
+                "id": operation_id, "type": "USER_BONUS.BATCH_CREATE", "status": "SUCCESS",
+                "submitted": "2026-11-20T11:00:00", "started": "2026-11-20T11:00:00",
+                "finished": "2026-11-20T11:00:01", "parameters": {"skip_invalid_items": False},
+                "details": {"total_count": 1, "valid_count": 1, "not_valid_count": 0, "success_count": 1,
+                            "failed_count": 0},
+                "log": [{"type": "USER_BONUS_CREATE", "success": True, "input": body,
+                         "output": {"user_bonus_id": bonus_id}}]}
+            return 202, {k: v for k, v in self.operations[operation_id].items() if k != "log"}
+        if method == "GET" and parts[0] == "operations":
+            operation = self.operations.get(parts[1])
+            if operation is None:
+                return self._error(404, "DOES_NOT_EXIST", "Operation does not exist")
+            if parts[2:] == ["log"]:
+                return 200, operation["log"]
+            return 200, {k: v for k, v in operation.items() if k != "log"}
+        if method == "GET" and parts[0] == "user-bonuses":
+            return 200, self.bonuses[parts[1]]
+        if method == "PUT" and parts == ["user-restrictions"]:
+            self.restrictions.append(body)
+            return 201, {**body, "id": f"restriction{len(self.restrictions)}", "created": "2026-11-20T12:00:00"}
+        if method == "POST" and parts == ["message-threads", "compose"]:
+            self.threads.append(body)
+            return 201, {"id": f"thread{len(self.threads)}", "topic": body["topic"], "created": "2026-11-20T12:00:00"}
+        return self._error(404, "DOES_NOT_EXIST", f"no route {method} {path}")
+
+
 def make_researcher(username="researcher", *, can_pay=True):
     from django.contrib.auth.models import Permission, User
 
     user = User.objects.create_user(username, password="pw", is_staff=True)
     if can_pay:
         user.user_permissions.add(Permission.objects.get(codename="pay_workers"))
+        # The crowd platforms' models, and the workforce models whose admin pages they register.
         user.user_permissions.add(*Permission.objects.filter(content_type__app_label="mturk"))
+        user.user_permissions.add(*Permission.objects.filter(
+            content_type__app_label="annotation", content_type__model__in=[
+                "workerblock", "stagequalification", "golditem", "qualificationattempt", "goldanswer",
+                "workerqualification"]))
     return User.objects.get(pk=user.pk)

@@ -22,7 +22,6 @@ from annotation.exceptions import AnnotationError
 from annotation.figures import duration
 from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification, counted_verifications
 from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, form_step, may_block, stop_workers_and_say
-from mturk.services.reviewing import review_on_platforms
 
 
 class RejectAnswersForm(forms.Form):
@@ -196,15 +195,12 @@ def review_answers(request, answers, *, accept, reason, stop_workers=False):
     reviewer what each did: the one way the admin reviews, from the answers list or a worker's page.
     `stop_workers`: after rejecting, block the answers' workers (mturk.services.reviewing.stop_workers)."""
     try:
-        if accept:
-            outcome = review.accept_work(assignments=answers, reviewer=request.user, reason=reason)
-        else:
-            outcome = review.reject_work(assignments=answers, reviewer=request.user, reason=reason)
+        outcome = review.review_work(assignments=answers, accept=accept, reviewer=request.user, reason=reason)
     except AnnotationError as error:
         messages.error(request, str(error))
         return False
     messages.success(request, outcome.message("accepted" if accept else "rejected"))
-    for line in review_on_platforms(assignments=answers, actor=request.user, reason=reason):
+    for line in outcome.followed:
         messages.info(request, line)
     if stop_workers and not accept:
         stop_workers_and_say(request, {answer.worker for answer in answers}, reason=reason)

@@ -75,7 +75,7 @@ def next_step(*, worker, stage, family=None, unit=None, platform_assignment_id="
     """
     if not may_work(worker, stage):
         return replace(_refused(worker, stage), worker=worker)
-    if shows_gold and worker.platform not in (Worker.Platform.LOCAL, Worker.Platform.IMPORT):
+    if shows_gold and worker.platform not in Worker.IN_HOUSE:
         # In-house annotators are trained in person and hold no qualification to keep current.
         gold = _live_gold(worker=worker, stage=stage, family=family, unit=unit)
         if gold is not None:

@@ -8,13 +8,18 @@ rejected caption that went to the model withdraws its reference, a rejected vote
 reference's decision (its battles leave the ratings until it is decided again), and a rejected caption
 an instance was verified on takes it out of the benchmark (annotation/models/benchmark.py) until it is
 captioned and verified again. Where more was built (a later caption round, a discarded instance) the
-decision stands, and the outcome says so. Platforms' approve and reject calls are the
-crowd platforms' part (mturk/services/reviewing.py), which calls these.
+decision stands, and the outcome says so.
+
+A reviewer's decision (`review_work`) is made here once, then told to whoever listens to
+`work_reviewed`: the crowd platforms approve or reject the work there (mturk/listeners.py) without
+calling back in. Work approved or rejected on a platform's side (its own page, or the admin's
+platform submissions) comes in through `accept_work` and `reject_work`, which tell nobody.
 """
 
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from annotation.audit import record_review
@@ -38,6 +43,11 @@ from crowdbench.jobs import enqueue
 
 REASON_MAX_CHARS = 2000
 
+# Sent once a reviewer's decision is made, with `assignments` (the answers reviewed), `state`
+# (WorkState.ACCEPTED or REJECTED), `reviewer` and `reason`. A listener answers with lines for the
+# reviewer, which the outcome carries (`followed`).
+work_reviewed = Signal()
+
 
 @dataclass
 class ReviewOutcome:
@@ -50,6 +60,8 @@ class ReviewOutcome:
     decided: int = 0
     standing: list = field(default_factory=list)
     left_benchmark: list = field(default_factory=list)
+    #: What those who listen to `work_reviewed` did with the decision (a platform's approval).
+    followed: list = field(default_factory=list)
 
     def message(self, verb):
         parts = [f"{self.changed} answer(s) {verb}"]
@@ -99,6 +111,18 @@ def reject_work(*, assignments, reason, reviewer=None):
     exports (`counted_battles`) until it is verified again."""
     return _review_each(assignments, WorkState.REJECTED, reviewer, _clean_reason(reason, required=True),
                         _after_rejection)
+
+
+def review_work(*, assignments, accept, reviewer, reason=""):
+    """A reviewer accepts or rejects answers (`accept_work`, `reject_work`), and whoever listens
+    to `work_reviewed` is told: where the work was done on a platform, it is approved or rejected
+    there too."""
+    review = accept_work if accept else reject_work
+    outcome = review(assignments=assignments, reviewer=reviewer, reason=reason)
+    said = work_reviewed.send(sender=ReviewOutcome, assignments=assignments, reviewer=reviewer, reason=reason,
+                              state=WorkState.ACCEPTED if accept else WorkState.REJECTED)
+    outcome.followed = [line for _, lines in said for line in lines or ()]
+    return outcome
 
 
 def _review_each(assignments, state, reviewer, reason, consequences):

@@ -14,8 +14,13 @@ class Worker(models.Model):
         MTURK = "mturk", "MTurk"
         CLOUDRESEARCH = "cloudresearch", "CloudResearch"
         PROLIFIC = "prolific", "Prolific"
+        TOLOKA = "toloka", "Toloka"
         LOCAL = "local", "In-house"
         IMPORT = "import", "Imported dataset"
+
+    #: The platforms of no crowd: in-house annotators, trained in person, and the workers named in
+    #: an imported dataset. Every crowd platform is known in mturk/platforms/ alone.
+    IN_HOUSE = (Platform.LOCAL, Platform.IMPORT)
 
     platform = models.CharField(max_length=20, choices=Platform.choices)
     external_id = models.CharField(max_length=128)

@@ -2,8 +2,9 @@
 tasks), its gold items and answers, and each worker's standing, kept current by live gold items.
 
 These are the domain's rules about the workforce, so they live with the domain, and so does their
-logic (annotation/workforce/); their tables were made by the crowd-platform app and keep its label
-("mturk"), so no table moved, and their admin pages are the crowd platforms' (mturk/admin/).
+logic (annotation/workforce/) and their app label (since issue 40). Their tables were made by the
+crowd-platform app and keep its names (`db_table`, mturk_<model>), so no table moved when the label
+did; their admin pages (now under /admin/annotation/) are registered by mturk/admin/.
 """
 
 from decimal import Decimal
@@ -26,7 +27,7 @@ class WorkerBlock(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        app_label = "mturk"
+        db_table = "mturk_workerblock"
         ordering = ["-created_at"]
 
     def __str__(self):
@@ -57,7 +58,7 @@ class StageQualification(models.Model):
     mturk_environment = models.CharField(max_length=12, blank=True, editable=False)
 
     class Meta:
-        app_label = "mturk"
+        db_table = "mturk_stagequalification"
         constraints = [
             models.CheckConstraint(condition=Q(test_size__gte=5, test_size__lte=10),
                                    name="qualification_test_five_to_ten_items"),
@@ -90,7 +91,7 @@ class GoldItem(models.Model):
     active = models.BooleanField(default=True)
 
     class Meta:
-        app_label = "mturk"
+        db_table = "mturk_golditem"
         ordering = ["id"]
         constraints = [
             models.CheckConstraint(condition=Q(kind="free_text") | Q(answer__isnull=False),
@@ -118,7 +119,7 @@ class QualificationAttempt(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        app_label = "mturk"
+        db_table = "mturk_qualificationattempt"
         ordering = ["-started_at", "-id"]
         constraints = [
             # One open attempt at a time, whatever the race (two tabs).
@@ -147,7 +148,7 @@ class GoldAnswer(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        app_label = "mturk"
+        db_table = "mturk_goldanswer"
         ordering = ["id"]
         constraints = [
             models.UniqueConstraint(fields=["attempt", "item"], condition=Q(attempt__isnull=False),
@@ -179,7 +180,7 @@ class WorkerQualification(models.Model):
         default=False, help_text="The MTurk qualification has been associated with the worker.")
 
     class Meta:
-        app_label = "mturk"
+        db_table = "mturk_workerqualification"
         constraints = [
             models.UniqueConstraint(fields=["qualification", "worker"],
                                     name="worker_qualification_unique"),

@@ -14,6 +14,7 @@ from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from annotation.exceptions import WorkerFacingError
@@ -29,9 +30,13 @@ from annotation.models import (
 )
 from annotation.workforce.standing import forget_standing
 from crowdbench.events import emit
-from crowdbench.jobs import enqueue
 
 logger = logging.getLogger(__name__)
+
+# Sent with `granted` (a WorkerQualification) when a worker passes a stage's test, inside its
+# transaction. The crowd platforms listen (mturk/listeners.py): one with qualifications of its own
+# (MTurk's) grants its one too, by a job, so the worker's page never waits on it.
+qualification_granted = Signal()
 
 
 def stage_qualification(stage):
@@ -163,9 +168,8 @@ def _decide(attempt):
                 qualification=attempt.qualification, worker=attempt.worker,
                 defaults={"test_score": attempt.score},
             )
-            if attempt.worker.platform == Worker.Platform.MTURK:
-                # Granted on MTurk by a job, so the worker's page never waits on MTurk.
-                enqueue("tasks.grant_mturk_qualification", granted.pk)
+            # A platform with qualifications of its own grants its one too (mturk listens).
+            qualification_granted.send(sender=WorkerQualification, granted=granted)
     attempt.save(update_fields=["score", "status", "submitted_at"])
 
 

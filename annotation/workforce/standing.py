@@ -70,7 +70,7 @@ def forget_standing(worker):
 def _allowed(platform, blocked, tested, qualified):
     if blocked:
         return False
-    if platform in (Worker.Platform.LOCAL, Worker.Platform.IMPORT):
+    if platform in Worker.IN_HOUSE:
         # In-house annotators are trained in person (as the Prometheus-Vision authors did).
         return True
     return not tested or qualified

@@ -20,8 +20,8 @@ from mturk import selectors
 from mturk.admin.common import PayPermissionMixin, form_step
 from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
-from mturk.models import STUDY_DEFAULTS, CrowdStudy, Hit, Submission
-from mturk.platforms.cloudresearch import payments_csv
+from mturk.models import CrowdStudy, Hit, Submission
+from mturk.platforms import backend_class, backend_classes
 from mturk.selectors import study_figures
 from mturk.services import access, publishing, reviewing, syncing
 
@@ -66,19 +66,21 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
 
     def add_view(self, request, form_url="", extra_context=None):
         # Each platform starts with its own defaults, so the platform is chosen first.
-        if request.method == "GET" and request.GET.get("platform") not in STUDY_DEFAULTS:
+        if request.method == "GET" and request.GET.get("platform") not in backend_classes():
             return TemplateResponse(request, "admin/mturk/crowdstudy/choose_platform.html", {
                 **self.admin_site.each_context(request), "opts": self.opts,
                 "title": "Which platform is this study on?",
                 "platforms": [(Worker.Platform(platform).label,
                                f"{reverse('admin:mturk_crowdstudy_add')}?platform={platform}")
-                              for platform in STUDY_DEFAULTS],
+                              for platform in backend_classes()],
             })
         return super().add_view(request, form_url, extra_context)
 
     def get_changeform_initial_data(self, request):
         initial = super().get_changeform_initial_data(request)
-        for field, value in STUDY_DEFAULTS.get(initial.get("platform"), {}).items():
+        platform = initial.get("platform")
+        defaults = backend_classes()[platform].study_defaults if platform in backend_classes() else {}
+        for field, value in defaults.items():
             initial.setdefault(field, value)
         return initial
 
@@ -243,12 +245,13 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
         # Connect pays approvals and bonuses uploaded on its dashboard; the file holds participant
         # ids, so it is for that upload only, and one study's file at a time.
         studies = list(queryset)
-        if len(studies) != 1 or studies[0].platform != Worker.Platform.CLOUDRESEARCH:
+        content = backend_class(studies[0].platform)().payments_csv(studies[0]) if len(studies) == 1 else None
+        if content is None:
             self.message_user(request, "Select one CloudResearch Connect study to download its payments file.",
                               messages.ERROR)
             return None
         study = studies[0]
-        response = HttpResponse(payments_csv(study), content_type="text/csv; charset=utf-8")
+        response = HttpResponse(content, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="connect-payments-study-{study.pk}.csv"'
         response["Cache-Control"] = "private, no-store"
         return response

@@ -89,10 +89,53 @@ class Backend:
     link_parameters = None
     #: The setting holding the URL a participant is sent back to with the completion code.
     completion_url_setting = ""
+    #: What a new study on the platform starts with (CrowdStudy fields). Worker requirements are
+    #: MTurk's own qualification requirements of a HIT type; the study platforms screen
+    #: participants on their own sites, so there they start empty. Auto-approval is each
+    #: platform's own rule.
+    study_defaults = {"worker_countries": "", "min_approval_rate": 0, "min_approved_hits": 0,
+                      "auto_approval_days": 0}
+    #: The share of rewards and bonuses the platform publishes for academic accounts, assumed
+    #: until PLATFORM_FEE_RATES_JSON sets the account's, and why it is the one assumed; None: the
+    #: platform bills no share, or bills its own way (`per_assignment_fee`).
+    assumed_fee_rate = None
+    assumed_fee_reason = ""
+    #: A platform billing each assignment on its own rules (mturk.pay.PerAssignmentFee's shape);
+    #: None: the platform bills a share of a batch (mturk.pay.BatchFee).
+    per_assignment_fee = None
+    #: Whether a bonus is paid in two calls, `set_up_bonus` then `pay_set_up_bonus`, the second not
+    #: idempotent, so our database guards it (mturk.services.reviewing.pay_bonus); else `pay_bonus`.
+    bonus_in_two_steps = False
+    #: Whether a worker who passed our qualification test is granted a qualification on the
+    #: platform too (mturk.services.qualifying), so the platform lets them take its tasks.
+    grants_qualifications = False
+    #: What a worker who failed the qualification test is asked to do on the platform to give
+    #: their place back to someone who can do the work; "" where there is no place to give back.
+    give_back_step = ""
 
     def missing_credentials(self):
         """The settings still to set before a request can be sent to the platform."""
         return [name for name in self.credential_settings if not getattr(settings, name, "")]
+
+    def confirms_participant(self, study, *, participant_id, session_id):
+        """Whether the platform's own record says this session of the study is this participant's
+        (mturk.identity.confirm_participant); raises PlatformError when it cannot be asked."""
+        return False
+
+    def confirm_assignment(self, *, assignment_id, worker_id, listing_id):
+        """The platform's record of a per-unit assignment (an MTurk HIT's) when it is `worker_id`'s
+        on `listing_id`, else None; raises PlatformError when it cannot be asked."""
+        return None
+
+    def grant_qualification(self, granted):
+        """Grant a worker who passed our test (`granted`, a WorkerQualification) the platform's
+        qualification; only called where `grants_qualifications`."""
+        raise NotImplementedError
+
+    def payments_csv(self, study):
+        """The study's approvals and bonuses as a file for the platform's own dashboard, where it
+        takes one; None where it does not."""
+        return None
 
     def records(self, study, *, hits=None):
         """Every PlatformRecord of the study (or of these HITs)."""

@@ -3,6 +3,7 @@ API (X-API-KEY, IDEMPOTENCY-TOKEN), or a CSV for its dashboard."""
 
 import csv
 import io
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Min
@@ -55,11 +56,22 @@ class CloudResearchBackend(Backend):
                            "uploaded on Connect's dashboard")
     link_parameters = LINK_PARAMETERS
     completion_url_setting = "CLOUDRESEARCH_COMPLETE_URL"
+    study_defaults = {**Backend.study_defaults, "auto_approval_days": 14}
+    # Connect's published rate for academics and non-profits: 25%, 40% for other researchers.
+    assumed_fee_rate = Decimal("0.25")
+    assumed_fee_reason = "its academic and non-profit rate (40% for other researchers)"
+    give_back_step = "return the study on CloudResearch, so that your place goes to someone else"
 
     def _project(self, study):
         if not study.external_id:
             raise PlatformError(f"Study “{study.name}” has no CloudResearch project id yet.")
         return study.external_id
+
+    def confirms_participant(self, study, *, participant_id, session_id):
+        # Connect has no call for one assignment: the project's list names each one's participant.
+        body = ConnectApi().request("GET", f"assignments/{study.external_id}")
+        return any(item.get("assignmentId") == session_id and item.get("participantId") == participant_id
+                   for item in (body.get("assignments") or [] if isinstance(body, dict) else []))
 
     def records(self, study, *, hits=None):
         body = ConnectApi().request("GET", f"assignments/{self._project(study)}")
@@ -116,6 +128,9 @@ class CloudResearchBackend(Backend):
             raise PlatformError("Connect needs a message saying why work is rejected.")
         return self._review(submissions, "reject", message)
 
+    def payments_csv(self, study):
+        return payments_csv(study)
+
     def pay_bonus(self, bonus):
         submission = bonus.submission
         body = {"bonusPayment": [{"id": submission.platform_assignment_id,
@@ -164,7 +179,7 @@ def _stored_not_synced(study):
         return []
     return (Assignment.objects.filter(
         status=Assignment.Status.SUBMITTED, unit__stage=study.stage,
-        platform_listing_id=study.external_id, worker__platform=Worker.Platform.CLOUDRESEARCH)
+        platform_listing_id=study.external_id, worker__platform=CloudResearchBackend.platform)
         .exclude(platform_assignment_id="")
         .values("worker_id", "worker__external_id", "platform_assignment_id")
         .annotate(first=Min("pk")).order_by("first"))

@@ -78,8 +78,9 @@ class JsonApi:
     def _log_retry(self, state: RetryCallState):
         outcome = state.outcome
         reason = str(outcome.exception()) if outcome.failed else f"HTTP {outcome.result().status_code}"
+        # next_action, not upcoming_sleep: tenacity is held below 8.3 (toloka-kit), which has only it.
         logger.warning("%s: %s; retry %d in %.2fs", self.name, reason, state.attempt_number,
-                       state.upcoming_sleep)
+                       state.next_action.sleep)
 
     def _answer(self, method, path, response):
         body = _body(response)

@@ -1,7 +1,9 @@
 """Amazon Mechanical Turk: a HIT type per study, one ExternalQuestion HIT per work unit."""
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from xml.sax.saxutils import escape
 
 from django.urls import NoReverseMatch, reverse
@@ -11,6 +13,7 @@ from annotation.public_urls import public_url
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import short_hash
+from mturk.money import cents
 from mturk.platforms.base import Backend, CallResult, PlatformRecord, State
 
 EXTERNAL_QUESTION_SCHEMA = (
@@ -23,6 +26,39 @@ NOTIFY_BATCH = 100
 STATES = {"Submitted": State.SUBMITTED, "Approved": State.APPROVED, "Rejected": State.REJECTED}
 # A HIT with fewer than 10 assignments can never be extended to 10 or more (MTurk's fee rule).
 LARGE_HIT = 10
+MTURK_FEE = Decimal("0.20")
+MTURK_LARGE_HIT_FEE = Decimal("0.20")
+MTURK_MIN_FEE = Decimal("0.01")
+
+
+@dataclass(frozen=True)
+class PerAssignmentFee:
+    """MTurk bills each assignment on its own (requester.mturk.com/pricing): 20% of the reward,
+    20% more when the HIT has 10 or more assignments, at least $0.01 per assignment or bonus
+    payment, each fee rounded half up to the cent ("$0.104 is rounded to $0.10, $0.105 to $0.11",
+    the page's answer on rounding). A batch's fee is therefore one assignment's fee times its
+    assignments, and a penny lost or gained in rounding is lost or gained on every one."""
+
+    per_assignment = True
+    note = "MTurk's published rate, the same for every requester"
+
+    def fee_per_assignment(self, *, reward, assignments_per_task):
+        rate = MTURK_FEE + (MTURK_LARGE_HIT_FEE if assignments_per_task >= LARGE_HIT else Decimal("0"))
+        return max(MTURK_MIN_FEE, cents(Decimal(reward) * rate))
+
+    def fees(self, *, reward, assignments_per_task, tasks):
+        return self.fee_per_assignment(reward=reward, assignments_per_task=assignments_per_task) * (
+            assignments_per_task * tasks)
+
+    def bonus_fee(self, amount):
+        return max(MTURK_MIN_FEE, cents(Decimal(amount) * MTURK_FEE))
+
+    def rule(self, assignments_per_task):
+        if assignments_per_task >= LARGE_HIT:
+            share = "40% of each assignment's reward (20%, and 20% more for HITs of 10+ assignments)"
+        else:
+            share = "20% of each assignment's reward"
+        return f"MTurk: {share}, rounded half up per assignment, min $0.01"
 
 
 def unit_url(unit, study):
@@ -110,10 +146,32 @@ class MTurkBackend(Backend):
     credential_settings = mturk_client.CREDENTIAL_SETTINGS
     without_credentials = "nothing can be published or paid on MTurk"
     publishes_per_unit = True
+    study_defaults = {"worker_countries": "US", "min_approval_rate": 98, "min_approved_hits": 1000,
+                      "auto_approval_days": 3}
+    per_assignment_fee = PerAssignmentFee()
+    grants_qualifications = True
+    give_back_step = "press “Return” on MTurk, so that the HIT goes to someone else"
 
     def missing_credentials(self):
         # boto3 also finds keys in its own chain (AWS_* variables, ~/.aws, an instance role).
         return [] if mturk_client.credentials_found() else list(self.credential_settings)
+
+    # --- identity and qualifications -----------------------------------------------------------
+
+    def confirm_assignment(self, *, assignment_id, worker_id, listing_id):
+        # MTurk answers GetAssignment only for assignments it holds as Submitted, Approved or
+        # Rejected, so an assignment still being worked on cannot be confirmed.
+        record = mturk_client.call("get_assignment", AssignmentId=assignment_id).get("Assignment") or {}
+        if record.get("WorkerId") != worker_id or record.get("HITId") != listing_id:
+            return None
+        return record
+
+    def grant_qualification(self, granted):
+        mturk_client.call(
+            "associate_qualification_with_worker",
+            QualificationTypeId=ensure_mturk_qualification_type(granted.qualification),
+            WorkerId=granted.worker.external_id, IntegerValue=int(granted.test_score * 100),
+            SendNotification=True)
 
     # --- publishing ----------------------------------------------------------------------------
 

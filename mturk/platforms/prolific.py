@@ -55,11 +55,23 @@ class ProlificBackend(Backend):
     without_credentials = "review, approve and bonus on Prolific's own site"
     link_parameters = LINK_PARAMETERS
     completion_url_setting = "PROLIFIC_COMPLETE_URL"
+    study_defaults = {**Backend.study_defaults, "auto_approval_days": 21}
+    # Prolific's published academic rate: 33.3% of rewards and bonuses, plus VAT where it applies.
+    assumed_fee_rate = Decimal("0.333")
+    assumed_fee_reason = "its academic rate (plus VAT where it applies; higher for companies)"
+    bonus_in_two_steps = True
+    give_back_step = "return the study on Prolific, so that your place goes to someone else"
 
     def _study_id(self, study):
         if not study.external_id:
             raise PlatformError(f"Study “{study.name}” has no Prolific study id yet.")
         return study.external_id
+
+    def confirms_participant(self, study, *, participant_id, session_id):
+        # Prolific's SESSION_ID is the submission's id.
+        item = ProlificApi().request("GET", f"submissions/{session_id}/")
+        return (isinstance(item, dict) and item.get("participant_id") == participant_id
+                and item.get("study_id") == study.external_id)
 
     def records(self, study, *, hits=None):
         api = ProlificApi()

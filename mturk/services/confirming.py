@@ -22,6 +22,7 @@ from annotation.models import (
     Worker,
     WorkState,
 )
+from mturk.platforms import backend_class
 
 QUARANTINED = "Quarantined: "
 
@@ -35,12 +36,12 @@ class Confirmation:
 def confirm_and_quarantine(*, study, records, hits=None):
     """Confirm or quarantine the study's submitted work against the platform's `records` (the
     PlatformRecords one sync brought back; MTurk's for `hits`)."""
-    if study.platform == Worker.Platform.MTURK:
-        return _check_mturk(records, hits or [])
+    if backend_class(study.platform).publishes_per_unit:
+        return _check_mturk(study.platform, records, hits or [])
     return _check_participants(study, records)
 
 
-def _check_mturk(records, hits):
+def _check_mturk(platform, records, hits):
     named = {record.assignment_id: record.worker_id for record in records}
     ours = (Assignment.objects.filter(unit__in=[hit.unit_id for hit in hits],
                                       platform_listing_id__in=[hit.hit_id for hit in hits],
@@ -57,16 +58,16 @@ def _check_mturk(records, hits):
         _quarantine(assignment, f"MTurk's record of assignment {assignment.platform_assignment_id} names "
                                 "another worker: this HIT was opened here with a workerId that was not the "
                                 "accepting worker's.", unbind=True)
-        _attribute_to(assignment, worker_id)
+        _attribute_to(assignment, platform, worker_id)
         outcome.quarantined += 1
     return outcome
 
 
-def _attribute_to(assignment, external_id):
+def _attribute_to(assignment, platform, external_id):
     """The quarantined answer was the accepting worker's, typed in under another's id: it becomes
     theirs (rejected), so the worker whose id was used may still do the HIT as themselves. Left
     where it is when the accepting worker already has an answer on the same task."""
-    accepted_by, _ = Worker.objects.get_or_create(platform=Worker.Platform.MTURK, external_id=external_id)
+    accepted_by, _ = Worker.objects.get_or_create(platform=platform, external_id=external_id)
     if Assignment.objects.filter(unit_id=assignment.unit_id, worker=accepted_by).exists():
         return
     claimed = assignment.worker_id

@@ -12,12 +12,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.crowdwork import review
-from annotation.models import Worker, WorkerBlock, WorkState
+from annotation.models import WorkerBlock, WorkState
 from annotation.workforce.standing import forget_standing
 from mturk import calls, pay, selectors
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
-from mturk.platforms import get_backend
+from mturk.platforms import backend_class, get_backend
 from mturk.platforms.base import State
 from mturk.services.audit import audited, log_calls, require_researcher
 from mturk.services.publishing import check_budget
@@ -29,8 +29,10 @@ def _amount(submission):
     return submission.hit.reward_usd if submission.hit_id else submission.study.reward_usd
 
 
-def _review(*, submissions, actor, action, call, message):
-    """Verify each submission with the platform, then approve or reject; returns (done, problems)."""
+def _review(*, submissions, actor, action, call, message, answers_decided=False):
+    """Verify each submission with the platform, then approve or reject; returns (done, problems).
+    The submissions' answers follow the decision unless `answers_decided` (a reviewer decided them
+    first, annotation.crowdwork.review.review_work, and the platform follows that)."""
     require_researcher(actor)
     done, problems = [], []
     by_study = {}
@@ -46,7 +48,7 @@ def _review(*, submissions, actor, action, call, message):
                 try:
                     with transaction.atomic():
                         done.extend(_review_group(study, backend, group, actor, action, call,
-                                                  message, problems, made))
+                                                  message, problems, made, answers_decided))
                 except PlatformError as error:
                     # Written after the rollback, so the failure and the calls that led to it stay.
                     for submission in Submission.objects.filter(pk__in=group).select_related("worker"):
@@ -57,7 +59,7 @@ def _review(*, submissions, actor, action, call, message):
     return done, problems
 
 
-def _review_group(study, backend, ids, actor, action, call, message, problems, made):
+def _review_group(study, backend, ids, actor, action, call, message, problems, made, answers_decided):
     locked = list(Submission.objects.select_for_update(of=("self",)).filter(pk__in=ids)
                   .select_related("worker", "hit", "study"))
     reviewable = []
@@ -97,14 +99,16 @@ def _review_group(study, backend, ids, actor, action, call, message, problems, m
         submission.reviewed_at, submission.reviewed_by = timezone.now(), actor
         submission.feedback = message
         submission.save(update_fields=["review", "reviewed_at", "reviewed_by", "feedback"])
-        answers_follow(submission, actor)
+        if not answers_decided:
+            answers_follow(submission, actor)
         done.append(submission)
     return done
 
 
 def answers_follow(submission, actor):
-    """The answers of work approved or rejected on its platform are accepted or rejected with it:
-    a platform rejection takes them out of every count and asks their tasks again."""
+    """The answers of work approved or rejected on its platform's side (its own page, or the
+    admin's platform submissions) are accepted or rejected with it: a platform rejection takes them
+    out of every count and asks their tasks again."""
     answers = list(submission.assignments.all())
     if submission.review == Submission.Review.APPROVED:
         review.accept_work(assignments=answers, reviewer=actor, reason=submission.feedback)
@@ -113,14 +117,14 @@ def answers_follow(submission, actor):
                            reason=submission.feedback or "Rejected on the platform.")
 
 
-def approve_submissions(*, submissions, actor, feedback=""):
+def approve_submissions(*, submissions, actor, feedback="", answers_decided=False):
     feedback = (feedback or "").strip()[:1024]
     return _review(submissions=submissions, actor=actor, action=AuditLog.Action.APPROVE,
                    call=lambda backend, ready: backend.approve(ready, feedback=feedback),
-                   message=feedback)
+                   message=feedback, answers_decided=answers_decided)
 
 
-def reject_submissions(*, submissions, actor, message, category=""):
+def reject_submissions(*, submissions, actor, message, category="", answers_decided=False):
     message = (message or "").strip()
     if not message:
         raise PlatformError("Say why the work is rejected; the worker sees this message.")
@@ -129,7 +133,7 @@ def reject_submissions(*, submissions, actor, message, category=""):
     return _review(submissions=submissions, actor=actor, action=AuditLog.Action.REJECT,
                    call=lambda backend, ready: backend.reject(ready, message=message,
                                                               category=category),
-                   message=message)
+                   message=message, answers_decided=answers_decided)
 
 
 def create_bonus(*, submission, amount, reason, actor):
@@ -146,13 +150,13 @@ def create_bonus(*, submission, amount, reason, actor):
 
 
 def pay_bonus(*, bonus, actor):
-    """Pay once. MTurk and Connect carry a token derived from the bonus row; Prolific's pay step is
-    not idempotent, so the row is marked 'paying' and committed before the call, and a bonus in
-    that state is never sent again by us."""
+    """Pay once. MTurk and Connect carry a token derived from the bonus row; a platform paying in
+    two steps (Prolific) has a pay step that is not idempotent, so the row is marked 'paying' and
+    committed before the call, and a bonus in that state is never sent again by us."""
     require_researcher(actor)
     backend = get_backend(bonus.submission.study.platform)
-    if bonus.submission.study.platform == Worker.Platform.PROLIFIC:
-        return _pay_prolific_bonus(bonus, backend, actor)
+    if backend.bonus_in_two_steps:
+        return _pay_bonus_in_two_steps(bonus, backend, actor)
     with calls.collect() as made, transaction.atomic():
         bonus = Bonus.objects.select_for_update(of=("self",)).select_related(
             "submission__worker", "submission__study", "submission__hit").get(pk=bonus.pk)
@@ -181,7 +185,7 @@ def pay_bonus(*, bonus, actor):
     return bonus
 
 
-def _pay_prolific_bonus(bonus, backend, actor):
+def _pay_bonus_in_two_steps(bonus, backend, actor):
     submission = bonus.submission
     with calls.collect() as made:
         try:
@@ -209,8 +213,8 @@ def _pay_prolific_bonus(bonus, backend, actor):
         return bonus
     if bonus.status == Bonus.Status.PAYING:
         raise PlatformError(
-            f"A pay request for this bonus was already sent (Prolific payment "
-            f"{bonus.platform_reference}) and its outcome is unknown; check it on Prolific. "
+            f"A pay request for this bonus was already sent ({backend.label} payment "
+            f"{bonus.platform_reference}) and its outcome is unknown; check it on {backend.label}. "
             "It is never sent twice from here.")
     with transaction.atomic():
         claimed = Bonus.objects.filter(pk=bonus.pk, status=Bonus.Status.SET_UP).update(
@@ -245,9 +249,7 @@ def block_worker(*, worker, reason, actor, study=None):
     reason = (reason or "").strip()
     if not reason:
         raise PlatformError("Give the reason for the block; MTurk shows it to the worker.")
-    backend = get_backend(worker.platform if worker.platform in (
-        Worker.Platform.MTURK, Worker.Platform.CLOUDRESEARCH, Worker.Platform.PROLIFIC)
-        else Worker.Platform.LOCAL)
+    backend = backend_class(worker.platform)()
     with audited(action=AuditLog.Action.BLOCK, study=study, worker=worker, actor=actor) as step:
         result = backend.block(worker, reason=reason)
         step.request, step.response, step.error = result.request, result.response, result.error
@@ -383,11 +385,12 @@ def extend_hit(*, hit, more, actor):
 
 
 def review_on_platforms(*, assignments, actor, reason=""):
-    """Carry a review of answers (annotation/crowdwork/review.py) to the platforms they were done on: a
-    platform submission whose answers are all rejected is rejected there with the reason, and one
-    whose answers are all accepted is approved, through the calls and audit log above, all of a
-    platform's in one batch (so Connect is asked once, not once per submission). Returns a line per
-    submission for the reviewer."""
+    """Carry a reviewer's decision on answers (annotation.crowdwork.review.review_work, which tells
+    mturk/listeners.py) to the platforms they were done on: a platform submission whose answers
+    are all rejected is rejected there with the reason, and one whose answers are all accepted is
+    approved, through the calls and audit log above, all of a platform's in one batch (so Connect
+    is asked once, not once per submission). The answers are decided already, so nothing here
+    decides them again. Returns a line per submission for the reviewer."""
     submissions = list(Submission.objects.filter(assignments__in=assignments).distinct()
                        .select_related("worker", "study").prefetch_related("assignments"))
     batches = {}
@@ -404,10 +407,11 @@ def review_on_platforms(*, assignments, actor, reason=""):
     for (verb, where), batch in batches.items():
         try:
             if verb == "rejected":
-                done, problems = reject_submissions(submissions=batch, actor=actor,
+                done, problems = reject_submissions(submissions=batch, actor=actor, answers_decided=True,
                                                     message=reason or "Rejected in review.")
             else:
-                done, problems = approve_submissions(submissions=batch, actor=actor, feedback=reason)
+                done, problems = approve_submissions(submissions=batch, actor=actor, feedback=reason,
+                                                     answers_decided=True)
         except PlatformError as error:
             done, problems = [], [str(error)]
         lines += [f"{where}: the work of {submission.worker.pseudonym} was {verb} there."

@@ -13,7 +13,7 @@ from annotation.models import Assignment, Worker
 from mturk import client as mturk_client
 from mturk.exceptions import PlatformError
 from mturk.models import AuditLog, CrowdStudy, Hit, NotificationEvent, Submission
-from mturk.platforms import get_backend
+from mturk.platforms import backend_class, get_backend
 from mturk.platforms.base import State
 from mturk.services.audit import audited, jsonable
 from mturk.services.confirming import confirm_and_quarantine
@@ -91,7 +91,7 @@ def _reconcile(study, record, hit):
 def _attach_and_check(submission, hit):
     """Link our stored assignments to the platform's record; the problems that stop approval."""
     worker = submission.worker
-    if submission.study.platform == Worker.Platform.MTURK:
+    if backend_class(submission.study.platform).publishes_per_unit:
         if hit is None:
             return ["the assignment is of a HIT we did not publish"]
         ours = Assignment.objects.filter(unit=hit.unit, worker=worker).first()

@@ -77,12 +77,12 @@ SHARED_MODELS = {
     "annotation.imageasset": "images are shared by every group",
     "annotation.researchgroup": "the groups themselves; owners manage their own",
     "tasks.job": "background jobs are shared by every group",
-    "mturk.stagequalification": "qualification tests are per stage, shared by every group",
-    "mturk.golditem": "qualification tests are per stage, shared by every group",
-    "mturk.qualificationattempt": "qualification tests are per stage, shared by every group",
-    "mturk.goldanswer": "qualification tests are per stage, shared by every group",
-    "mturk.workerqualification": "qualification tests are per stage, shared by every group",
-    "mturk.workerblock": "a blocked worker is blocked for every group",
+    "annotation.stagequalification": "qualification tests are per stage, shared by every group",
+    "annotation.golditem": "qualification tests are per stage, shared by every group",
+    "annotation.qualificationattempt": "qualification tests are per stage, shared by every group",
+    "annotation.goldanswer": "qualification tests are per stage, shared by every group",
+    "annotation.workerqualification": "qualification tests are per stage, shared by every group",
+    "annotation.workerblock": "a blocked worker is blocked for every group",
 }
 
 

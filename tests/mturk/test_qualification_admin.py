@@ -34,23 +34,23 @@ def test_qualification_attempts_are_listed_read_only_with_filters(researcher_cli
         qualification=qualification, worker=WorkerFactory(platform="mturk"), item_ids=[1, 2],
         status=QualificationAttempt.Status.FAILED, score="0.400")
 
-    listing = researcher_client.get("/admin/mturk/qualificationattempt/")
+    listing = researcher_client.get("/admin/annotation/qualificationattempt/")
     html = listing.content.decode()
     assert listing.status_code == 200
     assert str(passed.worker) in html and str(failed.worker) in html
     assert "0.800" in html and "Prolific" in html
     assert passed.worker.external_id not in html  # pseudonyms, as in every list outside payment
-    only_failed = researcher_client.get("/admin/mturk/qualificationattempt/?status__exact=failed")
+    only_failed = researcher_client.get("/admin/annotation/qualificationattempt/?status__exact=failed")
     assert list(only_failed.context["cl"].result_list) == [failed]
     by_platform = researcher_client.get(
-        "/admin/mturk/qualificationattempt/?worker__platform__exact=prolific")
+        "/admin/annotation/qualificationattempt/?worker__platform__exact=prolific")
     assert list(by_platform.context["cl"].result_list) == [passed]
 
-    assert researcher_client.get(f"/admin/mturk/qualificationattempt/{failed.pk}/change/").status_code == 200
-    assert researcher_client.get("/admin/mturk/qualificationattempt/add/").status_code == 403
-    researcher_client.post(f"/admin/mturk/qualificationattempt/{failed.pk}/change/",
+    assert researcher_client.get(f"/admin/annotation/qualificationattempt/{failed.pk}/change/").status_code == 200
+    assert researcher_client.get("/admin/annotation/qualificationattempt/add/").status_code == 403
+    researcher_client.post(f"/admin/annotation/qualificationattempt/{failed.pk}/change/",
                            {"status": "passed", "score": "1.000"})
-    researcher_client.post(f"/admin/mturk/qualificationattempt/{failed.pk}/delete/", {"post": "yes"})
+    researcher_client.post(f"/admin/annotation/qualificationattempt/{failed.pk}/delete/", {"post": "yes"})
     failed.refresh_from_db()
     assert (failed.status, str(failed.score)) == ("failed", "0.400")
 

@@ -152,3 +152,43 @@ def test_crowd_work_is_below_the_stages_it_serves():
                 if module not in CROWDWORK_MEETING_STAGES]
     assert reaching == []
     assert len([module for module in import_graph() if module.startswith("annotation.crowdwork.")]) > 10
+
+
+# A crowd platform is known in its own backend, mturk/platforms/<platform>.py, and nowhere else:
+# fees, identity checks, blocks, study defaults and the words its workers are told are the
+# backend's (issue 40). Naming one elsewhere, by its enum member or by its value compared or
+# passed as a platform, is what made adding a platform touch a dozen files. In-house and imported
+# work are no crowd platform (Worker.IN_HOUSE) and may be named anywhere.
+def _crowd_platforms():
+    from annotation.models import Worker
+
+    return {member.name: member.value for member in Worker.Platform if member not in Worker.IN_HOUSE}
+
+
+def _platforms_named(path, crowd):
+    values = set(crowd.values())
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute) and node.attr in crowd and (
+                (isinstance(node.value, ast.Attribute) and node.value.attr == "Platform")
+                or (isinstance(node.value, ast.Name) and node.value.id == "Platform")):
+            yield node.lineno, crowd[node.attr]
+        elif isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+                yield from ((node.lineno, e.value) for e in elements
+                            if isinstance(e, ast.Constant) and e.value in values)
+        elif isinstance(node, ast.keyword) and (node.arg or "").endswith("platform") and (
+                isinstance(node.value, ast.Constant) and node.value.value in values):
+            yield node.lineno, node.value.value
+
+
+def test_a_crowd_platform_is_named_only_in_its_own_backend():
+    crowd = _crowd_platforms()
+    named = [(module, line, platform) for module, path in modules().items()
+             for line, platform in _platforms_named(path, crowd)]
+    # The check sees each backend naming its own platform, so it would see anyone else doing it.
+    assert {(module, platform) for module, _, platform in named} >= {
+        (f"mturk.platforms.{platform}", platform) for platform in crowd.values()}
+    elsewhere = sorted((module, line, platform) for module, line, platform in named
+                       if module != f"mturk.platforms.{platform}")
+    assert elsewhere == []

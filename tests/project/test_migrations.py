@@ -239,3 +239,25 @@ def test_verified_instances_without_a_reference_output_get_the_reference_verifie
     assert outputs[blank.pk] == "Spaces only before."
     assert outputs[human.pk] == "No"
     assert outputs[wrong.pk] == outputs[waiting.pk] == ""
+
+
+BEFORE_WORKFORCE_LABEL = (("annotation", "0036_worker_platform_toloka"), ("mturk", "0007_study_platform_toloka"))
+WORKFORCE_LABEL = ("annotation", "0037_workforce_models_take_the_annotation_label")
+
+
+def test_the_workforce_models_take_the_annotation_label_with_their_tables_rows_and_permissions(
+        latest_schema_afterwards):
+    apps = migrate_to(*BEFORE_WORKFORCE_LABEL)
+    worker = apps.get_model("annotation", "Worker").objects.create(platform="mturk", external_id="W1")
+    apps.get_model("mturk", "WorkerBlock").objects.create(worker=worker, reason="Copied captions")
+    permission = apps.get_model("auth", "Permission").objects.get(
+        content_type__app_label="mturk", codename="change_workerblock")
+    group = apps.get_model("auth", "Group").objects.create(name="Blockers")
+    group.permissions.add(permission)
+
+    apps = migrate_to(WORKFORCE_LABEL)
+    block = apps.get_model("annotation", "WorkerBlock").objects.get()
+    assert (block.worker_id, block.reason) == (worker.pk, "Copied captions")
+    assert "mturk_workerblock" in connection.introspection.table_names()
+    kept = apps.get_model("auth", "Group").objects.get(name="Blockers").permissions.get()
+    assert (kept.pk, kept.content_type.app_label, kept.codename) == (permission.pk, "annotation", "change_workerblock")

@@ -16,6 +16,7 @@ from annotation.models import Stage, Worker
 from mturk import pay, selectors
 from mturk.exceptions import PlatformError
 from mturk.models import CrowdStudy
+from mturk.platforms import backend_classes
 
 
 def amount(text):
@@ -32,7 +33,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--study", type=int, help="Plan for this crowd study (its settings).")
         parser.add_argument("--stage", choices=Stage.values, default=Stage.CAPTION)
-        parser.add_argument("--platform", choices=Worker.Platform.values, default=Worker.Platform.MTURK)
+        # The platform researchers are offered first (mturk.platforms.backend_classes) unless named.
+        parser.add_argument("--platform", choices=Worker.Platform.values, default=next(iter(backend_classes())))
         parser.add_argument("--tasks", type=int, default=100)
         parser.add_argument("--assignments", type=int,
                             help="Assignments per task (default: the stage's overlap).")
