@@ -18,5 +18,6 @@ uses it. Where each thing lives:
   platform's record names its worker), `reviewing.py` (approve, reject, bonus, block, message),
   `qualifying.py` (a passed test granted as MTurk's qualification type), `audit.py` (who may pay,
   and every payment action logged), `access.py` (what a study's page says about its platform).
-- The researchers' side in the admin (mturk/admin/), and `plan_pay` (mturk/management/).
+- The researchers' side is in the admin (annotation/admin/crowd_studies.py, platform_submissions.py,
+  qualifications.py), with every other admin page; `plan_pay` is in mturk/management/.
 """

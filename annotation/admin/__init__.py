@@ -1,5 +1,23 @@
-"""The researchers' admin, one module per part of the pipeline; importing each registers it."""
+"""The researchers' admin, one module per part of the pipeline, the crowd platforms' studies,
+submissions and qualification tests included; importing each registers it. What every page shares
+(group scoping, paging, the audit trail, an action's form step) is beside them, so the crowd
+platforms (mturk/) keep no admin of their own and nothing below the admin imports it."""
 
-from annotation.admin import families, images, instances, judging, queue, review, scoring, snapshots, teams, tokens
+from annotation.admin import (
+    crowd_studies,
+    families,
+    images,
+    instances,
+    judging,
+    platform_submissions,
+    qualifications,
+    queue,
+    review,
+    scoring,
+    snapshots,
+    teams,
+    tokens,
+)
 
-__all__ = ["families", "images", "instances", "judging", "queue", "review", "scoring", "snapshots", "teams", "tokens"]
+__all__ = ["crowd_studies", "families", "images", "instances", "judging", "platform_submissions", "qualifications",
+           "queue", "review", "scoring", "snapshots", "teams", "tokens"]

@@ -14,6 +14,13 @@ from annotation import teams
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.page_rows import PageRowsAdminMixin
 from annotation.admin.paging import LargeTableAdminMixin
+from annotation.admin.platform_actions import (
+    STOP_WORKERS_HELP,
+    STOP_WORKERS_LABEL,
+    form_step,
+    may_block,
+    stop_workers_and_say,
+)
 from annotation.admin.search import SearchFieldByFieldMixin, workers_with_pseudonym
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.collection import verification
@@ -21,7 +28,6 @@ from annotation.crowdwork import review
 from annotation.exceptions import AnnotationError
 from annotation.figures import duration
 from annotation.models import Answer, Assignment, GoldAnswer, Stage, Verification, counted_verifications
-from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, form_step, may_block, stop_workers_and_say
 
 
 class RejectAnswersForm(forms.Form):

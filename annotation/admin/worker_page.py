@@ -13,11 +13,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotation import teams
+from annotation.admin.platform_actions import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, may_block
 from annotation.admin.review import review_answers
 from annotation.crowdwork import review
 from annotation.models import Assignment, Stage, Worker, WorkState
 from annotation.worker_report import FAST_SHARE, MIN_ANSWERS, P_VALUE, worker_report
-from mturk.admin.common import STOP_WORKERS_HELP, STOP_WORKERS_LABEL, may_block
 
 
 class ReviewProvisionalForm(forms.Form):

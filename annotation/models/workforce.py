@@ -4,7 +4,8 @@ tasks), its gold items and answers, and each worker's standing, kept current by 
 These are the domain's rules about the workforce, so they live with the domain, and so does their
 logic (annotation/workforce/) and their app label (since issue 40). Their tables were made by the
 crowd-platform app and keep its names (`db_table`, mturk_<model>), so no table moved when the label
-did; their admin pages (now under /admin/annotation/) are registered by mturk/admin/.
+did; their admin pages (now under /admin/annotation/) are registered beside the other admin pages
+(annotation/admin/qualifications.py, platform_submissions.py).
 """
 
 from decimal import Decimal

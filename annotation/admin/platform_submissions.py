@@ -6,9 +6,7 @@ from django.contrib import admin, messages
 from annotation.admin.actions import each_selected
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.paging import LargeTableAdminMixin
-from annotation.admin.teams import GroupScopedAdminMixin
-from annotation.models import WorkerBlock
-from mturk.admin.common import (
+from annotation.admin.platform_actions import (
     STOP_WORKERS_HELP,
     STOP_WORKERS_LABEL,
     PayPermissionMixin,
@@ -16,6 +14,8 @@ from mturk.admin.common import (
     report,
     stop_workers_and_say,
 )
+from annotation.admin.teams import GroupScopedAdminMixin
+from annotation.models import WorkerBlock
 from mturk.exceptions import PlatformError
 from mturk.models import Bonus, Submission
 from mturk.platforms.prolific import REJECTION_CATEGORIES

@@ -11,13 +11,13 @@ from django.utils.html import format_html
 from annotation.admin.actions import each_selected
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.paging import LargeTableAdminMixin
+from annotation.admin.platform_actions import PayPermissionMixin, form_step
 from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.models import Worker, WorkerQualification
 from annotation.public_urls import placeholder_warning
 from crowdbench import shared_cache
 from mturk import client as mturk_client
 from mturk import selectors
-from mturk.admin.common import PayPermissionMixin, form_step
 from mturk.exceptions import PlatformError
 from mturk.links import completion_redirect, study_link
 from mturk.models import CrowdStudy, Hit, Submission
