@@ -18,12 +18,12 @@ LOCK_RUN := requirements/run.txt
 LOCK_DEV := requirements/dev.txt
 
 $(VENV)/.installed-run: $(LOCK_RUN) pyproject.toml | $(PY)
-	$(VENV)/bin/pip install --quiet --require-hashes -r $(LOCK_RUN)
+	$(VENV)/bin/pip install --quiet --no-deps --require-hashes -r $(LOCK_RUN)
 	$(VENV)/bin/pip install --quiet --no-deps -e .
 	touch $@
 
 $(VENV)/.installed-dev: $(LOCK_DEV) pyproject.toml | $(PY)
-	$(VENV)/bin/pip install --quiet --require-hashes -r $(LOCK_DEV)
+	$(VENV)/bin/pip install --quiet --no-deps --require-hashes -r $(LOCK_DEV)
 	$(VENV)/bin/pip install --quiet --no-deps -e .
 	touch $@
 

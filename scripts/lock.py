@@ -25,6 +25,11 @@ LOCKS = [
     ("requirements/dev.txt", ["dev"]),
 ]
 FINGERPRINT_PREFIX = "# pyproject.toml dependencies sha256: "
+# Required by crowd-kit for its text aggregation and learning models, which the project never
+# imports (its worker models are crowdkit.aggregation's classification and pairwise ones, which
+# need neither): 141 MB that every install carried for nothing. Left out of every lock, which is
+# why the locks are installed with --no-deps (every dependency that is used is in them).
+NOT_INSTALLED = ("transformers", "tokenizers", "safetensors")
 PYTHON_VERSION = "3.11"
 
 
@@ -73,6 +78,7 @@ def write(uv: str, uv_args: list[str]) -> None:
             "--output-file", name,
         ]
         command += [f"--extra={extra}" for extra in extras]
+        command += [argument for package in NOT_INSTALLED for argument in ("--no-emit-package", package)]
         if previous:
             command += ["--constraint", previous]
         subprocess.run(command + uv_args, cwd=ROOT, check=True)

@@ -102,3 +102,21 @@ def test_lock_check_exits_non_zero_on_a_stale_lock_and_names_the_remedy(tmp_path
     stale = subprocess.run([sys.executable, "scripts/lock.py", "check"], cwd=project, capture_output=True, text=True)
     assert stale.returncode == 1
     assert "requirements/base.txt" in stale.stderr and "make lock" in stale.stderr
+
+
+def test_what_the_locks_leave_out_is_never_imported():
+    """The packages crowd-kit requires but the project never imports are in no lock, and the worker
+    models fit with them unimportable, as in an install from the locks (issue 42: a lean install)."""
+    for lock_name, _ in lock.LOCKS:
+        assert set(pins(lock_name)) & set(lock.NOT_INSTALLED) == set()
+    blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in lock.NOT_INSTALLED)
+    program = (
+        f"import sys; {blocked}\n"
+        "import pandas as pd\n"
+        "from crowdkit.aggregation import GLAD, MACE, BradleyTerry, DawidSkene, NoisyBradleyTerry\n"
+        "answers = pd.DataFrame({'task': [1, 1, 2, 2], 'worker': ['a', 'b', 'a', 'b'], 'label': [0, 0, 1, 1]})\n"
+        "print(DawidSkene(n_iter=5).fit_predict(answers).tolist())\n"
+    )
+    found = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "[0, 1]"
