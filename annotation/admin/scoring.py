@@ -19,7 +19,7 @@ from annotation.admin.teams import GroupScopedAdminMixin
 from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.admin.worker_check import say_if_jobs_will_wait
 from annotation.admin.workflow import WorkflowAdminMixin, perform_tournament_action
-from annotation.crowdwork.stopping import battle_posterior_text
+from annotation.crowdwork.stopping import battle_posterior_text, stated_accuracy_warning
 from annotation.exceptions import AnnotationError
 from annotation.judging.runner import create_judge_run
 from annotation.models import (
@@ -199,6 +199,8 @@ class TournamentAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdminMixin
                     else f"{obj.judgements_per_pair} judgement(s)")
             self.message_user(request, f"{obj}: {resized} open battle(s) now ask for a new number ({asks}); "
                                        f"{done} of them already had enough and are done.", messages.INFO)
+        if warning := stated_accuracy_warning(obj):
+            self.message_user(request, warning, messages.WARNING)
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)

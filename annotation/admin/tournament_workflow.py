@@ -21,6 +21,7 @@ from annotation.admin.workflow_steps import (
 
 # The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
 from annotation.collection import progress
+from annotation.crowdwork.stopping import stated_accuracy_warning
 from annotation.figures import dollars
 from annotation.models import (
     REFERENCE_MODEL_NAME,
@@ -162,7 +163,12 @@ def tournament_workflow(tournament):
     warnings = [p.key_missing for p in answers if p.key_missing and p.unresolved]
     return Workflow(title=f"Workflow of “{tournament.name}”", steps=steps,
                     next_action=_tournament_next_action(tournament, counts, response_count, answers),
-                    jobs=jobs, warnings=warnings + job_warnings(jobs))
+                    jobs=jobs, warnings=warnings + job_warnings(jobs) + _accuracy_warnings(tournament))
+
+
+def _accuracy_warnings(tournament):
+    warning = stated_accuracy_warning(tournament)
+    return [warning] if warning else []
 
 
 def _generating(tournament, answers):
