@@ -42,7 +42,7 @@ def gallery(images):
 class TaskMaterial:
     """What a task page shows, read from a unit or from a live gold item (one page for both).
 
-    A gold item's content (mturk.GoldItem) may name an `instance` (its instruction, images,
+    A gold item's content (annotation.GoldItem) may name an `instance` (its instruction, images,
     caption and reference are then the defaults) and give any of `instruction`, `image_url` /
     `image_urls`, `caption` (text or a list, one per image), `response` (verification),
     `response_1` / `response_2` (pairwise, shown left / right), `criteria` (true: ask CHIRP's

@@ -16,7 +16,7 @@ from annotation.sql import count_up_to
 RESEARCHER_SIZED = frozenset({
     "annotation.ResearchGroup", "annotation.InstructionFamily", "annotation.StageConfig",
     "annotation.Tournament", "annotation.JudgeRun", "annotation.Snapshot", "mturk.CrowdStudy",
-    "mturk.StageQualification", "mturk.GoldItem", "webhooks.Endpoint", "auth.Group", "auth.Permission",
+    "annotation.StageQualification", "annotation.GoldItem", "webhooks.Endpoint", "auth.Group", "auth.Permission",
 })
 
 # Up to this many rows a list is counted exactly (tens of milliseconds from an index). A filter or
