@@ -43,7 +43,7 @@ from frontend.arrival import (
 )
 from frontend.qualification_views import qualify_url, render_gold, submit_gold
 from frontend.rendering import (
-    NOTICES,
+    LAST_NOTICES,
     lease_for_page,
     page_or_404,
     problem_page,
@@ -240,7 +240,7 @@ def _shown(request, page, step, *, next_url, study=None, session=None, mturk=Fal
             context["finish_token"] = tokens.sign_session(session)
         return render(request, "annotator/problem.html", context)
     return render(request, "annotator/nothing_waiting.html", {
-        "page": page, "notice": NOTICES.get(request.GET.get("after", ""), "")})
+        "page": page, "notice": LAST_NOTICES.get(request.GET.get("after", ""), "")})
 
 
 def _completion(request, study, completion, *, again=False):

@@ -31,6 +31,11 @@ NOTICES = {
     "saved": "Saved. Your answer is stored; here is the next task.",
     "given-back": "Task given back: it is free for someone else now. Here is the next one.",
 }
+# The same, on the page that says nothing is left: there is no next task to point to.
+LAST_NOTICES = {
+    "saved": "Saved. Your answer is stored.",
+    "given-back": "Task given back: it is free for someone else now.",
+}
 
 
 def with_notice(url, what):

@@ -31,8 +31,8 @@ class CrowdStudy(models.Model):
     name = models.CharField(max_length=200)
     external_id = models.CharField(
         max_length=128, blank=True,
-        help_text="CloudResearch project id or Prolific study id. (An MTurk study's HIT type "
-                  "changes with its reward, so it is kept in hit_type_id.)",
+        help_text="The study's id on its platform: a CloudResearch project, a Prolific study or a Toloka pool. "
+                  "(An MTurk study's HIT type changes with its reward, so it is kept in hit_type_id.)",
     )
     completion_code = models.CharField(max_length=64, blank=True)
     reward_usd = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("0.00"))
@@ -69,7 +69,7 @@ class CrowdStudy(models.Model):
     hit_type_environment = models.CharField(max_length=12, blank=True, editable=False)
     hit_type_signature = models.CharField(max_length=64, blank=True, editable=False)
     places_published = models.PositiveIntegerField(
-        default=0, help_text="CloudResearch / Prolific: places recorded here against the budget. "
+        default=0, help_text="CloudResearch, Prolific and Toloka: places recorded here against the budget. "
                              "Nothing is sent: open them on the platform's own site.")
 
     class Meta:

@@ -25,6 +25,10 @@ from mturk.platforms import backend_class, backend_classes
 from mturk.selectors import study_figures
 from mturk.services import access, publishing, reviewing, syncing
 
+# A study's links are made from its platform and its row: the add form has neither yet, and its
+# platform's name was missing from what the page said instead ("studies have no study link").
+_SHOWN_ONCE_SAVED = "Shown once the study is saved."
+
 
 class PublishForm(forms.Form):
     tasks = forms.IntegerField(min_value=1, max_value=10_000, initial=10,
@@ -145,6 +149,8 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
 
     @admin.display(description="study link")
     def link(self, study):
+        if not study.pk:
+            return _SHOWN_ONCE_SAVED
         try:
             return study_link(study, request=getattr(study, "shown_to", None))
         except PlatformError as error:
@@ -152,6 +158,8 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
 
     @admin.display(description="completion redirect")
     def completion(self, study):
+        if not study.pk:
+            return _SHOWN_ONCE_SAVED
         try:
             return completion_redirect(study)
         except PlatformError as error:

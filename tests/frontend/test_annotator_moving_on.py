@@ -84,10 +84,12 @@ def test_after_a_submit_the_next_page_says_saved():
     result = ann.post("/work/submit/", {"token": page.context["token"], "caption-0": CAPTION},
                       headers=JSON).json()
     assert "after=saved" in result["next"]
-    assert "Saved. Your answer is stored" in ann.get(result["next"]).content.decode()
+    assert "Saved. Your answer is stored; here is the next task." in ann.get(result["next"]).content.decode()
     without_js = ann.post("/work/submit/", {"token": ann.get(f"/work/{Stage.CAPTION}/").context["token"],
                                             "caption-0": CAPTION}, follow=True)
-    assert "Saved. Your answer is stored" in without_js.content.decode()
+    # That was the last unit: the page saying nothing is left points to no next task.
+    last = without_js.content.decode()
+    assert "Nothing waiting" in last and "Saved. Your answer is stored." in last and "next task" not in last
 
 
 def test_an_in_house_annotator_logs_out():

@@ -159,3 +159,10 @@ def test_staff_without_the_pay_permission_cannot_approve(client, mturk):
     assert not AuditLog.objects.exists()
     assert Submission.objects.get().review == Submission.Review.READY
     mturk.done()
+
+
+@pytest.mark.parametrize("platform", ["mturk", "prolific", "cloudresearch", "toloka"])
+def test_a_new_studys_form_says_its_links_come_once_it_is_saved(admin_client, platform):
+    page = admin_client.get(f"/admin/mturk/crowdstudy/add/?platform={platform}").content.decode()
+    assert page.count("Shown once the study is saved.") == 2
+    assert "have no study link" not in page and "have no completion redirect" not in page
