@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from annotation.crowdwork.queue import (
+    holds_a_lease,
     units_open_to,
 )
 from annotation.models import (
@@ -36,8 +37,10 @@ def home(request):
         # Per family, so an annotator may choose which family's work to do.
         families = list(units_open_to(worker=worker, stage=stage).values("family", "family__name")
                         .annotate(waiting=Count("pk")).order_by("family__name"))
+        # A task they hold is not waiting for them, but they may come back to it from here.
         stages.append({"stage": stage, "heading": page.heading, "families": families,
-                       "waiting": sum(family["waiting"] for family in families)})
+                       "waiting": sum(family["waiting"] for family in families),
+                       "held": holds_a_lease(worker=worker, stage=stage)})
     return render(request, "annotator/home.html", {"stages": stages, "worker": worker})
 
 

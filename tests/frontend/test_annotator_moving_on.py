@@ -113,3 +113,17 @@ def test_swagger_ui_is_served_from_our_own_static_files():
     assert "cdn" not in html.lower() and "<script>" not in html.replace(" ", "")
     assert finders.find("drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
     assert client.get("/api/docs/?script=").status_code == 200
+
+
+def test_a_task_held_is_offered_again_from_the_home_page():
+    """A worker who stepped away from a task they still hold finds it from the home page: it is not
+    waiting for anybody else, so it was counted nowhere and the stage said "Nothing now"."""
+    caption_unit()
+    ann = logged_in()
+    held = ann.get(f"/work/{Stage.CAPTION}/").context["assignment"]
+
+    home = ann.get("/work/").content.decode()
+
+    assert "data-held" in home and "Continue your task" in home
+    assert ann.get(f"/work/{Stage.CAPTION}/").context["assignment"] == held
+    assert "Continue your task" not in logged_in("another").get("/work/").content.decode()
