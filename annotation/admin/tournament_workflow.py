@@ -239,8 +239,8 @@ def _tournament_next_action(tournament, counts, response_count, answers):
                           "verified instances and their predictions, with the tournament's seed.")
     if not tournament.launched_at:
         return NextAction("launch_tournament", f"Launch the tournament ({plural(battles, 'battle')})",
-                          f"Puts every battle in the annotators' queue, {tournament.judgements_per_pair} "
-                          "judgements each.")
+                          f"Puts every battle in the annotators' queue, "
+                          f"{plural(tournament.judgements_per_pair, 'judgement')} each.")
     if not any(run.status != JudgeRun.Status.FAILED for run in runs):
         mode = JudgeRun.Mode(WORKFLOW_JUDGE_MODE)
         return NextAction("run_judge", "Run the LLM judge",

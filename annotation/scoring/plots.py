@@ -46,7 +46,9 @@ def elo_interval_plot(df: pd.DataFrame, *, title: str = "Ratings with 95% interv
     fig = Figure(figsize=(7, 0.4 * len(frame) + 1.4))
     ax = fig.add_subplot()
     series = [("rating", "lower", "upper", "Elo", "tab:blue", 0.0)]
-    if "bt" in frame.columns:
+    # Bradley-Terry beside Elo only where some model is rated on it: a legend naming a series
+    # with no point drawn (every model "not yet rated") said there was something to see.
+    if "bt" in frame.columns and frame["bt"].notna().any():
         series = [("rating", "lower", "upper", "Elo", "tab:blue", 0.12),
                   ("bt", "bt_lower", "bt_upper", "Bradley-Terry", "tab:orange", -0.12)]
     for point, lower, upper, name, colour, offset in series:

@@ -280,3 +280,16 @@ def test_a_figure_is_drawn_from_the_result_its_page_showed_or_refused_never_from
     refresh_leaderboard(tournament=tournament)
     gone = staff_client.get(url, {"v": shown})
     assert gone.status_code == 404 and "reload the page" in gone.content.decode()
+
+
+def test_the_rating_figure_draws_bradley_terry_only_where_some_model_is_rated_on_it():
+    """Found in a walk-through: with every model "not yet rated" on Bradley-Terry, the legend still
+    named it beside Elo, with no point drawn."""
+    from annotation.scoring.plots import elo_interval_plot
+
+    elo = pd.DataFrame({"model": ["a", "b"], "elo": [1000.0, 1010.0], "elo_lower": [990.0, 1000.0],
+                        "elo_upper": [1010.0, 1020.0]})
+    unrated = elo.assign(bt=float("nan"), bt_lower=float("nan"), bt_upper=float("nan"))
+    one_rated = elo.assign(bt=[1000.0, float("nan")], bt_lower=[990.0, float("nan")], bt_upper=[1010.0, float("nan")])
+    assert elo_interval_plot(unrated) == elo_interval_plot(elo)
+    assert elo_interval_plot(one_rated) != elo_interval_plot(elo)
