@@ -104,9 +104,12 @@ def figure(stored, name, *, result=None):
     """The PNG of figure `name` of a stored result (a LeaderboardResult): read from its file, or
     drawn and kept when it has none yet. Raises NoFigure when the result has nothing to draw."""
     storage, path = _storage(), f"{_folder(stored)}/{name}.png"
-    if storage.exists(path):
+    # Opened straight away, not asked for first: asking is a round trip of its own on S3.
+    try:
         with storage.open(path, "rb") as file:
             return file.read()
+    except FileNotFoundError:
+        pass
     picture = _draw(stored, result or _shown(stored), name)
     if not storage.exists(path):
         storage.save(path, ContentFile(picture))
