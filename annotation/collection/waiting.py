@@ -21,8 +21,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 
 from annotation.collection.verification import counted_votes, votes_complete
-from annotation.crowdwork.answers import settle_unit
-from annotation.crowdwork.decisions import answers_of
+from annotation.crowdwork.decisions import settle_again
 from annotation.crowdwork.lock_order import lock_unit_and_item
 from annotation.crowdwork.stages import CAPTION_KEY, create_work_units, owed_units, reopen_if_needed
 from annotation.models import (
@@ -186,6 +185,6 @@ def settle_family(family):
         with transaction.atomic():
             unit = lock_unit_and_item(unit)
             settled.units_reopened += reopen_if_needed(unit)
-            settled.decided += settle_unit(unit, answers_of(unit.stage))[1]
+            settled.decided += settle_again(unit)[1]
     return settled
 

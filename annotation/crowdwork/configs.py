@@ -11,8 +11,7 @@ from django.utils import timezone
 
 from annotation.collection.verification import WORKER_MODEL_JOB
 from annotation.collection.waiting import settle_family
-from annotation.crowdwork.answers import settle_unit
-from annotation.crowdwork.decisions import answers_of
+from annotation.crowdwork.decisions import settle_again
 from annotation.crowdwork.lock_order import lock_unit_and_item
 from annotation.crowdwork.stopping import ask_what_is_needed
 from annotation.models import Aggregation, Assignment, Instance, Reference, Stage, WorkUnit
@@ -85,7 +84,7 @@ def apply_stage_config(*, config, before):
                 applied.units_resized = units.exclude(overlap=config.overlap).update(overlap=config.overlap)
         if changed & (ASKING_FIELDS | {"counts_provisional"}):
             for unit in units.select_related("family"):
-                completed, decided = settle_unit(unit, answers_of(unit.stage))
+                completed, decided = settle_again(unit)
                 applied.units_completed += completed
                 applied.decided += decided
         if "lease_minutes" in changed:

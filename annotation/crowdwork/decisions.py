@@ -5,6 +5,7 @@ change of the stage's settings, a family settled again. Each stage says what its
 from annotation.collection.captions import CAPTIONS
 from annotation.collection.instructions import INSTRUCTIONS
 from annotation.collection.verification import VERIFICATIONS
+from annotation.crowdwork.answers import settle_unit
 from annotation.models import Stage
 from annotation.preferences.judgements import HUMAN_JUDGEMENTS
 
@@ -16,5 +17,7 @@ ANSWERS_OF_STAGE = {
 }
 
 
-def answers_of(stage):
-    return ANSWERS_OF_STAGE[stage]
+def settle_again(unit):
+    """Ask a unit's answers again what they decide, as its stage says (answers.settle_unit);
+    returns (closed, decided)."""
+    return settle_unit(unit, ANSWERS_OF_STAGE[unit.stage])

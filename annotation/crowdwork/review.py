@@ -25,8 +25,7 @@ from django.utils import timezone
 from annotation.audit import record_review
 from annotation.collection import verification as verification_stage
 from annotation.crowdwork import stages
-from annotation.crowdwork.answers import settle_unit
-from annotation.crowdwork.decisions import answers_of
+from annotation.crowdwork.decisions import settle_again
 from annotation.crowdwork.lock_order import lock_for_review
 from annotation.exceptions import AnnotationError
 from annotation.models import (
@@ -161,7 +160,7 @@ def _after_acceptance(assignment, before, outcome):
     if before == WorkState.REJECTED:
         outcome.standing.append(f"Answer #{assignment.pk} was rejected before; its task was asked again, "
                                 "so accepting it now adds an answer beyond the overlap.")
-    outcome.decided += settle_unit(assignment.unit, answers_of(assignment.unit.stage))[1]
+    outcome.decided += settle_again(assignment.unit)[1]
 
 
 def _after_rejection(assignment, before, outcome):
@@ -171,7 +170,7 @@ def _after_rejection(assignment, before, outcome):
     outcome.decisions_reopened += reopened
     outcome.units_reopened += stages.reopen_if_needed(assignment.unit)
     # Under ask until decided the answers left may decide again on their own (two agreeing of three).
-    outcome.decided += settle_unit(assignment.unit, answers_of(assignment.unit.stage))[1]
+    outcome.decided += settle_again(assignment.unit)[1]
 
 
 def _set_state(assignment, state, reviewer, reason):
