@@ -12,7 +12,7 @@ from django.urls import reverse
 from annotation.crowdwork.queue import next_assignment
 from annotation.judging.runner import create_judge_run, run_judge
 from annotation.models import REFERENCE_MODEL_NAME, JudgeRun, LeaderboardResult, Stage
-from annotation.preferences.judgements import submit_pairwise_judgement
+from annotation.preferences.judgements import pairwise_task, submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from annotation.scoring import BT_PRIOR_SD, MIN_MATCHES, MIN_RATED_MATCHES
 from annotation.scoring.freshness import refresh_leaderboard
@@ -229,11 +229,17 @@ def test_a_rubric_tournament_shows_its_judges_rubric_correlation_on_the_page_and
     tournament = create_tournament(name="Rubric", judgements_per_pair=2, include_reference=False, with_rubric=True,
                                    rubric="Score 1: wrong. Score 5: right and complete.")
     launch_tournament(tournament=tournament)
+    # Each model scored alike wherever it is shown: scoring the shown sides 5 and 1 made the crowd's
+    # per-response means depend on which side each assignment showed (drawn from its id), and they
+    # came out all equal in one run, so there was nothing to correlate.
+    score_of = {"llava": 5, "otter": 3, "idefics": 1}
     for _ in range(2):
         worker = WorkerFactory()
         while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
+            task = pairwise_task(assignment=assignment)
             submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice="left",
-                                      rubric_scores={"left": 5, "right": 1})
+                                      rubric_scores={side: score_of[task[side].model_name]
+                                                     for side in ("left", "right")})
     judge_server.script(*(completion(f"Feedback: scored. [RESULT] {score}") for score in (5, 1, 4, 2, 3, 5)))
     run_judge(run=create_judge_run(tournament=tournament, mode=JudgeRun.Mode.PROMETHEUS, concurrency=1))
     refresh_leaderboard(tournament=tournament)
