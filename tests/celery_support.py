@@ -37,6 +37,8 @@ class CeleryWorker:
             "ENDPOINT_MODEL_ALLOWED_NETWORKS": "127.0.0.0/8",
             "OPENAI_API_KEY": "test-key",
             "OPENAI_REFERENCE_MODEL": "gpt-4",
+            # The leaderboard job's figures go where this test process reads them, not into the checkout.
+            "FIGURES_LOCATION": settings.STORAGES["figures"]["OPTIONS"]["location"],
             **environment,
         }
         self._log = open(log_path, "w")
