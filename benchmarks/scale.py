@@ -233,6 +233,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full world (e.g. 0.02)")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--snapshots", type=int, default=SNAPSHOTS,
+                        help=f"snapshots built by the real job at full scale (default {SNAPSHOTS}; each takes minutes)")
     parser.add_argument("--database", default=DATABASE_NAME, help="the database to (re)create and fill")
     parser.add_argument("--server", default=os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
                         help="a PostgreSQL URL; only its server is used")
@@ -261,7 +263,7 @@ def main():
     analyse_as_autovacuum_would()
     timer.part("ANALYZE", started)
     started = time.perf_counter()
-    build_snapshots(max(1, scaled(SNAPSHOTS)))
+    build_snapshots(max(1, scaled(args.snapshots)))
     timer.part("snapshots (the real job)", started)
     from annotation.models import Assignment, HumanJudgement, Instance, JudgeJudgement, Worker, WorkUnit
 
