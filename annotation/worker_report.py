@@ -40,6 +40,7 @@ from annotation.models import (
 )
 from annotation.sql import Median, count_up_to, normalised_text
 from crowdbench import shared_cache
+from crowdbench.jobs import enqueue
 
 MIN_ANSWERS = 10
 # "Too fast": a median time per task below this share of the stage's median (other workers).
@@ -50,6 +51,7 @@ COPIES_SHOWN = 5
 # A stage's median time beside each worker's: exact, without the worker, up to this many answers.
 EXACT_MEDIAN_UP_TO = 20_000
 STAGE_MEDIAN_SECONDS = 10 * 60
+STAGE_MEDIAN_JOB = "tasks.keep_stage_median"
 
 
 @dataclass(frozen=True)
@@ -188,15 +190,36 @@ def _stages(worker, user):
 
 def _others_median(stage, worker, user):
     """The median time of every other worker's answers in `stage` that `user` may see. Past
-    EXACT_MEDIAN_UP_TO answers it is the whole stage's median in that scope, kept
-    STAGE_MEDIAN_SECONDS in the cache: sorting a million answers took 1.7 s on every worker's page,
-    and one worker among so many moves the median by nothing a flag could see."""
-    answers = teams.scoped(Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage=stage), user)
+    EXACT_MEDIAN_UP_TO answers it is the whole stage's median in that scope, kept in the shared
+    cache and computed again by a job once it is STAGE_MEDIAN_SECONDS old: sorting a million
+    answers took 1.7 s, which every worker's page paid whenever the figure lapsed (None while the
+    job computes it the first time), and one worker among so many moves the median by nothing a
+    flag could see."""
+    answers = _stage_answers(stage, user)
     if count_up_to(answers, EXACT_MEDIAN_UP_TO) <= EXACT_MEDIAN_UP_TO:
         return answers.exclude(worker=worker).aggregate(median=Median("active_seconds"))["median"]
-    return shared_cache.get_or_set(f"worker-report:stage-median:{stage}:{teams.scope_key(user)}",
-                            lambda: answers.aggregate(median=Median("active_seconds"))["median"],
-                            STAGE_MEDIAN_SECONDS)
+    return shared_cache.kept_or_refreshed(
+        _stage_median_key(stage, user),
+        compute=lambda: _whole_stage_median(stage, user),
+        refresh=lambda: enqueue(STAGE_MEDIAN_JOB, stage, getattr(user, "pk", None)),
+        fresh_seconds=STAGE_MEDIAN_SECONDS)
+
+
+def keep_stage_median(stage, user):
+    """Compute the whole stage's median time in `user`'s scope and keep it (the job's work)."""
+    shared_cache.keep(_stage_median_key(stage, user), _whole_stage_median(stage, user))
+
+
+def _stage_answers(stage, user):
+    return teams.scoped(Assignment.objects.filter(status=Assignment.Status.SUBMITTED, unit__stage=stage), user)
+
+
+def _whole_stage_median(stage, user):
+    return _stage_answers(stage, user).aggregate(median=Median("active_seconds"))["median"]
+
+
+def _stage_median_key(stage, user):
+    return f"worker-report:stage-median:{stage}:{teams.scope_key(user)}"
 
 
 def _too_fast(stages):

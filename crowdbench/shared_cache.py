@@ -8,7 +8,7 @@ that can be asked again. So an unreachable cache is a miss that is not remembere
 - `throttled`: a throttle whose count cannot be kept lets the request in, with a warning logged;
 - `get` answers the default (a remembered answer is asked again: the platform's confirmation, the
   MTurk balance, the worker ping), `set` remembers nothing;
-- `get_or_set` computes the figure without the cache (the stage's median on the worker page).
+- `kept_or_refreshed` computes the figure without the cache (the stage's median on the worker page).
 
 What each use costs while the cache is down is in docs/operations.md ("Redis as the cache").
 The cache's client library raises its own types (redis-py's, pymemcache's), and a cache is never
@@ -51,13 +51,41 @@ def set(key, value, timeout):  # noqa: A001 - the cache's own word, read as shar
         _unreachable("an answer is not remembered", error)
 
 
-def get_or_set(key, compute, timeout):
+# A figure kept by `keep` outlives its freshness by far: a stale figure is served while a job
+# computes it again, so no request waits for one after the first was kept.
+KEPT_SECONDS = 7 * 24 * 3600
+
+
+def keep(key, value):
+    """Keep `value` under `key` for `kept_or_refreshed`, as computed now."""
+    set(key, (value, time.time()), KEPT_SECONDS)
+    try:
+        cache.delete(f"{key}:refreshing")
+    except Exception as error:  # noqa: BLE001 - see the module's docstring
+        _unreachable("a refresh's mark is left to lapse", error)
+
+
+def kept_or_refreshed(key, *, compute, refresh, fresh_seconds):
+    """The figure kept under `key`, never waited for: past `fresh_seconds` it is served as it is
+    while `refresh()` (a job that calls `keep`) computes it again, and before it was ever kept the
+    answer is None while the job computes it. At most one refresh is asked for in `fresh_seconds`,
+    however many requests see the figure stale. With the cache unreachable nothing can be kept, so
+    `compute()` answers now."""
     missing = object()
-    value = get(key, missing)
-    if value is missing:
-        value = compute()
-        set(key, value, timeout)
-    return value
+    try:
+        found = cache.get(key, missing)
+    except Exception as error:  # noqa: BLE001 - see the module's docstring
+        _unreachable("a kept figure is computed in the request", error)
+        return compute()
+    if found is missing or time.time() - found[1] > fresh_seconds:
+        try:
+            asked = cache.add(f"{key}:refreshing", True, fresh_seconds)
+        except Exception as error:  # noqa: BLE001 - see the module's docstring
+            _unreachable("a kept figure is not refreshed", error)
+            asked = False
+        if asked:
+            refresh()
+    return None if found is missing else found[0]
 
 
 def throttled(request, **ratelimit):

@@ -1,6 +1,10 @@
-"""The background job of the leaderboard: a thin wrapper that loads a tournament and calls
-annotation/scoring/freshness.py for each board, under a lease per board."""
+"""The background jobs of the figures researchers read: the leaderboard (a thin wrapper that loads
+a tournament and calls annotation/scoring/freshness.py for each board, under a lease per board),
+and the stage's median time the worker page sets each worker's beside."""
 
+from django.contrib.auth import get_user_model
+
+from annotation import worker_report
 from annotation.models import Tournament
 from annotation.scoring import freshness, stored_figures
 from crowdbench.celery import app
@@ -32,3 +36,14 @@ def refresh_leaderboard_job(tournament_id, criterion=None, rounds=None):
         if mine and not freshness.leaderboard_is_current(tournament=tournament, criterion=criterion, rounds=rounds):
             enqueue(freshness.JOB, tournament_id, criterion, rounds)
     return computed
+
+
+@app.task(name=worker_report.STAGE_MEDIAN_JOB, **JOB_OPTIONS)
+def keep_stage_median_job(stage, user_id):
+    """The whole stage's median in the scope of the user whose page found it stale (None: the rows
+    of no group)."""
+    user = None if user_id is None else get_user_model().objects.filter(pk=user_id).first()
+    if user_id is not None and user is None:
+        return None
+    worker_report.keep_stage_median(stage, user)
+    return stage

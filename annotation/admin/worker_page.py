@@ -17,7 +17,14 @@ from annotation.admin.platform_actions import STOP_WORKERS_HELP, STOP_WORKERS_LA
 from annotation.admin.review import review_answers
 from annotation.crowdwork import review
 from annotation.models import Assignment, Stage, Worker, WorkState
-from annotation.worker_report import FAST_SHARE, MIN_ANSWERS, P_VALUE, worker_report
+from annotation.worker_report import (
+    EXACT_MEDIAN_UP_TO,
+    FAST_SHARE,
+    MIN_ANSWERS,
+    P_VALUE,
+    STAGE_MEDIAN_SECONDS,
+    worker_report,
+)
 
 
 class ReviewProvisionalForm(forms.Form):
@@ -75,6 +82,7 @@ def worker_page_view(request, worker_id, *, model_admin):
         "can_review": request.user.has_perm("annotation.change_answer"),
         "form": ReviewProvisionalForm(may_stop_workers=may_block(request.user)),
         "min_answers": MIN_ANSWERS, "fast_share": FAST_SHARE, "p_value": P_VALUE,
+        "exact_median_up_to": f"{EXACT_MEDIAN_UP_TO:,}", "stage_median_minutes": STAGE_MEDIAN_SECONDS // 60,
     }
     return TemplateResponse(request, "admin/annotation/worker/page.html", context)
 

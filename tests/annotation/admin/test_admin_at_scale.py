@@ -155,28 +155,57 @@ def test_lists_of_snapshots_leave_each_ones_instance_digests_unread(admin_client
     assert len(Snapshot.objects.get(version=1).instance_digests) == 100  # still there when read
 
 
-def test_past_the_exact_limit_a_stages_median_time_is_the_whole_stages_kept_in_the_cache(monkeypatch, fresh_cache):
+def test_past_the_exact_limit_a_stages_median_time_is_the_whole_stages_kept_by_a_job_and_never_waited_for(
+        monkeypatch, fresh_cache, django_capture_on_commit_callbacks):
+    import time
+
+    from django.core.cache import cache
     from django.utils import timezone
 
     from annotation import worker_report
     from annotation.models import Assignment
+    from tasks.models import Job
+    from tasks.scoring import keep_stage_median_job
     from tests.factories import WorkerFactory
 
     instance = InstanceFactory()
-    worker, others = WorkerFactory(), [WorkerFactory() for _ in range(3)]
+    worker, others = WorkerFactory(), [WorkerFactory() for _ in range(4)]
     now = timezone.now()
-    for n, (who, seconds) in enumerate([(worker, 10), (others[0], 40), (others[1], 50), (others[2], 60)]):
+
+    def answer(n, who, seconds):
         unit = WorkUnit.objects.create(stage=Stage.CAPTION, key=f"median-{n}", instance=instance,
                                        family=instance.family)
         Assignment.objects.create(unit=unit, worker=who, status=Assignment.Status.SUBMITTED, lease_expires_at=now,
                                   submitted_at=now, active_seconds=seconds)
+
+    for n, (who, seconds) in enumerate([(worker, 10), (others[0], 40), (others[1], 50), (others[2], 60)]):
+        answer(n, who, seconds)
     assert worker_report._others_median(Stage.CAPTION, worker, None) == 50  # exact: the three others
 
     monkeypatch.setattr(worker_report, "EXACT_MEDIAN_UP_TO", 2)
-    assert worker_report._others_median(Stage.CAPTION, worker, None) == 45  # the whole stage's
+    # Never kept yet: the page does not wait for the whole stage's sort, it asks the job for it.
+    with django_capture_on_commit_callbacks() as asked:
+        assert worker_report._others_median(Stage.CAPTION, worker, None) is None
+        assert worker_report._others_median(Stage.CAPTION, others[0], None) is None
+    assert len(asked) == 1, "one job however many pages asked"
+
+    asked[0]()  # sent to this test's broker, where no worker takes it: the job's body is run below
+    assert Job.objects.get(task=worker_report.STAGE_MEDIAN_JOB).args == [Stage.CAPTION, None]
+    keep_stage_median_job.run(Stage.CAPTION, None)
     with CaptureQueriesContext(connection) as queries:
-        assert worker_report._others_median(Stage.CAPTION, others[0], None) == 45
-    assert len(queries) == 1  # the bounded count; the median came from the cache
+        assert worker_report._others_median(Stage.CAPTION, others[0], None) == 45  # the whole stage's
+    assert len(queries) == 1  # the bounded count; the median was kept
+
+    # Stale: served as it was while the job computes it again with the answer given since.
+    answer(4, others[3], 100)
+    cache.set("worker-report:stage-median:caption:no-group",
+              (45, time.time() - worker_report.STAGE_MEDIAN_SECONDS - 1), None)
+    with django_capture_on_commit_callbacks() as asked:
+        assert worker_report._others_median(Stage.CAPTION, worker, None) == 45
+        assert worker_report._others_median(Stage.CAPTION, worker, None) == 45
+    assert len(asked) == 1
+    keep_stage_median_job.run(Stage.CAPTION, None)
+    assert worker_report._others_median(Stage.CAPTION, worker, None) == 50
 
 
 def test_a_page_past_an_estimate_that_fell_short_is_still_served_while_it_has_rows(monkeypatch):
