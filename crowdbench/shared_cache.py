@@ -18,7 +18,9 @@ worth a failed request, so every error of a call to it is caught here.
 import logging
 import time
 
-from django.core.cache import cache
+from django.core.cache import cache, caches
+from django.core.cache.backends.dummy import DummyCache
+from django.core.cache.backends.locmem import LocMemCache
 from django_ratelimit.core import is_ratelimited
 
 logger = logging.getLogger(__name__)
@@ -70,13 +72,19 @@ def kept_or_refreshed(key, *, compute, refresh, fresh_seconds):
     while `refresh()` (a job that calls `keep`) computes it again, and before it was ever kept the
     answer is None while the job computes it. At most one refresh is asked for in `fresh_seconds`,
     however many requests see the figure stale. With the cache unreachable nothing can be kept, so
-    `compute()` answers now."""
+    `compute()` answers now; with a cache of this process's own (the embedded default's memory) a
+    job's figure would be kept where no web process sees it, so it is computed and kept here."""
     missing = object()
     try:
         found = cache.get(key, missing)
     except Exception as error:  # noqa: BLE001 - see the module's docstring
         _unreachable("a kept figure is computed in the request", error)
         return compute()
+    if not _shared_between_processes():
+        if found is missing or time.time() - found[1] > fresh_seconds:
+            found = (compute(), time.time())
+            set(key, found, KEPT_SECONDS)
+        return found[0]
     if found is missing or time.time() - found[1] > fresh_seconds:
         try:
             asked = cache.add(f"{key}:refreshing", True, fresh_seconds)
@@ -86,6 +94,11 @@ def kept_or_refreshed(key, *, compute, refresh, fresh_seconds):
         if asked:
             refresh()
     return None if found is missing else found[0]
+
+
+def _shared_between_processes():
+    # `cache` is a proxy; the backend it stands for is the configured one.
+    return not isinstance(caches["default"], (LocMemCache, DummyCache))
 
 
 def throttled(request, **ratelimit):

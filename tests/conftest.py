@@ -266,6 +266,23 @@ def snapshot_folder(settings, tmp_path):
 
 
 @pytest.fixture
+def cache_redis(settings, tmp_path):
+    """The cache on a redis-server of the test's own, shared by every process as production has
+    it; stop() to take it away."""
+    from crowdbench import shared_cache
+
+    if not OwnRedis.installed():
+        pytest.skip("needs redis-server")
+    server = OwnRedis(tmp_path).start()
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": server.url,
+                                   "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}}
+    shared_cache._last_warned.clear()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def fresh_cache():
     """Django's cache emptied around the test: the admin caches whether a Celery worker answers,
     once per process."""

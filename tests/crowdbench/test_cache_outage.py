@@ -22,18 +22,6 @@ pytestmark = [
 STUDY_ID = PROLIFIC_STUDY_ID
 
 
-@pytest.fixture
-def cache_redis(settings, tmp_path):
-    """The cache on a redis-server of the test's own, as production has it; stop() to take it away."""
-    server = OwnRedis(tmp_path).start()
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                                   "LOCATION": server.url,
-                                   "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}}
-    shared_cache._last_warned.clear()
-    yield server
-    server.stop()
-
-
 def link(n):
     return f"/work/caption/?PROLIFIC_PID=60ffe5c8371090c7041d4{n:03d}&STUDY_ID={STUDY_ID}&SESSION_ID=sess{n:03d}"
 

@@ -155,17 +155,12 @@ def test_lists_of_snapshots_leave_each_ones_instance_digests_unread(admin_client
     assert len(Snapshot.objects.get(version=1).instance_digests) == 100  # still there when read
 
 
-def test_past_the_exact_limit_a_stages_median_time_is_the_whole_stages_kept_by_a_job_and_never_waited_for(
-        monkeypatch, fresh_cache, django_capture_on_commit_callbacks):
-    import time
-
-    from django.core.cache import cache
+def _stage_of_timed_answers():
+    """A caption stage where a worker took 10 s and three others 40, 50 and 60 s; and `answer(n,
+    worker, seconds)` to add one."""
     from django.utils import timezone
 
-    from annotation import worker_report
     from annotation.models import Assignment
-    from tasks.models import Job
-    from tasks.scoring import keep_stage_median_job
     from tests.factories import WorkerFactory
 
     instance = InstanceFactory()
@@ -180,6 +175,34 @@ def test_past_the_exact_limit_a_stages_median_time_is_the_whole_stages_kept_by_a
 
     for n, (who, seconds) in enumerate([(worker, 10), (others[0], 40), (others[1], 50), (others[2], 60)]):
         answer(n, who, seconds)
+    return worker, others, answer
+
+
+def test_with_a_cache_of_the_process_own_the_stages_median_is_computed_and_kept_in_the_request(
+        monkeypatch, fresh_cache):
+    """The embedded default's memory cache is not the worker's: a job's figure would never reach
+    the page."""
+    from annotation import worker_report
+
+    worker, others, _ = _stage_of_timed_answers()
+    monkeypatch.setattr(worker_report, "EXACT_MEDIAN_UP_TO", 2)
+    assert worker_report._others_median(Stage.CAPTION, worker, None) == 45  # the whole stage's
+    with CaptureQueriesContext(connection) as queries:
+        assert worker_report._others_median(Stage.CAPTION, others[0], None) == 45
+    assert len(queries) == 1  # the bounded count; the median was kept
+
+
+def test_past_the_exact_limit_a_stages_median_time_is_the_whole_stages_kept_by_a_job_and_never_waited_for(
+        monkeypatch, cache_redis, django_capture_on_commit_callbacks):
+    import time
+
+    from django.core.cache import cache
+
+    from annotation import worker_report
+    from tasks.models import Job
+    from tasks.scoring import keep_stage_median_job
+
+    worker, others, answer = _stage_of_timed_answers()
     assert worker_report._others_median(Stage.CAPTION, worker, None) == 50  # exact: the three others
 
     monkeypatch.setattr(worker_report, "EXACT_MEDIAN_UP_TO", 2)
