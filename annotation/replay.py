@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from annotation import worker_models
-from annotation.crowdwork.stopping import Agreement, answers_to_ask
+from annotation.crowdwork.stopping import Agreement, VoteRule, answers_to_ask
 from annotation.exceptions import AnnotationError
 from annotation.models import Aggregation
 
@@ -149,7 +149,7 @@ def campaign_answers(family):
 # --- rules ----------------------------------------------------------------------------------------
 
 
-class Fixed:
+class Fixed(VoteRule):
     """A fixed overlap: a unit asks its overlap whatever the answers say."""
 
     labels = (None,)
