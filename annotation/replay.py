@@ -202,14 +202,19 @@ def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED, worker_aware=WOR
     return found
 
 
-def accuracies(answers, *, from_truth=True):
+def accuracies(answers, *, gold_share=1.0):
     """Per answer (the frame's index), its worker's accuracy as a worker-aware rule weighs it: on
-    the file's other items with a truth, or, without truth (or not `from_truth`), Dawid-Skene's
-    over every answer (the stage's order of evidence: gold, else the worker model). Returns
-    (accuracies, what they rest on)."""
+    the file's other items with a truth, taken as gold (`gold_share` of the items with a truth,
+    drawn with seed 41, as a campaign mixes gold into its work), or, without truth or with a share
+    of 0, Dawid-Skene's over every answer (the stage's order of evidence: gold, else the worker
+    model). Returns (accuracies, what they rest on)."""
     frame = answers.frame
-    if from_truth and len(answers.truth):
-        truth = frame["task"].map(answers.truth)
+    if gold_share > 0 and len(answers.truth):
+        gold = answers.truth
+        if gold_share < 1:
+            drawn = np.random.default_rng(41).choice(len(gold), max(1, round(gold_share * len(gold))), replace=False)
+            gold = gold.iloc[np.sort(drawn)]
+        truth = frame["task"].map(gold)
         known = truth.notna()
         right = known & (frame["label"] == truth)
         # The worker's totals less this answer's own item: its truth never weighs its answers.
@@ -217,7 +222,8 @@ def accuracies(answers, *, from_truth=True):
         known_elsewhere = known.groupby(frame["worker"]).transform("sum") - known
         values = [accuracy_from(gold=(r, n), fitted=None, prior=PRIOR_ACCURACY, enough=ENOUGH).value
                   for r, n in zip(right_elsewhere, known_elsewhere, strict=True)]
-        return pd.Series(values, index=frame.index), "the truth of the worker's other items"
+        share = "" if gold_share >= 1 else f" ({len(gold):,} of them, {gold_share:.0%}, taken as gold)"
+        return pd.Series(values, index=frame.index), f"the truth of the worker's other items{share}"
     fit = worker_models.fit_labels(frame, Aggregation.DAWID_SKENE)
     of_worker = {worker: accuracy_from(gold=(0, 0), fitted=(fit.reliability[worker], fit.answers[worker]),
                                        prior=PRIOR_ACCURACY, enough=ENOUGH).value for worker in fit.answers.index}
@@ -298,10 +304,10 @@ class Replay:
         return self.answers.frame["worker"].nunique()
 
 
-def replay(answers, *, model=Aggregation.DAWID_SKENE, chosen=None, accuracy_from_truth=True):
+def replay(answers, *, model=Aggregation.DAWID_SKENE, chosen=None, gold_share=1.0):
     """Replay `answers` under every rule of `chosen` (default `rules()`) and under "all answers";
     each decided by the votes and by `model`. Weighed rules take each worker's accuracy from the
-    truth of their other items, or from Dawid-Skene when not `accuracy_from_truth` (`accuracies`)."""
+    truth of their other items (`gold_share` of them), or from Dawid-Skene at a share of 0 (`accuracies`)."""
     if model == Aggregation.VOTES or model not in Aggregation.values:
         raise ReplayError(f"“{model}” is not a worker model; choose one of "
                           f"{', '.join(value for value in Aggregation.values if value != Aggregation.VOTES)}.")
@@ -311,7 +317,7 @@ def replay(answers, *, model=Aggregation.DAWID_SKENE, chosen=None, accuracy_from
     chosen = rules() if chosen is None else chosen
     weights, weighed_by = pd.Series(dtype=float), ""
     if any(isinstance(rule.rule, WorkerAware) for rule in chosen):
-        weights, weighed_by = accuracies(answers, from_truth=accuracy_from_truth)
+        weights, weighed_by = accuracies(answers, gold_share=gold_share)
     labels = tuple(sorted(everything["label"].unique()))
     for rule in chosen:
         if isinstance(rule.rule, WorkerAware):

@@ -13,7 +13,9 @@ good workers right with an accuracy of their own drawn from U(0.6, 0.95), spamme
 0.99 up to `--most`, as a researcher would run it, and prints its table, the curve of accuracy
 against answers bought per kind of rule, and whether issue 41's goals are met, with the time it
 took. A weighed rule takes each worker's accuracy from the truth of their other items, and again
-(`--accuracy-from model`) from Dawid-Skene fitted on every answer, which uses no truth. Then the
+from the truth of 5% of the items only (`--gold-share 0.05`, as a campaign mixing gold into its
+work knows its workers), and from Dawid-Skene fitted on every answer, which uses no truth
+(`--gold-share 0`). Then the
 same for `--real` files (default: the sample of Rzhetsky et al. 2009 kept in `tests/crowd_data/`,
 no truth, so weighed by Dawid-Skene and without accuracy).
 """
@@ -66,8 +68,10 @@ def main():
                   f"{args.workers} workers, seed 41 ===", flush=True)
             path = write_csv(Path(folder) / f"crowd-{share}.csv", rows)
             run(path, args.model, args.most)
-            print("--- weighed by Dawid-Skene instead of the truth ---", flush=True)
-            run(path, args.model, args.most, "--accuracy-from", "model", "--fixed", "3", "5", "--until-decided")
+            for share, how in (("0.05", "the truth of 5% of the items as gold"),
+                               ("0", "Dawid-Skene instead of the truth")):
+                print(f"--- weighed by {how} ---", flush=True)
+                run(path, args.model, args.most, "--gold-share", share, "--fixed", "3", "5", "--until-decided")
     for path in args.real:
         print(f"=== {path.name} ===", flush=True)
         run(path, args.model, args.most)

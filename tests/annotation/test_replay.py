@@ -16,6 +16,7 @@ from annotation import replay, worker_models
 from annotation.crowdwork import review
 from annotation.crowdwork.stopping import WorkerAware
 from annotation.models import Stage
+from annotation.workforce.accuracy import shrunk
 from tests.annotation.collection.test_worker_models import answer, candidates
 from tests.crowd_simulation import in_order, simulated_crowd, write_csv
 from tests.factories import FamilyFactory, WorkerFactory, launch
@@ -254,3 +255,15 @@ def test_with_a_truth_the_command_prints_each_kinds_curve_and_whether_issue_41s_
     assert "from the truth of the worker's other items" in text
     goals = [line for line in text.splitlines() if line.startswith("Goal ")]
     assert len(goals) == 2 and all(": met, " in line or ": not met, " in line for line in goals)
+
+
+def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_every_answer(crowd):
+    answers = replay.read_answers(as_csv(crowd))
+    _, said = replay.accuracies(answers, gold_share=0.1)
+    assert said == f"the truth of the worker's other items ({ITEMS // 10} of them, 10%, taken as gold)"
+    weights, said = replay.accuracies(answers, gold_share=0)
+    assert said.startswith("Dawid-Skene fitted on every answer")
+    fit = worker_models.fit_labels(answers.frame, "dawid_skene")
+    worker = answers.frame["worker"].iloc[0]
+    reliability, count = fit.reliability[worker], fit.answers[worker]
+    assert weights.iloc[0] == pytest.approx(shrunk(reliability * count, count, replay.PRIOR_ACCURACY))

@@ -43,14 +43,18 @@ class Command(BaseCommand):
                             help="the most answers a weighed rule asks (default: 5)")
         parser.add_argument("--prior-accuracy", type=float, default=replay.PRIOR_ACCURACY,
                             help="a worker's accuracy before any evidence, under weighed rules (default: 0.7)")
-        parser.add_argument("--accuracy-from", choices=["truth", "model"], default="truth",
-                            help="where weighed rules take a worker's accuracy: the truth of the worker's other "
-                                 "items (default, when the file gives one), or Dawid-Skene fitted on every answer")
+        parser.add_argument("--gold-share", type=float, default=1.0, metavar="F",
+                            help="weighed rules take a worker's accuracy from the truth of this share of the "
+                                 "file's items with one, as gold mixed into the work (default 1: every item but "
+                                 "the one decided); 0, or a file without truth: from Dawid-Skene fitted on every "
+                                 "answer")
 
     def handle(self, *args, file, family, model, fixed, until_decided, weighed, most, prior_accuracy,
-               accuracy_from, **options):
+               gold_share, **options):
         if (file is None) == (family is None):
             raise CommandError("Give a CSV file or --family NAME (one of them).")
+        if not 0 <= gold_share <= 1:
+            raise CommandError("--gold-share is a share of the items, between 0 and 1.")
         if any(overlap < 1 for overlap in [*fixed, most]):
             raise CommandError("A fixed overlap, and the most a weighed rule asks, is at least one answer.")
         try:
@@ -58,7 +62,7 @@ class Command(BaseCommand):
             chosen = replay.rules(fixed=fixed, until_decided=until_decided, worker_aware=weighed, most=most,
                                   prior=prior_accuracy)
             result = replay.replay(answers, model=model, chosen=chosen,
-                                   accuracy_from_truth=accuracy_from == "truth")
+                                   gold_share=gold_share)
         except OSError as error:
             raise CommandError(f"Cannot read {file}: {error.strerror}.") from None
         except replay.ReplayError as error:
