@@ -25,7 +25,7 @@ from annotation.crowdwork.stages import (
     trim_open_slots,
     unbegin_caption_round,
 )
-from annotation.crowdwork.stopping import WorkerAware, verification_rule
+from annotation.crowdwork.stopping import WorkerAware, verification_stopping
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Aggregation,
@@ -113,7 +113,7 @@ def votes_complete(votes, config, unit):
 
 def _decided(votes, config):
     """(what the stage's stopping rule decides from `votes` or None, the rule, the votes as it reads them)."""
-    rule = verification_rule(config)
+    rule = verification_stopping(config)
     answers = rule.read([(vote.is_correct, vote.worker_id) for vote in votes])
     return rule.decision(answers), rule, answers
 

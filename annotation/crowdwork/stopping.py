@@ -227,7 +227,7 @@ def answers_to_ask(rule, answers, maximum):
     return maximum
 
 
-def verification_rule(config):
+def verification_stopping(config):
     """The stopping rule of a verification stage that asks until decided (`config.adaptive`)."""
     if config.stopping == StageConfig.Stopping.WORKER_ACCURACY:
         return WorkerAware(config.posterior_threshold, config.prior_accuracy, enough=config.model_min_answers)
@@ -239,7 +239,7 @@ def stopping_of(unit):
     if unit.stage == Stage.VERIFICATION:
         config = StageConfig.objects.filter(family_id=unit.family_id, stage=Stage.VERIFICATION).first()
         if config is not None and config.adaptive:
-            return verification_rule(config), config.overlap
+            return verification_stopping(config), config.overlap
     elif unit.stage == Stage.PAIRWISE and unit.battle_id is not None:
         tournament = unit.battle.tournament
         if tournament.adaptive:

@@ -212,3 +212,6 @@ def test_a_researcher_chooses_it_on_the_stage_settings_and_open_references_ask_w
 
     # The first answer of a verifier good enough could decide it now: one is asked, not three.
     assert WorkUnit.objects.get(reference=reference).overlap == 1
+    workflow = admin_client.get(reverse("admin:annotation_instructionfamily_workflow", args=[family.pk]))
+    assert "ask until decided (each verifier weighed by their accuracy, to a posterior of 0.90, up to 5)" \
+        in workflow.content.decode()
