@@ -13,6 +13,14 @@ fit the worker-model job runs, over every item's bought answers at once as the j
 Each rule is scored against the truth where the file gives one, and against the worker model
 fitted on every answer in the file, which is what a campaign that bought everything would decide.
 
+Worker-aware rules (ask until decided weighed by each worker's accuracy, at several posterior
+thresholds) need each worker's accuracy, which the stage takes from gold items. A file's gold is
+its truth: an answer is weighed by its worker's accuracy on every *other* item of the file with a
+truth (the item's own truth never weighs the answers that decide it), shrunk toward a prior as the
+stage shrinks it (annotation/workforce/accuracy.py). A file without truth takes each worker's
+accuracy from Dawid-Skene fitted on all its answers, the item's own among them, which flatters
+the rule somewhat; the output says which it used.
+
 A file can only replay answers it holds: an item whose rule would ask for more than it has stops
 there, and the rule's row counts such items as "ran out".
 """
@@ -21,19 +29,26 @@ import csv
 import io
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 
 from annotation import worker_models
-from annotation.crowdwork.stopping import Agreement, answers_to_ask
+from annotation.crowdwork.stopping import Agreement, VoteRule, WorkerAware, answers_to_ask
 from annotation.exceptions import AnnotationError
 from annotation.models import Aggregation
+from annotation.workforce.accuracy import accuracy_from
 
 REQUIRED = ("item", "worker", "answer")
 OPTIONAL = ("truth", "order")
-FIXED_OVERLAPS = (1, 3, 5)
+FIXED_OVERLAPS = (1, 2, 3, 4, 5, 6, 7)
 UNTIL_DECIDED = ((2, 3), (3, 5))
+WORKER_AWARE = (0.8, 0.9, 0.95, 0.99)
+# The stage's defaults (StageConfig.prior_accuracy, model_min_answers) and most answers asked.
+PRIOR_ACCURACY = 0.7
+ENOUGH = 5
+MOST = 5
 NEWLINE = b"\n"
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -149,7 +164,7 @@ def campaign_answers(family):
 # --- rules ----------------------------------------------------------------------------------------
 
 
-class Fixed:
+class Fixed(VoteRule):
     """A fixed overlap: a unit asks its overlap whatever the answers say."""
 
     labels = (None,)
@@ -167,15 +182,59 @@ class Rule:
     maximum: int
 
 
-def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED):
-    """The rules to replay: each fixed overlap, then each (agree, most) of ask until decided, the
-    verification stage's "agree to decide" and overlap."""
+def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED, worker_aware=WORKER_AWARE, most=MOST,
+          prior=PRIOR_ACCURACY):
+    """The rules to replay: each fixed overlap, each (agree, most) of ask until decided, the
+    verification stage's "agree to decide" and overlap, and each posterior threshold of ask until
+    decided weighed by worker accuracy, up to `most` (worker accuracy `prior` before evidence)."""
     found = [Rule(f"fixed overlap {overlap}", Fixed(), overlap) for overlap in fixed]
-    for agree, most in until_decided:
-        if not 1 <= agree <= most:
-            raise ReplayError(f"Ask until decided needs 1 <= agree <= most answers; {agree} of up to {most} is not.")
-        found.append(Rule(f"{agree} agreeing of up to {most}", Agreement(agree), most))
+    for agree, most_asked in until_decided:
+        if not 1 <= agree <= most_asked:
+            raise ReplayError(f"Ask until decided needs 1 <= agree <= most answers; {agree} of up to {most_asked} "
+                              "is not.")
+        found.append(Rule(f"{agree} agreeing of up to {most_asked}", Agreement(agree), most_asked))
+    if worker_aware and not 0.5 < prior < 1:
+        raise ReplayError(f"A prior accuracy is between 0.5 and 1; {prior} is not.")
+    for threshold in worker_aware:
+        if not 0.5 < threshold < 1:
+            raise ReplayError(f"A posterior threshold is between 0.5 and 1; {threshold} is not.")
+        found.append(Rule(f"weighed {threshold:g}, up to {most}", WorkerAware(threshold, prior, enough=ENOUGH), most))
     return found
+
+
+def accuracies(answers, *, gold_share=1.0):
+    """Per answer (the frame's index), its worker's accuracy as a worker-aware rule weighs it: on
+    the file's other items with a truth, taken as gold (`gold_share` of the items with a truth,
+    drawn with seed 41, as a campaign mixes gold into its work), or, without truth or with a share
+    of 0, Dawid-Skene's over every answer (the stage's order of evidence: gold, else the worker
+    model). Returns (accuracies, what they rest on)."""
+    frame = answers.frame
+    if gold_share > 0 and len(answers.truth):
+        gold = answers.truth
+        if gold_share < 1:
+            drawn = np.random.default_rng(41).choice(len(gold), max(1, round(gold_share * len(gold))), replace=False)
+            gold = gold.iloc[np.sort(drawn)]
+        truth = frame["task"].map(gold)
+        known = truth.notna()
+        right = known & (frame["label"] == truth)
+        # The worker's totals less this answer's own item: its truth never weighs its answers.
+        right_elsewhere = right.groupby(frame["worker"]).transform("sum") - right
+        known_elsewhere = known.groupby(frame["worker"]).transform("sum") - known
+        values = [accuracy_from(gold=(r, n), fitted=None, prior=PRIOR_ACCURACY, enough=ENOUGH).value
+                  for r, n in zip(right_elsewhere, known_elsewhere, strict=True)]
+        share = "" if gold_share >= 1 else f" ({len(gold):,} of them, {gold_share:.0%}, taken as gold)"
+        return pd.Series(values, index=frame.index), f"the truth of the worker's other items{share}"
+    fit = worker_models.fit_labels(frame, Aggregation.DAWID_SKENE)
+    of_worker = {worker: accuracy_from(gold=(0, 0), fitted=(fit.reliability[worker], fit.answers[worker]),
+                                       prior=PRIOR_ACCURACY, enough=ENOUGH).value for worker in fit.answers.index}
+    return frame["worker"].map(of_worker), "Dawid-Skene fitted on every answer (the item's own among them)"
+
+
+def _read_as(rule, labels, weights):
+    """An item's answers as `rule` reads them: bare labels, or (label, accuracy) when weighed."""
+    if isinstance(rule.rule, WorkerAware):
+        return list(zip(labels, weights, strict=True))
+    return list(labels)
 
 
 def bought(rule, labels):
@@ -189,18 +248,22 @@ def bought(rule, labels):
     return count, answers_to_ask(rule.rule, labels, rule.maximum) > count
 
 
-def buy(answers, rule):
+def buy(answers, rule, weights):
     """The rows of `answers.frame` that `rule` buys, and how many items ran out."""
     keep, ran_out = [], 0
     for _, labels in answers.frame.groupby("task", sort=False)["label"]:
-        count, short = bought(rule, list(labels))
+        count, short = bought(rule, _read_as(rule, labels, weights[labels.index]))
         keep.extend(labels.index[:count])
         ran_out += short
     return answers.frame.loc[keep], ran_out
 
 
-def votes(frame):
-    """Each item's most frequent answer; a tie goes to the answer given first."""
+def votes(frame, rule=None, weights=None):
+    """Each item's most frequent answer (a tie goes to the answer given first), or under a
+    worker-aware `rule` its most probable one, each answer weighed by its worker's accuracy."""
+    if rule is not None and isinstance(rule.rule, WorkerAware):
+        return frame.groupby("task", sort=False)["label"].agg(
+            lambda said: rule.rule.leading(_read_as(rule, said, weights[said.index])))
     return frame.groupby("task", sort=False)["label"].agg(lambda said: Counter(said).most_common(1)[0][0])
 
 
@@ -234,29 +297,41 @@ class Replay:
     answers: Answers
     model: str
     rows: list
+    weighed_by: str = ""
 
     @property
     def workers(self):
         return self.answers.frame["worker"].nunique()
 
 
-def replay(answers, *, model=Aggregation.DAWID_SKENE, chosen=None):
+def replay(answers, *, model=Aggregation.DAWID_SKENE, chosen=None, gold_share=1.0):
     """Replay `answers` under every rule of `chosen` (default `rules()`) and under "all answers";
-    each decided by the votes and by `model`."""
+    each decided by the votes and by `model`. Weighed rules take each worker's accuracy from the
+    truth of their other items (`gold_share` of them), or from Dawid-Skene at a share of 0 (`accuracies`)."""
     if model == Aggregation.VOTES or model not in Aggregation.values:
         raise ReplayError(f"“{model}” is not a worker model; choose one of "
                           f"{', '.join(value for value in Aggregation.values if value != Aggregation.VOTES)}.")
     everything = answers.frame
     reference = worker_models.fit_labels(everything, model).labels
     rows = [_row_of("all answers", everything, 0, answers, model, reference)]
-    for rule in chosen if chosen is not None else rules():
-        frame, ran_out = buy(answers, rule)
-        rows.append(_row_of(rule.name, frame, ran_out, answers, model, reference))
-    return Replay(answers=answers, model=str(model), rows=rows)
+    chosen = rules() if chosen is None else chosen
+    weights, weighed_by = pd.Series(dtype=float), ""
+    if any(isinstance(rule.rule, WorkerAware) for rule in chosen):
+        weights, weighed_by = accuracies(answers, gold_share=gold_share)
+    labels = tuple(sorted(everything["label"].unique()))
+    for rule in chosen:
+        if isinstance(rule.rule, WorkerAware):
+            # Its posterior spreads a wrong answer over the file's other labels.
+            rule = replace(rule, rule=WorkerAware(rule.rule.threshold, rule.rule.prior, labels=labels,
+                                                  enough=rule.rule.enough))
+        frame, ran_out = buy(answers, rule, weights)
+        rows.append(_row_of(rule.name, frame, ran_out, answers, model, reference, votes(frame, rule, weights)))
+    return Replay(answers=answers, model=str(model), rows=rows, weighed_by=weighed_by)
 
 
-def _row_of(name, frame, ran_out, answers, model, reference):
-    decided = {Aggregation.VOTES.value: votes(frame), str(model): worker_models.fit_labels(frame, model).labels}
+def _row_of(name, frame, ran_out, answers, model, reference, decided_by_votes=None):
+    decided = {Aggregation.VOTES.value: votes(frame) if decided_by_votes is None else decided_by_votes,
+               str(model): worker_models.fit_labels(frame, model).labels}
     return Row(rule=name, answers=len(frame), items=frame["task"].nunique(), ran_out=ran_out,
                decided={key: _score(labels, answers.truth, reference) for key, labels in decided.items()})
 
@@ -277,8 +352,11 @@ def format_replay(result):
         f"{answers.frame['task'].nunique():,} items, each item's answers in {answers.ordered_by}; "
         + (f"truth given for {truths:,} items." if truths else "no truth given, so no accuracy."),
         f"Agreement is with {model_name} fitted on every answer of the file.",
-        "",
     ]
+    if result.weighed_by:
+        lines.append(f"Weighed rules weigh each answer by its worker's accuracy from {result.weighed_by}; "
+                     "their votes are weighed the same way.")
+    lines.append("")
     keys = list(result.rows[0].decided)
     names = {Aggregation.VOTES.value: "votes", result.model: model_name.split(" worker model")[0]}
     header = f"{'rule':<24} {'answers':>9} {'per item':>8} {'fewer':>6} {'ran out':>7}"
@@ -302,4 +380,64 @@ def format_replay(result):
     if any(row.ran_out for row in result.rows):
         lines += ["", "Ran out: items whose rule would have asked for more answers than the file holds; the "
                       "rule bought what there was."]
+    if truths:
+        lines += ["", *curves(result), *goals(result)]
     return "\n".join(lines)
+
+
+KINDS = (("fixed overlap", "fixed overlap"), ("agreeing", "ask until agreed"), ("weighed", "weighed by accuracy"))
+
+
+def curves(result):
+    """Accuracy (the votes') against answers bought per item, one line per kind of rule, cheapest first."""
+    lines = ["Accuracy against answers bought per item (votes):"]
+    for marker, title in KINDS:
+        points = sorted((row.per_item, row.decided[Aggregation.VOTES.value].accuracy) for row in result.rows[1:]
+                        if marker in row.rule)
+        if points:
+            curve = "  ".join(f"{cost:.2f} → {accuracy:.3f}" for cost, accuracy in points)
+            lines.append(f"  {title + ':':<22}{curve}")
+    return lines
+
+
+def goals(result):
+    """Issue 41's goals for worker-aware stopping, where the replay has fixed overlaps 3 and 5 and a
+    weighed rule: reach the fixed five's accuracy with at least 35% fewer answers, and at the
+    answers a fixed three buys be at least as accurate as the fixed five."""
+    rows = {row.rule: row for row in result.rows}
+    five, three = rows.get("fixed overlap 5"), rows.get("fixed overlap 3")
+    weighed = [row for row in result.rows if row.rule.startswith("weighed")]
+    if five is None or three is None or not weighed:
+        return []
+
+    def accuracy(row):
+        return row.decided[Aggregation.VOTES.value].accuracy
+
+    reaching = [row for row in weighed if accuracy(row) >= accuracy(five)]
+    cheapest = min(reaching, key=lambda row: row.answers, default=None)
+    within = [row for row in weighed if row.answers <= three.answers]
+    best = max(within, key=accuracy, default=None)
+    first = f"Goal 1, fixed overlap 5's accuracy ({accuracy(five):.3f}, {five.answers:,} answers) with 35% fewer: "
+    if cheapest is None:
+        first += "not met, no weighed rule reaches it."
+    else:
+        fewer = 1 - cheapest.answers / five.answers
+        first += (f"{'met' if fewer >= 0.35 else 'not met'}, {cheapest.rule} reaches {accuracy(cheapest):.3f} "
+                  f"with {cheapest.answers:,} ({fewer:.0%} fewer).")
+    second = f"Goal 2, at fixed overlap 3's answers ({three.answers:,}) as accurate as fixed overlap 5: "
+    if best is None:
+        second += "not met, every weighed rule buys more."
+    else:
+        second += (f"{'met' if accuracy(best) >= accuracy(five) else 'not met'}, {best.rule} buys "
+                   f"{best.answers:,} and is right on {accuracy(best):.3f}")
+        points = sorted((row.answers, accuracy(row)) for row in weighed)
+        if accuracy(best) < accuracy(five) and points[0][0] <= three.answers <= points[-1][0]:
+            # A threshold between two of those replayed would buy about this: the curve, read linearly.
+            between = float(np.interp(three.answers, *zip(*points, strict=True)))
+            second += f"; between its thresholds the curve reads {between:.3f} at {three.answers:,} answers"
+        second += "."
+    notes = ["", first, second]
+    if five.ran_out:
+        notes.append("Fixed overlap 5 ran out of answers on some items: the file holds fewer, so it is not a "
+                     "full five.")
+    return notes

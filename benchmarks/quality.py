@@ -1,4 +1,4 @@
-"""Issue 26's figures in one command: what crowdbench's ways of spending crowd work buy, each beside
+"""Issues 26's and 41's figures in one command: what crowdbench's ways of spending crowd work buy, each beside
 what it replaces, on seeded simulated workers with known accuracies.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ .venv/bin/python benchmarks/quality.py
@@ -10,6 +10,9 @@ Each part is its own script (run alone for its options; benchmarks/README.md hol
   aggregation's wall time;
 - `adaptive`: answers bought and accuracy, a fixed overlap against ask until decided, through the
   real queue on PostgreSQL;
+- `curves`: budget against accuracy (issue 41): `manage.py replay_answers` on seeded simulated
+  crowds, accuracy against answers bought for fixed overlaps 1 to 7, ask until agreed, and ask
+  until decided weighed by worker accuracy at several posterior thresholds;
 - `active`: human judgements needed to reach Spearman >= 0.9 with the true ranking of 15 models,
   uniform against active sampling, with the rule the tournaments use.
 """
@@ -23,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 PARTS = {
     "models": ("Worker models against the majority vote", "quality_models.py"),
     "adaptive": ("Ask until decided against a fixed overlap", "quality_adaptive.py"),
+    "curves": ("Budget against accuracy, per stopping rule", "replay.py"),
     "active": ("Active against uniform battle sampling", "quality_active.py"),
 }
 

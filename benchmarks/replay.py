@@ -1,5 +1,5 @@
 """`manage.py replay_answers` on a seeded simulated crowd with known truth and on a real published
-annotation set (issue 41).
+annotation set (issue 41): budget against accuracy.
 
     .venv/bin/python benchmarks/replay.py                          # no database; a few minutes
     .venv/bin/python benchmarks/replay.py --items 3000 --spammers 0 0.2 0.4 --real path/to/answers.csv
@@ -8,10 +8,16 @@ For each share of spammers, `tests/crowd_simulation.py` writes a replay file: `-
 (half of them truly correct), `--per-item` answers each by distinct workers among `--workers`,
 good workers right with an accuracy of their own drawn from U(0.6, 0.95), spammers answering
 "correct" whatever they see, the rows shuffled and the asking order in the `order` column (seed
-41). The command replays it under fixed overlaps of 1, 3 and 5 and ask until decided at 2 of up
-to 3 and 3 of up to 5, as a researcher would run it, and its table is printed with the time it
-took. Then the same for `--real` files (default: the sample of Rzhetsky et al. 2009 kept in
-`tests/crowd_data/`, no truth).
+41). The command replays it under fixed overlaps of 1 to 7, ask until decided at 2 of up to 3 and
+3 of up to 5, and ask until decided weighed by worker accuracy at posteriors 0.8, 0.9, 0.95 and
+0.99 up to `--most`, as a researcher would run it, and prints its table, the curve of accuracy
+against answers bought per kind of rule, and whether issue 41's goals are met, with the time it
+took. A weighed rule takes each worker's accuracy from the truth of their other items, and again
+from the truth of 5% of the items only (`--gold-share 0.05`, as a campaign mixing gold into its
+work knows its workers), and from Dawid-Skene fitted on every answer, which uses no truth
+(`--gold-share 0`). Then the
+same for `--real` files (default: the sample of Rzhetsky et al. 2009 kept in `tests/crowd_data/`,
+no truth, so weighed by Dawid-Skene and without accuracy).
 """
 
 import argparse
@@ -30,12 +36,12 @@ from tests.crowd_simulation import simulated_crowd, write_csv  # noqa: E402
 REAL = ROOT / "tests" / "crowd_data" / "rzhetsky2009_e2_sample.csv"
 
 
-def run(path, model):
+def run(path, model, most, *options):
     from django.core.management import call_command
 
     out = io.StringIO()
     started = time.perf_counter()
-    call_command("replay_answers", str(path), "--model", model, stdout=out)
+    call_command("replay_answers", str(path), "--model", model, "--most", str(most), *options, stdout=out)
     print(out.getvalue())
     print(f"({time.perf_counter() - started:.1f} s)\n", flush=True)
 
@@ -43,7 +49,8 @@ def run(path, model):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=2000)
-    parser.add_argument("--per-item", type=int, default=5)
+    parser.add_argument("--per-item", type=int, default=7)
+    parser.add_argument("--most", type=int, default=7, help="the most answers a weighed rule asks")
     parser.add_argument("--workers", type=int, default=50)
     parser.add_argument("--spammers", type=float, nargs="+", default=[0.0, 0.2, 0.4])
     parser.add_argument("--model", default="dawid_skene")
@@ -59,10 +66,15 @@ def main():
                                    spammer_share=share)
             print(f"=== simulated crowd, {share:.0%} spammers, {args.items:,} items x {args.per_item} answers, "
                   f"{args.workers} workers, seed 41 ===", flush=True)
-            run(write_csv(Path(folder) / f"crowd-{share}.csv", rows), args.model)
+            path = write_csv(Path(folder) / f"crowd-{share}.csv", rows)
+            run(path, args.model, args.most)
+            for share, how in (("0.05", "the truth of 5% of the items as gold"),
+                               ("0", "Dawid-Skene instead of the truth")):
+                print(f"--- weighed by {how} ---", flush=True)
+                run(path, args.model, args.most, "--gold-share", share, "--fixed", "3", "5", "--until-decided")
     for path in args.real:
         print(f"=== {path.name} ===", flush=True)
-        run(path, args.model)
+        run(path, args.model, args.most)
 
 
 if __name__ == "__main__":

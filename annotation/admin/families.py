@@ -169,7 +169,8 @@ class StageConfigInline(WorkerModelChoiceMixin, admin.TabularInline):
     model = StageConfig
     extra = 0
     fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation", "adaptive",
-              "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional", "model_min_answers",
+              "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy", "on_incorrect",
+              "max_caption_rounds", "counts_provisional", "model_min_answers",
               "model_min_posterior"]
     readonly_fields = ["launched_at"]
 
@@ -427,7 +428,8 @@ class StageConfigAdmin(WorkerModelChoiceMixin, GroupScopedAdminMixin, AuditTrail
                     "adaptive", "aggregation", "on_incorrect"]
     list_filter = ["stage", "verification_rule", "aggregation"]
     fields = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation",
-              "adaptive", "agree_to_decide", "on_incorrect", "max_caption_rounds", "counts_provisional",
+              "adaptive", "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy", "on_incorrect",
+              "max_caption_rounds", "counts_provisional",
               "model_min_answers", "model_min_posterior"]
     readonly_fields = ["launched_at"]
     actions = ["refit_worker_models"]

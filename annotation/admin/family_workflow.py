@@ -198,8 +198,12 @@ def _asking(family):
     if config is None:
         return ""
     bought = progress.answers_bought(family=family, stage=Stage.VERIFICATION)
-    return (f"; ask until decided ({config.agree_to_decide} agreeing of up to {config.overlap}): "
-            f"{bought.summary()}")
+    if config.stopping == StageConfig.Stopping.WORKER_ACCURACY:
+        rule = (f"each verifier weighed by their accuracy, to a posterior of {config.posterior_threshold:.2f}, "
+                f"up to {config.overlap}")
+    else:
+        rule = f"{config.agree_to_decide} agreeing of up to {config.overlap}"
+    return f"; ask until decided ({rule}): {bought.summary()}"
 
 
 def _no_tournament_steps():

@@ -25,7 +25,7 @@ from annotation.crowdwork.stages import (
     trim_open_slots,
     unbegin_caption_round,
 )
-from annotation.crowdwork.stopping import Agreement
+from annotation.crowdwork.stopping import WorkerAware, verification_stopping
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Aggregation,
@@ -104,20 +104,28 @@ VERIFICATIONS = StageAnswers(stage=Stage.VERIFICATION, stored="verification", au
 
 def votes_complete(votes, config, unit):
     """Whether a reference's counted `votes` are all its stage asks: as many as its unit asks, or,
-    under ask until decided, once they agree or reach the most it asks. The one definition the
+    under ask until decided, once they decide or reach the most it asks. The one definition the
     submit, a review, the worker-model job and the benchmark check read."""
     if config.adaptive:
-        return _agreed(votes, config) is not None or len(votes) >= config.overlap
+        return len(votes) >= config.overlap or _decided(votes, config)[0] is not None
     return unit is not None and len(votes) >= unit.overlap
 
 
-def _agreed(votes, config):
-    return Agreement(config.agree_to_decide).decision([vote.is_correct for vote in votes])
+def _decided(votes, config):
+    """(what the stage's stopping rule decides from `votes` or None, the rule, the votes as it reads them)."""
+    rule = verification_stopping(config)
+    answers = rule.read([(vote.is_correct, vote.worker_id) for vote in votes])
+    return rule.decision(answers), rule, answers
 
 
 def verdict_by_votes(votes, config):
-    if config.adaptive and (agreed := _agreed(votes, config)) is not None:
-        return agreed
+    if config.adaptive:
+        decided, rule, answers = _decided(votes, config)
+        if decided is not None:
+            return decided
+        if isinstance(rule, WorkerAware):
+            # Undecided at the most it asks: the more probable verdict, as the weights say.
+            return rule.leading(answers)
     rule = config.verification_rule
     correct = sum(1 for vote in votes if vote.is_correct)
     if rule == StageConfig.VerificationRule.ANY:

@@ -18,11 +18,12 @@ from annotation.models import Aggregation, Assignment, Instance, Reference, Stag
 from crowdbench.jobs import enqueue
 
 APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional", "adaptive",
-                  "agree_to_decide", "aggregation", "model_min_answers", "model_min_posterior")
+                  "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy", "aggregation",
+                  "model_min_answers", "model_min_posterior")
 # What a worker model's decisions rest on: a change is fitted and decided again in its job.
 MODEL_FIELDS = {"aggregation", "model_min_answers", "model_min_posterior"}
 # What changes how many answers a unit asks.
-ASKING_FIELDS = {"overlap", "adaptive", "agree_to_decide"}
+ASKING_FIELDS = {"overlap", "adaptive", "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy"}
 
 
 @dataclass
@@ -99,7 +100,7 @@ def apply_stage_config(*, config, before):
         applied.decided += settled.decided
         applied.units_reopened += settled.units_reopened
         applied.units_made += settled.units_made
-        if changed & {"verification_rule", "adaptive", "agree_to_decide"} and config.stage == Stage.VERIFICATION:
+        if changed & (ASKING_FIELDS - {"overlap"} | {"verification_rule"}) and config.stage == Stage.VERIFICATION:
             applied.rule_changed = True
         if "aggregation" in changed and config.stage == Stage.VERIFICATION:
             applied.aggregation = config.get_aggregation_display()

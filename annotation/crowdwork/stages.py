@@ -15,7 +15,7 @@ from django.db.models import CharField, Count, Exists, F, OuterRef, ProtectedErr
 from django.db.models.functions import Cast, Concat, Greatest
 from django.utils import timezone
 
-from annotation.crowdwork.stopping import Agreement, asks_now, battle_rule, first_ask, locked_unit
+from annotation.crowdwork.stopping import asks_now, battle_rule, first_ask, locked_unit, verification_stopping
 from annotation.exceptions import AnnotationError
 from annotation.models import (
     Assignment,
@@ -131,7 +131,7 @@ def _not_made(items, stage, key):
 def first_overlap_of_verification(config):
     """What a new verification unit asks: the overlap, or under ask until decided the fewest
     answers that could decide."""
-    return first_ask((Agreement(config.agree_to_decide), config.overlap)) if config.adaptive else config.overlap
+    return first_ask((verification_stopping(config), config.overlap)) if config.adaptive else config.overlap
 
 
 def first_overlap_of_battle(tournament):

@@ -6,18 +6,44 @@ not. A unit under a rule asks the fewest answers that could decide it (its answe
 many more as would decide if they all sided with the leading label), never more than its stage's
 maximum: two verifiers at first, a third only when the two disagree. The queue leases up to what a
 unit asks (`WorkUnit.overlap`), so it hands out only units that still need an answer, and a unit
-closes when its answers reach it. A rule is a class with `labels` and `decision(answers)`.
+closes when its answers reach it. A rule is a class with `labels`, `decision(answers)`, what it
+reads of (label, worker id) pairs (`read`), its leading label and what one more answer for it
+would look like (`more`).
+
+Worker-aware stopping (issue 41) weighs each verifier's answer by their accuracy
+(annotation/workforce/accuracy.py), so a good verifier's answer decides alone and a poor one's
+asks for more.
 """
 
+import math
 from collections import Counter
 
 from annotation.models import GoldAnswer, HumanJudgement, Stage, StageConfig, Verification, WorkUnit
+from annotation.workforce.accuracy import verifier_accuracies
+
+# The least and the most an answer may be trusted. A worker below a coin toss on yes/no is a
+# spammer or misread the task, not a reliable contrarian, so their answer counts for nothing
+# rather than against itself; none counts as never wrong.
+MOST_TRUSTED = 0.99
 
 
-class Agreement:
-    """Decided once `agree` answers say the same (verification: two agreeing of up to three)."""
+class VoteRule:
+    """A rule that reads answers as bare labels: the leading label is the most frequent."""
 
     labels = (True, False)
+
+    def read(self, said):
+        return [label for label, _ in said]
+
+    def leading(self, answers):
+        return Counter(answers).most_common(1)[0][0] if answers else self.labels[0]
+
+    def more(self, label):
+        return label
+
+
+class Agreement(VoteRule):
+    """Decided once `agree` answers say the same (verification: two agreeing of up to three)."""
 
     def __init__(self, agree):
         self.agree = agree
@@ -29,7 +55,56 @@ class Agreement:
         return label if count >= self.agree else None
 
 
-class _BattlePosterior:
+class WorkerAware:
+    """Decided once one label's posterior passes `threshold`, each answer weighed by its worker's
+    accuracy (one-coin: right with that probability, wrong answers spread over the other labels;
+    even prior over `labels`). Answers are (label, accuracy) pairs; an unknown worker's accuracy is
+    `prior`. One more answer could come from the most trusted worker, so while undecided a unit
+    mostly asks one more at a time."""
+
+    def __init__(self, threshold, prior, labels=(True, False), enough=5):
+        self.threshold = threshold
+        self.prior = prior
+        self.labels = tuple(labels)
+        self.enough = enough
+
+    def read(self, said):
+        """(label, worker id) pairs as (label, accuracy): one query for every worker's accuracy."""
+        known = verifier_accuracies([worker for _, worker in said], prior=self.prior, enough=self.enough)
+        return [(label, known[worker].value if worker in known else self.prior) for label, worker in said]
+
+    def weight(self, accuracy):
+        """The log-odds an answer adds to its label against each other label."""
+        least = 1 / len(self.labels)
+        accuracy = min(max(accuracy, least), MOST_TRUSTED)
+        return math.log(accuracy * (len(self.labels) - 1) / (1 - accuracy))
+
+    def posteriors(self, answers):
+        scores = dict.fromkeys(self.labels, 0.0)
+        for label, accuracy in answers:
+            scores[label] = scores.get(label, 0.0) + self.weight(accuracy)
+        top = max(scores.values())
+        odds = {label: math.exp(score - top) for label, score in scores.items()}
+        total = sum(odds.values())
+        return {label: value / total for label, value in odds.items()}
+
+    def leading(self, answers):
+        """The most probable label; a tie goes to the first answer's."""
+        posteriors = self.posteriors(answers)
+        order = [label for label, _ in answers] + list(self.labels)
+        return max(order, key=lambda label: (posteriors[label], -order.index(label)))
+
+    def decision(self, answers):
+        if not answers:
+            return None
+        label = self.leading(answers)
+        return label if self.posteriors(answers)[label] >= self.threshold else None
+
+    def more(self, label):
+        return (label, MOST_TRUSTED)
+
+
+class _BattlePosterior(VoteRule):
     """A battle's rule: decided once `preferred_a` (a posterior for response A) passes `threshold`,
     or falls below one minus it (B)."""
 
@@ -145,11 +220,18 @@ def answers_to_ask(rule, answers, maximum):
     answers = list(answers)
     if len(answers) >= maximum or rule.decision(answers) is not None:
         return max(len(answers), 1)
-    leader = Counter(answers).most_common(1)[0][0] if answers else rule.labels[0]
+    leader = rule.more(rule.leading(answers))
     for more in range(1, maximum - len(answers)):
         if rule.decision(answers + [leader] * more) is not None:
             return len(answers) + more
     return maximum
+
+
+def verification_stopping(config):
+    """The stopping rule of a verification stage that asks until decided (`config.adaptive`)."""
+    if config.stopping == StageConfig.Stopping.WORKER_ACCURACY:
+        return WorkerAware(config.posterior_threshold, config.prior_accuracy, enough=config.model_min_answers)
+    return Agreement(config.agree_to_decide)
 
 
 def stopping_of(unit):
@@ -157,7 +239,7 @@ def stopping_of(unit):
     if unit.stage == Stage.VERIFICATION:
         config = StageConfig.objects.filter(family_id=unit.family_id, stage=Stage.VERIFICATION).first()
         if config is not None and config.adaptive:
-            return Agreement(config.agree_to_decide), config.overlap
+            return verification_stopping(config), config.overlap
     elif unit.stage == Stage.PAIRWISE and unit.battle_id is not None:
         tournament = unit.battle.tournament
         if tournament.adaptive:
@@ -171,11 +253,11 @@ def first_ask(stopping):
     return answers_to_ask(rule, [], maximum)
 
 
-def answered_labels(unit):
-    """The unit's answers in (submitted and not rejected), as its rule reads them."""
+def answered_labels(unit, rule):
+    """The unit's answers in (submitted and not rejected), as its `rule` reads them."""
     if unit.stage == Stage.VERIFICATION:
-        return list(Verification.objects.filter(assignment__in=unit.assignments.answered())
-                    .order_by("pk").values_list("is_correct", flat=True))
+        return rule.read(list(Verification.objects.filter(assignment__in=unit.assignments.answered())
+                              .order_by("pk").values_list("is_correct", "worker_id")))
     judgements = HumanJudgement.objects.filter(assignment__in=unit.assignments.answered()).order_by("pk")
     return [judgement.winner_side(judgement.choice) for judgement in judgements]
 
@@ -187,7 +269,7 @@ def asks_now(unit):
     if stopping is None:
         return unit.overlap
     rule, maximum = stopping
-    return answers_to_ask(rule, answered_labels(unit), maximum)
+    return answers_to_ask(rule, answered_labels(unit, rule), maximum)
 
 
 def ask_what_is_needed(unit):

@@ -208,6 +208,10 @@ class StageConfig(models.Model):
         MAJORITY = "majority", "A strict majority must mark it correct"
         ANY = "any", "One verifier marking it correct is enough"
 
+    class Stopping(models.TextChoices):
+        AGREEMENT = "agreement", "Enough verifiers agree"
+        WORKER_ACCURACY = "worker_accuracy", "The verdict is probable enough, each verifier weighed by their accuracy"
+
     class IncorrectAction(models.TextChoices):
         DISCARD = "discard", "Discard the instance (as in the paper)"
         RECAPTION = "recaption", "Send back for a new caption when the caption was the problem"
@@ -225,6 +229,23 @@ class StageConfig(models.Model):
                   "The verdict is what the agreeing verifiers said.")
     agree_to_decide = models.PositiveSmallIntegerField(
         default=2, help_text="With “ask until decided”: how many agreeing verifiers decide a reference.")
+    stopping = models.CharField(
+        "decided when", max_length=20, choices=Stopping.choices, default=Stopping.AGREEMENT,
+        help_text="With “ask until decided”: stop when enough verifiers agree (“agree to decide”), or "
+                  "weigh each verifier by how often they are right (from their gold answers, else from the "
+                  "worker model once it has seen enough of their answers, else the “prior accuracy”) and stop "
+                  "once the verdict is at least as probable as the “posterior threshold”. Weighed, one answer "
+                  "of a verifier known to be very good can decide, and a poor verifier's answers ask for more, "
+                  "up to the overlap; the verdict is the more probable one.")
+    posterior_threshold = models.FloatField(
+        default=0.95, help_text="With “ask until decided” weighed by accuracy: how probable the verdict must be "
+                                "to stop asking (between 0.5 and 1; 0.95 means wrong about one time in twenty, "
+                                "if the accuracies are right).")
+    prior_accuracy = models.FloatField(
+        "prior accuracy", default=0.7,
+        help_text="With “ask until decided” weighed by accuracy: how often a verifier is taken to be right "
+                  "before there is evidence of their own (between 0.5 and 1). Evidence is pulled toward it "
+                  "as if it were worth four answers.")
     verification_rule = models.CharField(max_length=20, choices=VerificationRule.choices,
                                          default=VerificationRule.UNANIMOUS)
     on_incorrect = models.CharField(max_length=20, choices=IncorrectAction.choices,
@@ -244,7 +265,9 @@ class StageConfig(models.Model):
         "a worker model's minimum answers per worker", default=5,
         help_text="Verification under a worker model: the model's label decides a reference only when every "
                   "verifier of it has at least this many counted answers in the fit (or a known accuracy on "
-                  "gold items). Otherwise the verification rule decides from the votes.")
+                  "gold items). Otherwise the verification rule decides from the votes. Ask until decided "
+                  "weighed by accuracy takes a verifier's accuracy from gold, or from the worker model, only "
+                  "once it rests on at least this many answers.")
     model_min_posterior = models.FloatField(
         "a worker model's minimum posterior", default=0.6,
         help_text="Verification under a worker model: the model's label decides a reference only when its "
@@ -255,6 +278,10 @@ class StageConfig(models.Model):
             models.UniqueConstraint(fields=["family", "stage"], name="stage_config_unique"),
             models.CheckConstraint(condition=Q(overlap__gte=1), name="stage_config_overlap_positive"),
             models.CheckConstraint(condition=Q(agree_to_decide__gte=1), name="stage_config_agree_to_decide_positive"),
+            models.CheckConstraint(condition=Q(posterior_threshold__gt=0.5, posterior_threshold__lt=1),
+                                   name="stage_config_posterior_threshold_between"),
+            models.CheckConstraint(condition=Q(prior_accuracy__gt=0.5, prior_accuracy__lt=1),
+                                   name="stage_config_prior_accuracy_between"),
         ]
 
     def __str__(self):
@@ -272,6 +299,8 @@ class StageConfig(models.Model):
         if self.stage != Stage.VERIFICATION:
             raise ValidationError({"adaptive": "“Ask until decided” is a verification setting; a tournament "
                                                "says when its battles are decided."})
+        if self.stopping == self.Stopping.WORKER_ACCURACY:
+            return
         if self.agree_to_decide < 2:
             raise ValidationError({"agree_to_decide": "At least two verifiers must agree to decide: one answer "
                                                       "alone is what a fixed overlap of 1 asks."})

@@ -384,7 +384,7 @@ class OwedWork(RuleBasedStateMachine):
             if stopping is None:
                 continue
             rule, maximum = stopping
-            labels = answered_labels(unit)
+            labels = answered_labels(unit, rule)
             assert unit.overlap <= maximum and len(labels) <= maximum, (unit, unit.status, labels)
             assert rule.decision(labels[:-1]) is None, (unit, labels)
 

@@ -14,7 +14,9 @@ from django.core.management import CommandError, call_command
 
 from annotation import replay, worker_models
 from annotation.crowdwork import review
+from annotation.crowdwork.stopping import WorkerAware
 from annotation.models import Stage
+from annotation.workforce.accuracy import shrunk
 from tests.annotation.collection.test_worker_models import answer, candidates
 from tests.crowd_simulation import in_order, simulated_crowd, write_csv
 from tests.factories import FamilyFactory, WorkerFactory, launch
@@ -209,3 +211,59 @@ def test_a_familys_last_campaign_replays_from_its_counted_verification_answers()
     assert cells(text, "2 agreeing of up to 3")[:2] == ["7", "2.33"]
     with pytest.raises(CommandError, match="No instruction family is named “Nobody”"):
         call_command("replay_answers", "--family", "Nobody")
+
+
+# --- weighed by worker accuracy, and the curve of accuracy against answers bought ----------------
+
+
+def test_a_workers_weight_on_an_item_never_rests_on_that_items_own_truth(crowd):
+    answers = replay.read_answers(as_csv(crowd))
+    flipped = [{**row, "truth": "incorrect" if row["truth"] == "correct" else "correct"}
+               if row["item"] == "item-0" else row for row in crowd]
+    before, _ = replay.accuracies(answers)
+    after, _ = replay.accuracies(replay.read_answers(as_csv(flipped)))
+    frame = answers.frame
+    on_item = frame["task"] == "item-0"
+    assert after[on_item].tolist() == before[on_item].tolist()
+    elsewhere = frame["worker"].isin(frame.loc[on_item, "worker"]) & ~on_item
+    assert (after[elsewhere] != before[elsewhere]).all()
+
+
+def test_a_weighed_rule_stops_once_the_weighed_posterior_passes_its_threshold_or_at_its_most(crowd):
+    answers = replay.read_answers(as_csv(crowd))
+    weights, _ = replay.accuracies(answers)
+    result = replay.replay(answers, chosen=replay.rules(fixed=(), until_decided=(), worker_aware=(0.9,), most=4))
+    rule = WorkerAware(0.9, replay.PRIOR_ACCURACY, labels=("correct", "incorrect"))
+    expected = 0
+    for _, said in answers.frame.groupby("task", sort=False)["label"]:
+        pairs = list(zip(said, weights[said.index], strict=True))
+        expected += next(count for count in range(1, len(pairs) + 1)
+                         if rule.decision(pairs[:count]) is not None or count == 4)
+    assert row_named(result, "weighed 0.9, up to 4").answers == expected
+
+
+def test_with_a_truth_the_command_prints_each_kinds_curve_and_whether_issue_41s_goals_are_met(crowd, tmp_path):
+    out = io.StringIO()
+    call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "1", "3", "5",
+                 "--until-decided", "2:3", "--weighed", "0.8", "0.95", stdout=out)
+    text = out.getvalue()
+    result = replayed(crowd, chosen=replay.rules(fixed=(1, 3, 5), until_decided=((2, 3),), worker_aware=(0.8, 0.95)))
+    curve = next(line for line in text.splitlines() if line.strip().startswith("weighed by accuracy:"))
+    for name in ("weighed 0.8, up to 5", "weighed 0.95, up to 5"):
+        row = row_named(result, name)
+        assert f"{row.per_item:.2f} → {row.decided['votes'].accuracy:.3f}" in curve
+    assert "from the truth of the worker's other items" in text
+    goals = [line for line in text.splitlines() if line.startswith("Goal ")]
+    assert len(goals) == 2 and all(": met, " in line or ": not met, " in line for line in goals)
+
+
+def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_every_answer(crowd):
+    answers = replay.read_answers(as_csv(crowd))
+    _, said = replay.accuracies(answers, gold_share=0.1)
+    assert said == f"the truth of the worker's other items ({ITEMS // 10} of them, 10%, taken as gold)"
+    weights, said = replay.accuracies(answers, gold_share=0)
+    assert said.startswith("Dawid-Skene fitted on every answer")
+    fit = worker_models.fit_labels(answers.frame, "dawid_skene")
+    worker = answers.frame["worker"].iloc[0]
+    reliability, count = fit.reliability[worker], fit.answers[worker]
+    assert weights.iloc[0] == pytest.approx(shrunk(reliability * count, count, replay.PRIOR_ACCURACY))

@@ -31,7 +31,8 @@ def posted(config, aggregation):
             "aggregation": aggregation, "agree_to_decide": config.agree_to_decide,
             "on_incorrect": config.on_incorrect, "max_caption_rounds": config.max_caption_rounds,
             "counts_provisional": "on", "model_min_answers": config.model_min_answers,
-            "model_min_posterior": config.model_min_posterior}
+            "model_min_posterior": config.model_min_posterior, "stopping": config.stopping,
+            "posterior_threshold": config.posterior_threshold, "prior_accuracy": config.prior_accuracy}
 
 
 def estimate(model, answers=ANSWERS):

@@ -1,0 +1,217 @@
+"""Worker-aware ask until decided (issue 41): a verification stage weighs each answer by its
+verifier's accuracy (gold, else the worker model, else a stated prior) and stops once the verdict's
+posterior passes its threshold, so a good verifier's answer decides alone and poor verifiers' items
+are asked more, up to the overlap."""
+
+import math
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+
+from annotation.collection import references, verification
+from annotation.crowdwork import queue
+from annotation.crowdwork.stopping import WorkerAware, answers_to_ask
+from annotation.models import (
+    GoldAnswer,
+    GoldItem,
+    Instance,
+    Reference,
+    Stage,
+    StageConfig,
+    StageQualification,
+    WorkerModel,
+    WorkerQualification,
+    WorkerReliability,
+    WorkUnit,
+)
+from annotation.workforce.accuracy import PRIOR_ANSWERS, accuracy_from, shrunk, verifier_accuracies
+from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, WorkerFactory, launch
+
+CORRECT = {"is_correct": True}
+WRONG = {"is_correct": False, "problem_in_response": True}
+
+
+# --- the rule -----------------------------------------------------------------------------------
+
+
+def test_one_answer_of_a_verifier_known_to_be_very_good_decides():
+    rule = WorkerAware(0.95, 0.7)
+    assert rule.decision([(True, 0.97)]) is True
+    assert rule.decision([(False, 0.97)]) is False
+
+
+def test_poor_verifiers_agreeing_do_not_decide_until_their_weight_passes_the_threshold():
+    rule = WorkerAware(0.95, 0.7)
+    poor = (True, 0.65)  # log-odds 0.62 each: five give 0.957
+    assert [rule.decision([poor] * count) for count in range(1, 6)] == [None, None, None, None, True]
+    assert rule.posteriors([poor] * 5)[True] == pytest.approx(1 / (1 + (0.35 / 0.65) ** 5))
+
+
+def test_a_good_verifier_outweighs_two_poor_ones_who_disagree_with_them():
+    rule = WorkerAware(0.8, 0.7)
+    answers = [(False, 0.6), (False, 0.6), (True, 0.95)]
+    assert rule.leading(answers) is True
+    assert rule.posteriors(answers)[True] == pytest.approx(1 / (1 + (0.05 / 0.95) * (0.6 / 0.4) ** 2))
+
+
+def test_an_answer_below_a_coin_toss_counts_for_nothing_rather_than_against_itself():
+    rule = WorkerAware(0.9, 0.7)
+    assert rule.posteriors([(True, 0.2)]) == {True: 0.5, False: 0.5}
+
+
+def test_no_answer_is_taken_as_never_wrong():
+    rule = WorkerAware(0.999, 0.7)
+    assert rule.decision([(True, 1.0)]) is None
+    assert math.isfinite(rule.weight(1.0))
+
+
+def test_with_more_labels_a_wrong_answer_spreads_over_the_others():
+    rule = WorkerAware(0.9, 0.7, labels=("1", "2", "3"))
+    # Right 0.9 of the time, each wrong label 0.05: odds of 18 to 1 against each other label.
+    assert rule.posteriors([("2", 0.9)])["2"] == pytest.approx(18 / 20)
+
+
+def test_while_undecided_a_unit_asks_one_more_at_a_time_up_to_its_maximum():
+    rule = WorkerAware(0.95, 0.7)
+    poor = (True, 0.65)
+    assert answers_to_ask(rule, [], 5) == 1
+    assert [answers_to_ask(rule, [poor] * count, 5) for count in range(1, 5)] == [2, 3, 4, 5]
+    assert answers_to_ask(rule, [poor] * 5, 5) == 5
+    # Two very good verifiers who disagree need two more to decide, however good the next ones.
+    assert answers_to_ask(rule, [(True, 0.97), (False, 0.97)], 5) == 3
+
+
+def test_an_accuracy_is_shrunk_toward_the_prior_and_rests_on_enough_answers():
+    assert shrunk(2, 2, 0.7) == pytest.approx((2 + PRIOR_ANSWERS * 0.7) / (2 + PRIOR_ANSWERS))
+    assert accuracy_from(gold=(2, 2), fitted=None, prior=0.7, enough=5).source == "prior"
+    by_gold = accuracy_from(gold=(9, 10), fitted=(0.6, 500), prior=0.7, enough=5)
+    assert (by_gold.source, by_gold.value) == ("gold", pytest.approx(shrunk(9, 10, 0.7)))
+    by_model = accuracy_from(gold=(3, 3), fitted=(0.6, 500), prior=0.7, enough=5)
+    assert (by_model.source, by_model.value) == ("worker model", pytest.approx(shrunk(300, 500, 0.7)))
+
+
+# --- on PostgreSQL, through the real submit -----------------------------------------------------
+
+
+def qualified_with_gold(worker, *, right, wrong):
+    """`worker` qualified for verification, with `right` and `wrong` checked gold answers."""
+    qualification, _ = StageQualification.objects.get_or_create(
+        stage=Stage.VERIFICATION, defaults={"name": "Verify", "description": "Is the reference right?"})
+    WorkerQualification.objects.create(qualification=qualification, worker=worker, test_score="0.900")
+    item = GoldItem.objects.create(qualification=qualification, content={}, question="Correct?",
+                                   options=["correct", "incorrect"], answer="correct")
+    for correct in [True] * right + [False] * wrong:
+        GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE, answer="x",
+                                  correct=correct)
+    return worker
+
+
+def candidate(family):
+    instance = InstanceFactory(family=family, status=Instance.Status.AWAITING_REFERENCE)
+    instance.current_caption = CaptionFactory(instance=instance)
+    instance.save()
+    return references.store_reference(instance=instance, text="Three sheep.", source=Reference.Source.MANUAL)
+
+
+def weighed_family(overlap=5):
+    family = FamilyFactory()
+    launch(family, Stage.VERIFICATION, overlap=overlap, adaptive=True,
+           stopping=StageConfig.Stopping.WORKER_ACCURACY, posterior_threshold=0.95, prior_accuracy=0.7)
+    return family
+
+
+def verify_until_done(reference, workers, answer):
+    """Workers take turns answering `reference` until its unit closes; returns how many answered."""
+    for count, worker in enumerate(workers, start=1):
+        assignment = queue.next_assignment(worker=worker, stage=Stage.VERIFICATION)
+        assert assignment is not None and assignment.unit.reference_id == reference.pk
+        verification.submit_verification(assignment_id=assignment.pk, worker=worker, **answer)
+        if WorkUnit.objects.get(reference=reference).status == WorkUnit.Status.DONE:
+            return count
+    return len(workers)
+
+
+@pytest.mark.django_db
+def test_worker_aware_stopping_asks_more_of_a_poor_verifiers_items_than_of_a_good_ones():
+    family = weighed_family()
+    good = qualified_with_gold(WorkerFactory(), right=30, wrong=0)  # 0.96 once shrunk
+    poor = [qualified_with_gold(WorkerFactory(), right=6, wrong=4) for _ in range(5)]  # 0.63 each
+
+    first = candidate(family)
+    assert WorkUnit.objects.get(reference=first).overlap == 1
+    bought_of_good = verify_until_done(first, [good, *poor], CORRECT)
+    second = candidate(family)
+    bought_of_poor = verify_until_done(second, poor, CORRECT)
+
+    first.refresh_from_db(), second.refresh_from_db()
+    assert (bought_of_good, bought_of_poor) == (1, 5)
+    assert first.verdict == second.verdict == Reference.Verdict.CORRECT
+    assert WorkUnit.objects.get(reference=second).overlap == 5
+
+
+@pytest.mark.django_db
+def test_undecided_at_the_most_it_asks_the_verdict_is_the_more_probable_one_not_the_votes():
+    family = weighed_family(overlap=3)
+    good = qualified_with_gold(WorkerFactory(), right=30, wrong=0)
+    poor = [qualified_with_gold(WorkerFactory(), right=6, wrong=4) for _ in range(2)]
+    reference = candidate(family)
+    for worker, answer in ((poor[0], WRONG), (poor[1], WRONG), (good, CORRECT)):
+        assignment = queue.next_assignment(worker=worker, stage=Stage.VERIFICATION)
+        verification.submit_verification(assignment_id=assignment.pk, worker=worker, **answer)
+    reference.refresh_from_db()
+    # Two poor "incorrect" against one very good "correct": 0.91 for correct, short of 0.95.
+    assert WorkUnit.objects.get(reference=reference).status == WorkUnit.Status.DONE
+    assert reference.verdict == Reference.Verdict.CORRECT
+
+
+@pytest.mark.django_db
+def test_without_gold_a_verifier_weighs_by_the_worker_models_accuracy_else_the_prior():
+    fitted, unknown = WorkerFactory(), WorkerFactory()
+    WorkerReliability.objects.create(worker=fitted, stage=Stage.VERIFICATION, family=None,
+                                     model=WorkerModel.DAWID_SKENE, reliability=0.9, answers=200,
+                                     fitted_at="2026-11-28T00:00:00Z")
+    known = verifier_accuracies([fitted.pk, unknown.pk], prior=0.7, enough=5)
+    assert known[fitted.pk].source == "worker model"
+    assert known[fitted.pk].value == pytest.approx(shrunk(180, 200, 0.7))
+    assert (known[unknown.pk].source, known[unknown.pk].value) == ("prior", 0.7)
+
+
+@pytest.mark.django_db
+def test_the_accuracies_of_a_units_verifiers_are_one_query_however_many(django_assert_num_queries):
+    workers = [qualified_with_gold(WorkerFactory(), right=8, wrong=2) for _ in range(6)]
+    with django_assert_num_queries(1):
+        known = verifier_accuracies([worker.pk for worker in workers], prior=0.7, enough=5)
+    assert {accuracy.source for accuracy in known.values()} == {"gold"}
+
+
+@pytest.mark.django_db
+def test_a_threshold_or_prior_outside_a_half_to_one_is_refused():
+    config = StageConfig(family=FamilyFactory(), stage=Stage.VERIFICATION, overlap=5, adaptive=True,
+                         stopping=StageConfig.Stopping.WORKER_ACCURACY, posterior_threshold=1.0)
+    with pytest.raises(ValidationError):
+        config.full_clean()
+
+
+@pytest.mark.django_db
+def test_a_researcher_chooses_it_on_the_stage_settings_and_open_references_ask_what_it_needs(admin_client):
+    family = FamilyFactory()
+    config = launch(family, Stage.VERIFICATION, overlap=5, adaptive=True, agree_to_decide=3)
+    reference = candidate(family)
+    assert WorkUnit.objects.get(reference=reference).overlap == 3
+    url = reverse("admin:annotation_stageconfig_change", args=[config.pk])
+    page = admin_client.get(url).content.decode()
+    assert "each verifier weighed by their accuracy" in page and "prior accuracy" in page.lower()
+
+    posted = {name: getattr(config, name) for name in (
+        "family", "stage", "overlap", "lease_minutes", "verification_rule", "aggregation", "agree_to_decide",
+        "on_incorrect", "max_caption_rounds", "model_min_answers", "model_min_posterior")}
+    posted.update(family=family.pk, adaptive="on", counts_provisional="on", posterior_threshold=0.9,
+                  prior_accuracy=0.7, stopping=StageConfig.Stopping.WORKER_ACCURACY)
+    assert admin_client.post(url, posted).status_code == 302
+
+    # The first answer of a verifier good enough could decide it now: one is asked, not three.
+    assert WorkUnit.objects.get(reference=reference).overlap == 1
+    workflow = admin_client.get(reverse("admin:annotation_instructionfamily_workflow", args=[family.pk]))
+    assert "ask until decided (each verifier weighed by their accuracy, to a posterior of 0.90, up to 5)" \
+        in workflow.content.decode()
