@@ -154,9 +154,12 @@ def build_snapshot(*, snapshot):
     snapshot = Snapshot.objects.get(pk=snapshot.pk)
     if snapshot.status == Snapshot.Status.DONE:
         return snapshot
-    progress = _Progress(snapshot, steps=len(OUTPUTS) + 2)
+    progress = _Progress(snapshot, steps=len(OUTPUTS) + 3)
     progress.update(status=Snapshot.Status.RUNNING, progress=0, error="",
                     progress_message="Starting")
+    # The judge report is the leaderboard's stored result: stored now, before the read-only
+    # transaction below, which can store nothing.
+    _store_leaderboards(snapshot, progress)
     # One moment for every file: the build's own transaction reads a single snapshot of the data.
     own_transaction = connection.vendor == "postgresql" and not connection.in_atomic_block
     try:
@@ -242,6 +245,14 @@ def _write_files(snapshot, workdir, progress):
             raise AnnotationError(f"The storage saved {stored} as {saved}.")
     return {"files": files, "manifest": manifest, "content_sha256": content_sha256,
             "instance_digests": digests}
+
+
+def _store_leaderboards(snapshot, progress):
+    from annotation.scoring.freshness import refresh_leaderboard
+
+    progress.step("Scoring the tournaments")
+    for tournament in snapshot.tournaments.order_by("pk"):
+        refresh_leaderboard(tournament=tournament)
 
 
 def _write_judge_report(snapshot, tournaments, path):

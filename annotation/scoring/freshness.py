@@ -181,11 +181,23 @@ def refresh_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUND
     return stored
 
 
-def tournament_judge_report(*, tournament, criterion="overall"):
+def tournament_judge_report(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
     """The judge report alone, as JSON-ready data (the snapshot's judge_report.json): the one the
-    leaderboard's stored result holds for the judgements as they are now, computed and stored when
-    it is not yet, so the snapshot's report and the leaderboard's never differ."""
-    return refresh_leaderboard(tournament=tournament, criterion=criterion).result["judge_report"]
+    leaderboard's stored result holds for the judgements as they are now, so the snapshot's report
+    and the leaderboard's never differ. It only reads, since a snapshot is built in a read-only
+    transaction: the build stores each board first (`refresh_leaderboard`), and a report whose
+    judgements changed between the two is computed here by the same code and not stored."""
+    from annotation.scoring import leaderboard
+
+    tournament = Tournament.objects.get(pk=tournament.pk)
+    board = {"tournament": tournament, "criterion": criterion, "rounds": rounds}
+    with _one_snapshot():
+        key = fingerprint(tournament=tournament, criterion=criterion, rounds=rounds)
+        stored = LeaderboardResult.objects.filter(**board, data_key=key).first()
+        if stored is not None:
+            return stored.result["judge_report"]
+        found = leaderboard.evaluators(tournament=tournament, criterion=criterion)
+    return leaderboard.compute(found, seed=tournament.seed, rounds=rounds)["judge_report"]
 
 
 def latest_stored(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):

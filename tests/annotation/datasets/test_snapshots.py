@@ -105,6 +105,26 @@ def test_a_snapshot_carries_the_judge_report_of_its_tournaments_and_says_so_in_i
     assert "### Judge report" in card and f"`{manifest.JUDGE_REPORT_NAME}`" in card
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_snapshot_built_in_its_own_read_only_transaction_stores_the_leaderboard_its_judge_report_is(
+        judged_tournament_with_criteria):
+    """Built as the job builds it, outside any transaction, the files are read in a read-only one:
+    a tournament whose leaderboard was not stored yet made the build fail ("cannot execute INSERT
+    in a read-only transaction") at campaign size, where no test had built one that way."""
+    from annotation.models import LeaderboardResult
+
+    tournament, run = judged_tournament_with_criteria
+    LeaderboardResult.objects.filter(tournament=tournament).delete()
+
+    snapshot = _snapshot(tournaments=[tournament])
+
+    assert snapshot.status == Snapshot.Status.DONE
+    [report] = json.loads(_read(snapshot, manifest.JUDGE_REPORT_NAME))
+    stored = LeaderboardResult.objects.get(tournament=tournament, criterion="overall")
+    assert report["rows"] == stored.result["judge_report"]
+    assert [row["key"] for row in report["rows"]] == ["human", f"run-{run.pk}"]
+
+
 def test_no_raw_worker_id_appears_anywhere_in_a_snapshot(judged_tournament_with_criteria, snapshot_folder):
     tournament, _ = judged_tournament_with_criteria
 
