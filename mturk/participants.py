@@ -20,7 +20,7 @@ tasks once the platform confirms that session is theirs, since an id typed into 
 otherwise buy a second round of work that no submission pays for.
 """
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery, Value
@@ -34,7 +34,7 @@ from annotation.models import Assignment, Worker
 from annotation.workforce.standing import workers_with_standing
 from crowdbench import shared_cache
 from mturk import identity, links
-from mturk.models import StudyCompletion
+from mturk.models import CrowdStudy, StudyCompletion
 
 # How long a platform's confirmation of a new session is trusted, so that each next task of it
 # does not ask the platform again.
@@ -76,8 +76,44 @@ def done_in_study(worker, study):
 
 
 class ArrivalKeyNeeded(Exception):
-    """A new participant id arrived without an arrival key: the web layer gives the browser one and
-    sends it back; the row is made by the request that brings it."""
+    """A new participant id arrived without an arrival key: the web layer gives the browser one (for
+    `study`) and sends it back; the row is made by the request that brings it."""
+
+    def __init__(self, study=None):
+        super().__init__(study)
+        self.study = study
+
+
+ARRIVAL_EXPIRED = (
+    "This study page was first opened too long ago to be reloaded in a browser that does not hold "
+    "your place in the study. Please continue in the browser where you started; if you cannot, "
+    "message the researchers through your platform. Nothing was shown or recorded here."
+)
+ARRIVAL_FORGED = (
+    "This study link has been altered, so it cannot be opened here. Please open the study again "
+    "from your platform; if this page comes back, message the researchers through your platform. "
+    "Nothing was shown or recorded here."
+)
+
+
+@dataclass(frozen=True)
+class ArrivalToken:
+    """What a request's arrival token says (the web layer signs and reads it): the study and the
+    participant id it was given for and its key, or why it is no good (`problem`)."""
+
+    study_id: int | None = None
+    participant_id: str = ""
+    key: str = ""
+    problem: str = ""
+
+    def key_for(self, study, arrival):
+        """(the key, when the token was given for this study's participant, else ""; why a token
+        carried here is no good, else "")."""
+        if self.problem or not self.key:
+            return "", self.problem
+        if (self.study_id, self.participant_id) != (study.pk, arrival.participant_id):
+            return "", ARRIVAL_FORGED
+        return self.key, ""
 
 
 def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_new=lambda: True):
@@ -94,7 +130,7 @@ def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_n
     worker = same_id.first()
     if worker is None:
         if not arrival_key:
-            raise ArrivalKeyNeeded()
+            raise ArrivalKeyNeeded(study)
         if not may_admit_new():
             raise TooManyNewParticipants()
         try:
@@ -111,6 +147,20 @@ def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_n
     identity.confirm_participant(study=study, participant_id=arrival.participant_id,
                                  platform_session_id=arrival.session_id)
     return worker
+
+
+def admit_arrival(*, arrival, study, arrival_token, known_here, may_admit_new):
+    """`admit_participant` for a study link's request, which carries its ArrivalToken and comes from
+    a browser holding the participants `known_here` (their ids)."""
+    key, bad_token = arrival_token.key_for(study, arrival)
+    try:
+        return admit_participant(arrival=arrival, study=study, arrival_key=key,
+                                 known_here=known_here.__contains__, may_admit_new=may_admit_new)
+    except identity.IdentityRefused:
+        # The platform did not confirm the claim either: say what was wrong with the token.
+        if bad_token:
+            raise identity.IdentityRefused(bad_token) from None
+        raise
 
 
 def stop_participating(*, worker, study):
@@ -207,3 +257,67 @@ def next_step_of_participant(*, study, worker_id, platform_session_id, known_her
             raise identity.IdentityRefused(identity.STUDY_NOT_CONFIRMED)
         return next_step_in_study(worker=worker, study=study, platform_session_id=platform_session_id,
                                   given_back_too=given_back_too, shows_gold=shows_gold)
+
+
+class StudyNotKnown(WorkerFacingError):
+    """A study link naming a study that is not known here, or one of another stage."""
+
+    def __init__(self):
+        super().__init__("This study is not known here. Please tell the researchers.")
+
+
+@dataclass(frozen=True)
+class StudyAsk:
+    """What a study page's request asks, read from it once at the web layer's edge: who the
+    participant is, by the signed session of a study they work in (`worker_id`, `study_id`) or by a
+    study link's `arrival` with its `arrival_token`, and which participants this browser holds."""
+
+    stage: str
+    platform_session_id: str = ""
+    worker_id: int | None = None
+    study_id: int | None = None
+    arrival: links.StudyArrival | None = None
+    arrival_token: ArrivalToken = ArrivalToken()
+    known_here: frozenset = frozenset()
+    given_back_too: bool = True
+
+
+def _session_study(ask):
+    return CrowdStudy.objects.select_related("family").filter(pk=ask.study_id, stage=ask.stage).first()
+
+
+def may_stop(ask):
+    """For the page that offers the next task after a give-back: (the study the session names, or
+    None when it names none of the stage; whether its participant, known to this browser, has done
+    a task of it, so may stop now and take the code)."""
+    study = _session_study(ask)
+    if study is None:
+        return None, False
+    worker = Worker.objects.filter(pk=ask.worker_id).first()
+    return study, bool(worker and worker.pk in ask.known_here and done_in_study(worker, study))
+
+
+def next_step_asked(ask, *, may_admit_new, shows_gold=False):
+    """What the study participant a request names is shown next: the one call of a study page.
+
+    Returns (study, step). A session names its study and participant: (None, None) when the
+    stage has no such study or the study no such participant. A study link's arrival is admitted
+    first (`admit_participant`, with `may_admit_new(study)` the web layer's throttle), then asks
+    `next_step_in_study`. Raises StudyNotKnown, ArrivalKeyNeeded, IdentityRefused (saying what was
+    wrong with an arrival token that the platform's refusal leaves standing) or TooManyNewParticipants.
+    """
+    if ask.arrival is None:
+        study = _session_study(ask)
+        if study is None:
+            return None, None
+        return study, next_step_of_participant(
+            study=study, worker_id=ask.worker_id, platform_session_id=ask.platform_session_id,
+            known_here=ask.known_here.__contains__, given_back_too=ask.given_back_too, shows_gold=shows_gold)
+    study = CrowdStudy.objects.select_related("family").filter(
+        platform=ask.arrival.platform, external_id=ask.arrival.study_id).first()
+    if study is None or study.stage != ask.stage:
+        raise StudyNotKnown()
+    worker = admit_arrival(arrival=ask.arrival, study=study, arrival_token=ask.arrival_token,
+                           known_here=ask.known_here, may_admit_new=lambda: may_admit_new(study))
+    return study, next_step_in_study(worker=worker, study=study, platform_session_id=ask.platform_session_id,
+                                     given_back_too=ask.given_back_too, shows_gold=shows_gold)
