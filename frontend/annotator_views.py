@@ -133,32 +133,42 @@ def stage_page(request, stage):
     except links.IncompleteLink as error:
         return problem_page(request, str(error), status=400)
     if not ask.given_back_too and "take" not in request.GET:
-        return _offer_after_giving_back(request, page, ask)
-    if ask.worker_id is None and ask.arrival is None:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
-        step = next_step_of_annotator(user=request.user, stage=stage, family=_chosen_family(request, stage),
-                                      given_back_too=ask.given_back_too, shows_gold=page.shows_gold)
-        return _shown(request, page, step, next_url=request.get_full_path())
-    try:
-        study, step = next_step_asked(ask, may_admit_new=lambda study: may_admit_new(request, study),
-                                      shows_gold=page.shows_gold)
-    except ArrivalKeyNeeded as needed:
-        return redirect(with_new_token(request, ask.arrival, needed.study))
-    except StudyNotKnown as error:
-        return problem_page(request, str(error), status=404)
-    except identity.IdentityRefused as refused:
-        return problem_page(request, str(refused), status=403)
-    except TooManyNewParticipants as refused:
-        throttled = problem_page(request, str(refused), status=429, heading="Please try again later")
-        throttled["Retry-After"] = str(arrivals_window_seconds())
-        return throttled
-    if step is None:
-        return problem_page(request, tokens.FORGED_MESSAGE, status=403)
-    if ask.arrival is not None:
-        bind_to_browser(request, step.worker.pk)
-    return _shown_in_study(request, page, step, study=study, session=tokens.StudySession(
-        worker_id=step.worker.pk, study_id=study.pk, platform_session_id=ask.platform_session_id))
+        # After a give-back the next task waits for the worker to ask: leased at once, it was held
+        # from others while they took a break or left (issue 38: the last open caption, for 5
+        # minutes). The button asks for this same URL with `take`, so the unit given back comes last.
+        may_finish = may_stop(ask)
+        if may_finish is None:
+            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
+        return render(request, "annotator/given_back.html", {
+            "page": page, "query": [(name, value) for name, value in request.GET.items() if name != "take"],
+            "finish_token": request.GET["continue"] if may_finish else "", "in_house": ask.worker_id is None,
+        })
+    if ask.worker_id is not None or ask.arrival is not None:
+        try:
+            study, step = next_step_asked(ask, may_admit_new=lambda study: may_admit_new(request, study),
+                                          shows_gold=page.shows_gold)
+        except ArrivalKeyNeeded as needed:
+            return redirect(with_new_token(request, ask.arrival, needed.study))
+        except StudyNotKnown as error:
+            return problem_page(request, str(error), status=404)
+        except identity.IdentityRefused as refused:
+            return problem_page(request, str(refused), status=403)
+        except TooManyNewParticipants as refused:
+            throttled = problem_page(request, str(refused), status=429, heading="Please try again later")
+            throttled["Retry-After"] = str(arrivals_window_seconds())
+            return throttled
+        if step is None:
+            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
+        if ask.arrival is not None:
+            bind_to_browser(request, step.worker.pk)
+        return _shown_in_study(request, page, step, study=study, session=tokens.StudySession(
+            worker_id=step.worker.pk, study_id=study.pk, platform_session_id=ask.platform_session_id))
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
+    family = _chosen_family(request, stage)
+    step = next_step_of_annotator(user=request.user, stage=stage, family=family,
+                                  given_back_too=ask.given_back_too, shows_gold=page.shows_gold)
+    return _shown(request, page, step, next_url=request.get_full_path())
 
 
 def _asked(request, stage):
@@ -177,21 +187,6 @@ def _asked(request, stage):
     if arrival is None:
         return StudyAsk(**asked)
     return StudyAsk(**asked, arrival=arrival, platform_session_id=arrival.session_id, arrival_token=token)
-
-
-def _offer_after_giving_back(request, page, ask):
-    """After a give-back, the next task waits for the worker to ask: leased at once, it was held
-    from others while they took a break or left (issue 38: the last open caption, for 5 minutes).
-    The button asks for this same URL with `take`, so the unit given back still comes last."""
-    may_finish = False
-    if ask.worker_id is not None:
-        study, may_finish = may_stop(ask)
-        if study is None:
-            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
-    return render(request, "annotator/given_back.html", {
-        "page": page, "query": [(name, value) for name, value in request.GET.items() if name != "take"],
-        "finish_token": request.GET["continue"] if may_finish else "", "in_house": ask.worker_id is None,
-    })
 
 
 def _chosen_family(request, stage):

@@ -58,14 +58,11 @@ def _submitted_in(study, worker):
     )
 
 
-def participants_of(study):
-    """Workers fetched with their standing in the study's stage and the count of their tasks in
-    it, so the study's next-unit request asks neither separately."""
+def _progress_in(study):
     done = _submitted_in(study, OuterRef("pk")).order_by().values("worker").annotate(
         n=Count("pk")).values("n")
-    return workers_with_standing(study.stage).annotate(
-        done_in_study_id=Value(study.pk), done_count=Coalesce(Subquery(done), 0),
-        finished_in_study=Exists(StudyCompletion.objects.filter(study=study, worker=OuterRef("pk"))))
+    return {"done_in_study_id": Value(study.pk), "done_count": Coalesce(Subquery(done), 0),
+            "finished_in_study": Exists(StudyCompletion.objects.filter(study=study, worker=OuterRef("pk")))}
 
 
 def done_in_study(worker, study):
@@ -126,7 +123,7 @@ def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_n
     they are known, by the key that made their row (the first arrival again, its reply lost), or
     when the platform confirms the claim. Raises IdentityRefused, or TooManyNewParticipants.
     """
-    same_id = participants_of(study).filter(platform=study.platform, external_id=arrival.participant_id)
+    same_id = Worker.objects.filter(platform=study.platform, external_id=arrival.participant_id)
     worker = same_id.first()
     if worker is None:
         if not arrival_key:
@@ -135,13 +132,10 @@ def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_n
             raise TooManyNewParticipants()
         try:
             with transaction.atomic():
-                Worker.objects.create(platform=study.platform, external_id=arrival.participant_id,
-                                      first_arrival_key=arrival_key)
+                return Worker.objects.create(platform=study.platform, external_id=arrival.participant_id,
+                                             first_arrival_key=arrival_key)
         except IntegrityError:
-            pass  # the same id's other tab made it first: it is the same participant
-        # A row just made carries none of the annotations: one query for them all, where each
-        # check of the request (standing twice, progress once) would otherwise ask its own.
-        return same_id.get()
+            return same_id.get()  # the same id's other tab made it first: it is the same participant
     if known_here(worker.pk) or (arrival_key and worker.first_arrival_key == arrival_key):
         return worker
     identity.confirm_participant(study=study, participant_id=arrival.participant_id,
@@ -180,7 +174,7 @@ def finish_participating(*, worker, study, platform_session_id):
 
 def _finished_sessions(worker, study):
     if getattr(worker, "done_in_study_id", None) == study.pk and not worker.finished_in_study:
-        return set()  # fetched by participants_of: no query on the way to every next task
+        return set()  # fetched with the worker (next_step_of_participant): no query on the way to every next task
     return set(StudyCompletion.objects.filter(study=study, worker=worker)
                .values_list("platform_session_id", flat=True))
 
@@ -246,11 +240,13 @@ def next_step_in_study(*, worker, study, platform_session_id, given_back_too=Tru
 def next_step_of_participant(*, study, worker_id, platform_session_id, known_here, given_back_too=True,
                              shows_gold=False):
     """`next_step_in_study` for the participant a study session names, fetched with their standing
-    and progress and the lock their lease needs, in the decision's transaction: the request every
+    in the study's stage and their progress in the study (so that the decision asks neither
+    separately) and the lock their lease needs, in the decision's transaction: the request every
     participant makes after every answer. None when the study has no such participant; raises
     IdentityRefused when `known_here(worker_id)` says this browser was not admitted as them."""
+    progress = _progress_in(study)
     with transaction.atomic():
-        worker = locked_for_leasing(participants_of(study).filter(pk=worker_id))
+        worker = locked_for_leasing(workers_with_standing(study.stage).annotate(**progress).filter(pk=worker_id))
         if worker is None:
             return None
         if not known_here(worker.pk):
@@ -282,42 +278,47 @@ class StudyAsk:
     given_back_too: bool = True
 
 
-def _session_study(ask):
-    return CrowdStudy.objects.select_related("family").filter(pk=ask.study_id, stage=ask.stage).first()
+def _study_asked(ask):
+    """The study a request names, by its session, or None; by its arrival, or StudyNotKnown."""
+    if ask.arrival is None:
+        return CrowdStudy.objects.select_related("family").filter(pk=ask.study_id, stage=ask.stage).first()
+    study = CrowdStudy.objects.select_related("family").filter(
+        platform=ask.arrival.platform, external_id=ask.arrival.study_id).first()
+    if study is None or study.stage != ask.stage:
+        raise StudyNotKnown()
+    return study
 
 
 def may_stop(ask):
-    """For the page that offers the next task after a give-back: (the study the session names, or
-    None when it names none of the stage; whether its participant, known to this browser, has done
-    a task of it, so may stop now and take the code)."""
-    study = _session_study(ask)
+    """For the page that offers the next task after a give-back: whether the participant a study
+    session names, known to this browser, has done a task of the study, so may stop now and take
+    the code; None when the session names no study of the stage (False without a session)."""
+    if ask.worker_id is None:
+        return False
+    study = _study_asked(ask)
     if study is None:
-        return None, False
+        return None
     worker = Worker.objects.filter(pk=ask.worker_id).first()
-    return study, bool(worker and worker.pk in ask.known_here and done_in_study(worker, study))
+    return bool(worker and worker.pk in ask.known_here and done_in_study(worker, study))
 
 
 def next_step_asked(ask, *, may_admit_new, shows_gold=False):
     """What the study participant a request names is shown next: the one call of a study page.
 
-    Returns (study, step). A session names its study and participant: (None, None) when the
-    stage has no such study or the study no such participant. A study link's arrival is admitted
-    first (`admit_participant`, with `may_admit_new(study)` the web layer's throttle), then asks
-    `next_step_in_study`. Raises StudyNotKnown, ArrivalKeyNeeded, IdentityRefused (saying what was
-    wrong with an arrival token that the platform's refusal leaves standing) or TooManyNewParticipants.
+    Returns (study, step), or (None, None) when a session names no study of the stage or the
+    study no such participant. A study link's arrival is admitted first (`admit_arrival`, with
+    `may_admit_new(study)` the web layer's throttle), and is then asked for like a session, this
+    browser now holding them. Raises StudyNotKnown, ArrivalKeyNeeded, IdentityRefused or
+    TooManyNewParticipants.
     """
-    if ask.arrival is None:
-        study = _session_study(ask)
-        if study is None:
-            return None, None
-        return study, next_step_of_participant(
-            study=study, worker_id=ask.worker_id, platform_session_id=ask.platform_session_id,
-            known_here=ask.known_here.__contains__, given_back_too=ask.given_back_too, shows_gold=shows_gold)
-    study = CrowdStudy.objects.select_related("family").filter(
-        platform=ask.arrival.platform, external_id=ask.arrival.study_id).first()
-    if study is None or study.stage != ask.stage:
-        raise StudyNotKnown()
-    worker = admit_arrival(arrival=ask.arrival, study=study, arrival_token=ask.arrival_token,
-                           known_here=ask.known_here, may_admit_new=lambda: may_admit_new(study))
-    return study, next_step_in_study(worker=worker, study=study, platform_session_id=ask.platform_session_id,
-                                     given_back_too=ask.given_back_too, shows_gold=shows_gold)
+    study = _study_asked(ask)
+    if study is None:
+        return None, None
+    worker_id, known_here = ask.worker_id, ask.known_here
+    if ask.arrival is not None:
+        worker_id = admit_arrival(arrival=ask.arrival, study=study, arrival_token=ask.arrival_token,
+                                  known_here=known_here, may_admit_new=lambda: may_admit_new(study)).pk
+        known_here = known_here | {worker_id}
+    return study, next_step_of_participant(
+        study=study, worker_id=worker_id, platform_session_id=ask.platform_session_id,
+        known_here=known_here.__contains__, given_back_too=ask.given_back_too, shows_gold=shows_gold)
