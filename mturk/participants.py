@@ -76,7 +76,7 @@ class ArrivalKeyNeeded(Exception):
     """A new participant id arrived without an arrival key: the web layer gives the browser one (for
     `study`) and sends it back; the row is made by the request that brings it."""
 
-    def __init__(self, study=None):
+    def __init__(self, study):
         super().__init__(study)
         self.study = study
 
