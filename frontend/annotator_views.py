@@ -36,10 +36,13 @@ from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.answer_forms import answer_of
 from frontend.arrival import (
-    NewArrival,
+    arrival_token,
     arrivals_window_seconds,
+    bind_to_browser,
     bound_to_browser,
-    study_participant,
+    known_participants,
+    may_admit_new,
+    with_new_token,
 )
 from frontend.qualification_views import qualify_url, render_gold, submit_gold
 from frontend.rendering import (
@@ -54,12 +57,15 @@ from frontend.rendering import (
 from mturk import identity, links
 from mturk.models import CrowdStudy
 from mturk.participants import (
+    ArrivalKeyNeeded,
+    StudyAsk,
+    StudyNotKnown,
     TooManyNewParticipants,
     done_in_study,
     earned_code,
     finish_participating,
-    next_step_in_study,
-    next_step_of_participant,
+    may_stop,
+    next_step_asked,
 )
 
 # --- ways in -----------------------------------------------------------------------------------
@@ -117,78 +123,70 @@ def _mturk_unit(request, page, unit, params):
 @annotator_page
 @require_GET
 def stage_page(request, stage):
-    """The next unit of a stage, for a study participant or an in-house annotator."""
+    """The next unit of a stage, for a study participant or an in-house annotator: the request is
+    read once (`_asked`), the domain asked once, and its answer rendered."""
     page = page_or_404(stage)
-    shows_gold = page.shows_gold
-    given_back_too = request.GET.get("after") != "given-back"
-    session = study = None
-    if "continue" in request.GET:
-        try:
-            session = tokens.read_session(request.GET["continue"])
-        except tokens.TokenRefused as error:
-            return problem_page(request, str(error), status=403)
-        study = CrowdStudy.objects.select_related("family").filter(
-            pk=session.study_id, stage=stage).first()
-        if study is None:
-            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
-    if not given_back_too and "take" not in request.GET:
-        return _offer_after_giving_back(request, page, session=session, study=study)
-    if session is not None:
-        try:
-            step = next_step_of_participant(
-                study=study, worker_id=session.worker_id, platform_session_id=session.platform_session_id,
-                known_here=lambda worker_id: bound_to_browser(request, worker_id),
-                given_back_too=given_back_too, shows_gold=shows_gold)
-        except identity.IdentityRefused as refused:
-            return problem_page(request, str(refused), status=403)
-        if step is None:
-            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
-        return _shown_in_study(request, page, step, study=study, session=session)
     try:
-        arrival = links.study_arrival(request.GET)
+        ask = _asked(request, stage)
+    except tokens.TokenRefused as error:
+        return problem_page(request, str(error), status=403)
     except links.IncompleteLink as error:
         return problem_page(request, str(error), status=400)
-    if arrival is not None:
-        study = CrowdStudy.objects.select_related("family").filter(
-            platform=arrival.platform, external_id=arrival.study_id).first()
-        if study is None or study.stage != stage:
-            return problem_page(request, "This study is not known here. Please tell the researchers.",
-                            status=404)
+    if not ask.given_back_too and "take" not in request.GET:
+        # After a give-back the next task waits for the worker to ask: leased at once, it was held
+        # from others while they took a break or left (issue 38: the last open caption, for 5
+        # minutes). The button asks for this same URL with `take`, so the unit given back comes last.
+        may_finish = may_stop(ask)
+        if may_finish is None:
+            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
+        return render(request, "annotator/given_back.html", {
+            "page": page, "query": [(name, value) for name, value in request.GET.items() if name != "take"],
+            "finish_token": request.GET["continue"] if may_finish else "", "in_house": ask.worker_id is None,
+        })
+    if ask.worker_id is not None or ask.arrival is not None:
         try:
-            worker = study_participant(request, arrival=arrival, study=study)
-        except NewArrival as first:
-            return redirect(first.location)
+            study, step = next_step_asked(ask, may_admit_new=lambda study: may_admit_new(request, study),
+                                          shows_gold=page.shows_gold)
+        except ArrivalKeyNeeded as needed:
+            return redirect(with_new_token(request, ask.arrival, needed.study))
+        except StudyNotKnown as error:
+            return problem_page(request, str(error), status=404)
         except identity.IdentityRefused as refused:
             return problem_page(request, str(refused), status=403)
         except TooManyNewParticipants as refused:
-            page = problem_page(request, str(refused), status=429, heading="Please try again later")
-            page["Retry-After"] = str(arrivals_window_seconds())
-            return page
-        session = tokens.StudySession(worker_id=worker.pk, study_id=study.pk,
-                                      platform_session_id=arrival.session_id)
-        step = next_step_in_study(worker=worker, study=study, platform_session_id=session.platform_session_id,
-                                  given_back_too=given_back_too, shows_gold=shows_gold)
-        return _shown_in_study(request, page, step, study=study, session=session)
+            throttled = problem_page(request, str(refused), status=429, heading="Please try again later")
+            throttled["Retry-After"] = str(arrivals_window_seconds())
+            return throttled
+        if step is None:
+            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
+        if ask.arrival is not None:
+            bind_to_browser(request, step.worker.pk)
+        return _shown_in_study(request, page, step, study=study, session=tokens.StudySession(
+            worker_id=step.worker.pk, study_id=study.pk, platform_session_id=ask.platform_session_id))
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
-    step = next_step_of_annotator(user=request.user, stage=stage, family=_chosen_family(request, stage),
-                                  given_back_too=given_back_too, shows_gold=shows_gold)
+    family = _chosen_family(request, stage)
+    step = next_step_of_annotator(user=request.user, stage=stage, family=family,
+                                  given_back_too=ask.given_back_too, shows_gold=page.shows_gold)
     return _shown(request, page, step, next_url=request.get_full_path())
 
 
-def _offer_after_giving_back(request, page, *, session, study):
-    """After a give-back, the next task waits for the worker to ask: leased at once, it was held
-    from others while they took a break or left (issue 38: the last open caption, for 5 minutes).
-    The button asks for this same URL with `take`, so the unit given back still comes last."""
-    finish_token = ""
-    if session is not None:
-        worker = Worker.objects.filter(pk=session.worker_id).first()
-        if worker and bound_to_browser(request, worker.pk) and done_in_study(worker, study):
-            finish_token = request.GET["continue"]
-    return render(request, "annotator/given_back.html", {
-        "page": page, "query": [(name, value) for name, value in request.GET.items() if name != "take"],
-        "finish_token": finish_token, "in_house": session is None,
-    })
+def _asked(request, stage):
+    """What a stage page's request asks, as plain values: a study session's signed token
+    (`continue`), else a study link's arrival, and what the browser holds; raises TokenRefused or
+    IncompleteLink."""
+    params = request.GET
+    asked = {"stage": stage, "given_back_too": params.get("after") != "given-back",
+             "known_here": known_participants(request)}
+    token = arrival_token(request)
+    if "continue" in params:
+        session = tokens.read_session(params["continue"])
+        return StudyAsk(**asked, worker_id=session.worker_id, study_id=session.study_id,
+                        platform_session_id=session.platform_session_id)
+    arrival = links.study_arrival(params)
+    if arrival is None:
+        return StudyAsk(**asked)
+    return StudyAsk(**asked, arrival=arrival, platform_session_id=arrival.session_id, arrival_token=token)
 
 
 def _chosen_family(request, stage):
@@ -225,13 +223,13 @@ def _shown(request, page, step, *, next_url, study=None, session=None, mturk=Fal
         grant = tokens.AssignmentGrant(assignment_id=assignment.pk, worker_id=worker.pk, **(grant or {}))
         return render_stage_page(request, page, assignment.unit, assignment=assignment, grant=grant, study=study,
                                  lease=step.lease, done=step.done)
+    if step.kind == Step.QUALIFICATION_TEST:
+        return redirect(qualify_url(worker, page.stage, next_url=next_url))
     if step.kind == Step.GOLD:
         grant = tokens.GoldGrant(item_id=step.gold_item["id"], worker_id=worker.pk, stage=page.stage,
                                  next_url=next_url)
         return render_gold(request, page, step.gold_item, grant, worker=worker, study=study, session=session,
                            mturk=mturk, done=step.done)
-    if step.kind == Step.QUALIFICATION_TEST:
-        return redirect(qualify_url(worker, page.stage, next_url=next_url))
     if step.kind == Step.BLOCKED:
         return problem_page(request, step.reason, heading="No tasks for you here")
     if step.kind == Step.PAUSED:

@@ -9,8 +9,7 @@ from django.core import signing
 from django_ratelimit.core import _split_rate
 
 from crowdbench import shared_cache
-from mturk.identity import IdentityRefused
-from mturk.participants import ArrivalKeyNeeded, admit_participant
+from mturk.participants import ARRIVAL_EXPIRED, ARRIVAL_FORGED, ArrivalKeyNeeded, ArrivalToken, admit_arrival
 
 # Seconds without input after which the active-time clock stops (frontend/static/.../annotator.js).
 IDLE_SECONDS = 60
@@ -37,9 +36,21 @@ def _browser_participants(request):
 _SESSION_PARTICIPANTS = "crowdbench.participants"
 
 
+def known_participants(request):
+    """The ids of the study participants this browser was admitted as."""
+    return frozenset(_browser_participants(request)) | frozenset(request.session.get(_SESSION_PARTICIPANTS, []))
+
+
 def bound_to_browser(request, worker_id):
-    return (worker_id in _browser_participants(request)
-            or worker_id in request.session.get(_SESSION_PARTICIPANTS, []))
+    return worker_id in known_participants(request)
+
+
+def bind_to_browser(request, worker_id):
+    """This browser now holds the participant `worker_id`: the middleware below keeps it."""
+    bound = _browser_participants(request)
+    if bound[-1:] != [worker_id]:
+        request.browser_participants = [*[pk for pk in bound if pk != worker_id], worker_id][-_MAX_PARTICIPANTS:]
+        request.browser_participants_changed = True
 
 
 def remember_participants(get_response):
@@ -60,7 +71,7 @@ def remember_participants(get_response):
     return middleware
 
 
-def _may_admit_new(request, study):
+def may_admit_new(request, study):
     """Another new participant id from this client's address in this study, within
     STUDY_NEW_PARTICIPANTS_RATE (django-ratelimit, on the shared cache): one person with a study
     link could otherwise open many made-up ids, hold many leases and decide majorities. While the
@@ -84,18 +95,6 @@ def arrivals_window_seconds():
 ARRIVAL_PARAMETER = "arrival"
 _ARRIVAL_SALT = "crowdbench.frontend.study-arrival"
 
-ARRIVAL_EXPIRED = (
-    "This study page was first opened too long ago to be reloaded in a browser that does not hold "
-    "your place in the study. Please continue in the browser where you started; if you cannot, "
-    "message the researchers through your platform. Nothing was shown or recorded here."
-)
-ARRIVAL_FORGED = (
-    "This study link has been altered, so it cannot be opened here. Please open the study again "
-    "from your platform; if this page comes back, message the researchers through your platform. "
-    "Nothing was shown or recorded here."
-)
-
-
 class NewArrival(Exception):
     """A new participant's first request: send the browser to `location`, which carries their key."""
 
@@ -109,24 +108,24 @@ def _arrival_token(arrival, study):
                          salt=_ARRIVAL_SALT)
 
 
-def _arrival_key(request, arrival, study):
-    """(the key of this request's arrival token, or "", and why a token it carries is no good)."""
+def arrival_token(request):
+    """The ArrivalToken this request carries: empty without one (mturk.participants checks it
+    against the study and the participant it is used for)."""
     token = request.GET.get(ARRIVAL_PARAMETER, "")
     if not token:
-        return "", ""
+        return ArrivalToken()
     try:
         data = signing.loads(token, salt=_ARRIVAL_SALT, max_age=settings.STUDY_ARRIVAL_TOKEN_MAX_AGE_SECONDS)
     except signing.SignatureExpired:
-        return "", ARRIVAL_EXPIRED
+        return ArrivalToken(problem=ARRIVAL_EXPIRED)
     except signing.BadSignature:
-        return "", ARRIVAL_FORGED
-    if (not isinstance(data, dict) or data.get("s") != study.pk or data.get("p") != arrival.participant_id
-            or not isinstance(data.get("k"), str) or not data["k"]):
-        return "", ARRIVAL_FORGED
-    return data["k"], ""
+        return ArrivalToken(problem=ARRIVAL_FORGED)
+    if not isinstance(data, dict) or not isinstance(data.get("k"), str) or not data["k"]:
+        return ArrivalToken(problem=ARRIVAL_FORGED)
+    return ArrivalToken(study_id=data.get("s"), participant_id=data.get("p"), key=data["k"])
 
 
-def _with_new_token(request, arrival, study):
+def with_new_token(request, arrival, study):
     params = request.GET.copy()
     params[ARRIVAL_PARAMETER] = _arrival_token(arrival, study)
     return f"{request.path}?{params.urlencode()}"
@@ -137,21 +136,11 @@ def study_participant(request, *, arrival, study):
     NewArrival for a new participant's link without a good arrival token, IdentityRefused when
     another browser holds them and the platform does not confirm the claim, and
     TooManyNewParticipants past the throttle of new ids from one address."""
-    key, bad_token = _arrival_key(request, arrival, study)
     try:
-        worker = admit_participant(arrival=arrival, study=study, arrival_key=key,
-                                   known_here=lambda worker_id: bound_to_browser(request, worker_id),
-                                   may_admit_new=lambda: _may_admit_new(request, study))
+        worker = admit_arrival(arrival=arrival, study=study, arrival_token=arrival_token(request),
+                               known_here=known_participants(request),
+                               may_admit_new=lambda: may_admit_new(request, study))
     except ArrivalKeyNeeded:
-        raise NewArrival(_with_new_token(request, arrival, study)) from None
-    except IdentityRefused:
-        # The platform did not confirm the claim either: say what was wrong with the token.
-        if bad_token:
-            raise IdentityRefused(bad_token) from None
-        raise
-    bound = _browser_participants(request)
-    if bound[-1:] != [worker.pk]:
-        request.browser_participants = [*[pk for pk in bound if pk != worker.pk],
-                                        worker.pk][-_MAX_PARTICIPANTS:]
-        request.browser_participants_changed = True
+        raise NewArrival(with_new_token(request, arrival, study)) from None
+    bind_to_browser(request, worker.pk)
     return worker

@@ -20,7 +20,7 @@ tasks once the platform confirms that session is theirs, since an id typed into 
 otherwise buy a second round of work that no submission pays for.
 """
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery, Value
@@ -34,7 +34,7 @@ from annotation.models import Assignment, Worker
 from annotation.workforce.standing import workers_with_standing
 from crowdbench import shared_cache
 from mturk import identity, links
-from mturk.models import StudyCompletion
+from mturk.models import CrowdStudy, StudyCompletion
 
 # How long a platform's confirmation of a new session is trusted, so that each next task of it
 # does not ask the platform again.
@@ -58,14 +58,11 @@ def _submitted_in(study, worker):
     )
 
 
-def participants_of(study):
-    """Workers fetched with their standing in the study's stage and the count of their tasks in
-    it, so the study's next-unit request asks neither separately."""
+def _progress_in(study):
     done = _submitted_in(study, OuterRef("pk")).order_by().values("worker").annotate(
         n=Count("pk")).values("n")
-    return workers_with_standing(study.stage).annotate(
-        done_in_study_id=Value(study.pk), done_count=Coalesce(Subquery(done), 0),
-        finished_in_study=Exists(StudyCompletion.objects.filter(study=study, worker=OuterRef("pk"))))
+    return {"done_in_study_id": Value(study.pk), "done_count": Coalesce(Subquery(done), 0),
+            "finished_in_study": Exists(StudyCompletion.objects.filter(study=study, worker=OuterRef("pk")))}
 
 
 def done_in_study(worker, study):
@@ -76,8 +73,44 @@ def done_in_study(worker, study):
 
 
 class ArrivalKeyNeeded(Exception):
-    """A new participant id arrived without an arrival key: the web layer gives the browser one and
-    sends it back; the row is made by the request that brings it."""
+    """A new participant id arrived without an arrival key: the web layer gives the browser one (for
+    `study`) and sends it back; the row is made by the request that brings it."""
+
+    def __init__(self, study):
+        super().__init__(study)
+        self.study = study
+
+
+ARRIVAL_EXPIRED = (
+    "This study page was first opened too long ago to be reloaded in a browser that does not hold "
+    "your place in the study. Please continue in the browser where you started; if you cannot, "
+    "message the researchers through your platform. Nothing was shown or recorded here."
+)
+ARRIVAL_FORGED = (
+    "This study link has been altered, so it cannot be opened here. Please open the study again "
+    "from your platform; if this page comes back, message the researchers through your platform. "
+    "Nothing was shown or recorded here."
+)
+
+
+@dataclass(frozen=True)
+class ArrivalToken:
+    """What a request's arrival token says (the web layer signs and reads it): the study and the
+    participant id it was given for and its key, or why it is no good (`problem`)."""
+
+    study_id: int | None = None
+    participant_id: str = ""
+    key: str = ""
+    problem: str = ""
+
+    def key_for(self, study, arrival):
+        """(the key, when the token was given for this study's participant, else ""; why a token
+        carried here is no good, else "")."""
+        if self.problem or not self.key:
+            return "", self.problem
+        if (self.study_id, self.participant_id) != (study.pk, arrival.participant_id):
+            return "", ARRIVAL_FORGED
+        return self.key, ""
 
 
 def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_new=lambda: True):
@@ -90,27 +123,38 @@ def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_n
     they are known, by the key that made their row (the first arrival again, its reply lost), or
     when the platform confirms the claim. Raises IdentityRefused, or TooManyNewParticipants.
     """
-    same_id = participants_of(study).filter(platform=study.platform, external_id=arrival.participant_id)
+    same_id = Worker.objects.filter(platform=study.platform, external_id=arrival.participant_id)
     worker = same_id.first()
     if worker is None:
         if not arrival_key:
-            raise ArrivalKeyNeeded()
+            raise ArrivalKeyNeeded(study)
         if not may_admit_new():
             raise TooManyNewParticipants()
         try:
             with transaction.atomic():
-                Worker.objects.create(platform=study.platform, external_id=arrival.participant_id,
-                                      first_arrival_key=arrival_key)
+                return Worker.objects.create(platform=study.platform, external_id=arrival.participant_id,
+                                             first_arrival_key=arrival_key)
         except IntegrityError:
-            pass  # the same id's other tab made it first: it is the same participant
-        # A row just made carries none of the annotations: one query for them all, where each
-        # check of the request (standing twice, progress once) would otherwise ask its own.
-        return same_id.get()
+            return same_id.get()  # the same id's other tab made it first: it is the same participant
     if known_here(worker.pk) or (arrival_key and worker.first_arrival_key == arrival_key):
         return worker
     identity.confirm_participant(study=study, participant_id=arrival.participant_id,
                                  platform_session_id=arrival.session_id)
     return worker
+
+
+def admit_arrival(*, arrival, study, arrival_token, known_here, may_admit_new):
+    """`admit_participant` for a study link's request, which carries its ArrivalToken and comes from
+    a browser holding the participants `known_here` (their ids)."""
+    key, bad_token = arrival_token.key_for(study, arrival)
+    try:
+        return admit_participant(arrival=arrival, study=study, arrival_key=key,
+                                 known_here=known_here.__contains__, may_admit_new=may_admit_new)
+    except identity.IdentityRefused:
+        # The platform did not confirm the claim either: say what was wrong with the token.
+        if bad_token:
+            raise identity.IdentityRefused(bad_token) from None
+        raise
 
 
 def stop_participating(*, worker, study):
@@ -130,7 +174,7 @@ def finish_participating(*, worker, study, platform_session_id):
 
 def _finished_sessions(worker, study):
     if getattr(worker, "done_in_study_id", None) == study.pk and not worker.finished_in_study:
-        return set()  # fetched by participants_of: no query on the way to every next task
+        return set()  # fetched with the worker (next_step_of_participant): no query on the way to every next task
     return set(StudyCompletion.objects.filter(study=study, worker=worker)
                .values_list("platform_session_id", flat=True))
 
@@ -196,14 +240,85 @@ def next_step_in_study(*, worker, study, platform_session_id, given_back_too=Tru
 def next_step_of_participant(*, study, worker_id, platform_session_id, known_here, given_back_too=True,
                              shows_gold=False):
     """`next_step_in_study` for the participant a study session names, fetched with their standing
-    and progress and the lock their lease needs, in the decision's transaction: the request every
+    in the study's stage and their progress in the study (so that the decision asks neither
+    separately) and the lock their lease needs, in the decision's transaction: the request every
     participant makes after every answer. None when the study has no such participant; raises
     IdentityRefused when `known_here(worker_id)` says this browser was not admitted as them."""
+    progress = _progress_in(study)
     with transaction.atomic():
-        worker = locked_for_leasing(participants_of(study).filter(pk=worker_id))
+        worker = locked_for_leasing(workers_with_standing(study.stage).annotate(**progress).filter(pk=worker_id))
         if worker is None:
             return None
         if not known_here(worker.pk):
             raise identity.IdentityRefused(identity.STUDY_NOT_CONFIRMED)
         return next_step_in_study(worker=worker, study=study, platform_session_id=platform_session_id,
                                   given_back_too=given_back_too, shows_gold=shows_gold)
+
+
+class StudyNotKnown(WorkerFacingError):
+    """A study link naming a study that is not known here, or one of another stage."""
+
+    def __init__(self):
+        super().__init__("This study is not known here. Please tell the researchers.")
+
+
+@dataclass(frozen=True)
+class StudyAsk:
+    """What a study page's request asks, read from it once at the web layer's edge: who the
+    participant is, by the signed session of a study they work in (`worker_id`, `study_id`) or by a
+    study link's `arrival` with its `arrival_token`, and which participants this browser holds."""
+
+    stage: str
+    platform_session_id: str = ""
+    worker_id: int | None = None
+    study_id: int | None = None
+    arrival: links.StudyArrival | None = None
+    arrival_token: ArrivalToken = ArrivalToken()
+    known_here: frozenset = frozenset()
+    given_back_too: bool = True
+
+
+def _study_asked(ask):
+    """The study a request names, by its session, or None; by its arrival, or StudyNotKnown."""
+    if ask.arrival is None:
+        return CrowdStudy.objects.select_related("family").filter(pk=ask.study_id, stage=ask.stage).first()
+    study = CrowdStudy.objects.select_related("family").filter(
+        platform=ask.arrival.platform, external_id=ask.arrival.study_id).first()
+    if study is None or study.stage != ask.stage:
+        raise StudyNotKnown()
+    return study
+
+
+def may_stop(ask):
+    """For the page that offers the next task after a give-back: whether the participant a study
+    session names, known to this browser, has done a task of the study, so may stop now and take
+    the code; None when the session names no study of the stage (False without a session)."""
+    if ask.worker_id is None:
+        return False
+    study = _study_asked(ask)
+    if study is None:
+        return None
+    worker = Worker.objects.filter(pk=ask.worker_id).first()
+    return bool(worker and worker.pk in ask.known_here and done_in_study(worker, study))
+
+
+def next_step_asked(ask, *, may_admit_new, shows_gold=False):
+    """What the study participant a request names is shown next: the one call of a study page.
+
+    Returns (study, step), or (None, None) when a session names no study of the stage or the
+    study no such participant. A study link's arrival is admitted first (`admit_arrival`, with
+    `may_admit_new(study)` the web layer's throttle), and is then asked for like a session, this
+    browser now holding them. Raises StudyNotKnown, ArrivalKeyNeeded, IdentityRefused or
+    TooManyNewParticipants.
+    """
+    study = _study_asked(ask)
+    if study is None:
+        return None, None
+    worker_id, known_here = ask.worker_id, ask.known_here
+    if ask.arrival is not None:
+        worker_id = admit_arrival(arrival=ask.arrival, study=study, arrival_token=ask.arrival_token,
+                                  known_here=known_here, may_admit_new=lambda: may_admit_new(study)).pk
+        known_here = known_here | {worker_id}
+    return study, next_step_of_participant(
+        study=study, worker_id=worker_id, platform_session_id=ask.platform_session_id,
+        known_here=known_here.__contains__, given_back_too=ask.given_back_too, shows_gold=shows_gold)

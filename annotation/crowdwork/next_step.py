@@ -73,8 +73,9 @@ def next_step(*, worker, stage, family=None, unit=None, platform_assignment_id="
     lease. `given_back_too=False` keeps a unit the worker just gave back from coming straight back.
     `shows_gold`: the stage's page can show a live gold item.
     """
-    if not may_work(worker, stage):
-        return replace(_refused(worker, stage), worker=worker)
+    refused = _refusal(worker, stage)
+    if refused is not None:
+        return replace(refused, worker=worker)
     if shows_gold and worker.platform not in Worker.IN_HOUSE:
         # In-house annotators are trained in person and hold no qualification to keep current.
         gold = _live_gold(worker=worker, stage=stage, family=family, unit=unit)
@@ -105,7 +106,10 @@ def next_step_of_annotator(*, user, stage, family=None, given_back_too=True, sho
                          shows_gold=shows_gold)
 
 
-def _refused(worker, stage):
+def _refusal(worker, stage):
+    """Why the queue may not give this worker the stage's units, or None when it may."""
+    if may_work(worker, stage):
+        return None
     blocked = (worker.blocked if getattr(worker, "standing_stage", None) == stage
                else WorkerBlock.objects.filter(worker=worker, active=True).exists())
     if blocked:

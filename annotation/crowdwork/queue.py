@@ -69,9 +69,6 @@ def of_families(rows, family, path="family"):
 
 def units_open_to(*, worker, stage, family=None, now=None):
     """Open units of a launched stage that this worker may take, with room under their overlap."""
-    if not may_work(worker, stage):
-        # Blocked, not qualified for the stage, or paused for low accuracy on gold items.
-        return WorkUnit.objects.none()
     now = now or timezone.now()
     units = WorkUnit.objects.filter(
         stage=stage,
@@ -87,6 +84,9 @@ def units_open_to(*, worker, stage, family=None, now=None):
         # A battle is judged while its instance is verified: a decision reopened in review holds
         # its battles back until it is made again.
         units = units.filter(battle__instance__status=Instance.Status.VERIFIED)
+    if not may_work(worker, stage):
+        # Blocked, not qualified for the stage, or paused for low accuracy on gold items.
+        return WorkUnit.objects.none()
     return units.alias(slots_taken=slots_taken(now)).filter(slots_taken__lt=F("overlap"))
 
 
@@ -164,6 +164,7 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
         # snapshot sees it. The candidate query asks it too, so the usual request asks nothing more.
         held_lease = _held_leases(worker=worker, stage=stage, family=family, now=now).values("pk")[:1]
         lapsed = _earlier_leases(worker=worker, stage=stage, family=family, now=now, lapsed=True)
+        given_back = _earlier_leases(worker=worker, stage=stage, family=family, now=now, lapsed=False)
         candidates = (
             units_open_to(worker=worker, stage=stage, family=family, now=now)
             # The stage's config is joined by units_open_to's filter: this reads it, no subquery.
@@ -193,10 +194,8 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
                 # Every candidate is locked by another request, but with an overlap above one a
                 # locked unit may still have room once that request commits: wait for it.
                 unit = remaining.select_for_update(of=("self",)).first()
-                if unit is None:
-                    if not given_back_too or not may_work(worker, stage):
-                        return None
-                    return revive(_earlier_leases(worker=worker, stage=stage, family=family, now=now, lapsed=False))
+            if unit is None:
+                break
             # A lease seen here may have been submitted or given back since (from another tab,
             # which does not take this lock): then the unit in hand is leased instead.
             if unit.held_lease_id is not None and (held := resume(held_lease_id=unit.held_lease_id)):
@@ -217,6 +216,10 @@ def next_assignment(*, worker, stage, family=None, platform_assignment_id="", pl
             _keep_page_images(unit, unit.page_images)
             lease.lease_minutes = unit.lease_minutes
             return lease
+        # Nothing else is left for them: a unit they gave back, unless they gave it back just now.
+        if not given_back_too or not may_work(worker, stage):
+            return None
+        return revive(given_back)
 
 
 def _earlier_leases(*, worker, stage, family, now, lapsed):

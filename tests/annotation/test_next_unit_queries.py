@@ -28,10 +28,10 @@ STUDY_RELOAD = 6
 # A new participant's study link (once per participant) is sent on with an arrival token: the
 # study and the worker looked up, and nothing made (frontend/arrival.py).
 STUDY_ARRIVAL_REDIRECT = 2
-# Their first arrival with the token: the study; the worker looked up, made (BEGIN, INSERT,
-# COMMIT) and fetched again with standing and progress; then BEGIN, their lock, the candidate, the
-# lease, COMMIT.
-STUDY_FIRST_ARRIVAL = 11
+# Their first arrival with the token: the study; the worker looked up and made (BEGIN, INSERT,
+# COMMIT); then, as for every next unit, BEGIN, the worker with standing and progress, locked, the
+# candidate, the lease, COMMIT.
+STUDY_FIRST_ARRIVAL = 10
 # Django's session and its user instead of the study (the session's user must be checked
 # against the database to honour a password change or a logout elsewhere).
 IN_HOUSE_NEXT_UNIT = 7
