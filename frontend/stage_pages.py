@@ -81,8 +81,8 @@ PAGES = {
             context=pairwise_context,
             store=store_pairwise,
             shortcuts=(
-                ("1 / 2", "assistant 1 / assistant 2, then the next question"),
-                ("1 – 5", "a score, then the next"), ("Tab", "move between questions"),
+                # A tournament's score rubrics name their keys (1 to 5) beside their own question.
+                ("1 / 2", "assistant 1 / assistant 2, then the next question"), ("Tab", "move between questions"),
                 ("Enter", "submit"),
             ),
             gold_answer=pairwise_gold_answer,

@@ -439,6 +439,11 @@ def test_pairwise_by_keyboard_with_criteria_and_rubric(page, live_server, extern
                        "criterion-hallucination": "right", "criterion-detail": "left",
                        "score-left": "4", "score-right": "2"}
     assert page.evaluate("document.activeElement.matches('[data-submit]')")
+    # Nothing to type, so nothing said of text kept as it is typed; the score keys are named by the
+    # scores, not in the keyboard list of every battle.
+    assert page.locator("[data-draft-note]").is_hidden()
+    assert "keys 1 to 5" in page.locator("[id='score-left-text']").inner_text()
+    assert "score" not in page.locator(".shortcuts").inner_text()
     page.evaluate("() => { window.scrollTo(0, 0); document.querySelector('.task-form').scrollTop = 0; }")
     shoot(page, "pairwise")
     assert_accessible(page)

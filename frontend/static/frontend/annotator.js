@@ -433,7 +433,8 @@
     showTime();
     if (config.preview) { return; }
     var note = form.querySelector("[data-draft-note]");
-    if (note && store) {
+    // Said only where there is text to lose: a page of choices alone has nothing typed.
+    if (note && store && form.querySelector("textarea, input[type=text]")) {
       note.hidden = false;
       if (restored) { note.textContent = "Your earlier text was restored from this browser."; }
     }
