@@ -39,6 +39,13 @@ class PublishForm(forms.Form):
                   "left) are refused unless this is ticked: every participant who arrives would get no work.")
 
 
+# "Who may work" on a platform that screens participants on its own site.
+PLATFORM_SCREENING = ("A stage with a qualification test gives its tasks only to workers who passed it; "
+                      "in-house annotators, trained in person, skip it. Who may take part (countries, "
+                      "approval rate, past studies) is set in the platform's own screening. Auto-approval "
+                      "states the platform's own delay, so that answers are reviewed before it.")
+
+
 @admin.register(CrowdStudy)
 class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin, admin.ModelAdmin):
     list_display = ["name", "platform", "stage", "family", "reward_usd", "budget_usd", "spend",
@@ -67,6 +74,31 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
         }),
         ("Links and platform ids", {"fields": ["link", "completion", "hit_type_id", "hit_type_environment"]}),
     ]
+
+    def get_fieldsets(self, request, obj=None):
+        """The fields every study has, and the platform's own (a HIT's title and requirements on
+        MTurk): a Prolific study's form asked for MTurk's approved HITs and frame height."""
+        chosen = obj.platform if obj is not None else request.POST.get("platform") or request.GET.get("platform")
+        backends = backend_classes()
+        own = set(backends[chosen].study_fields) if chosen in backends else set()
+        others = {field for backend in backends.values() for field in backend.study_fields} - own
+        shown = []
+        for name, options in super().get_fieldsets(request, obj):
+            fields = [field for field in options["fields"] if field not in others]
+            if fields:
+                if others and name == "Who may work":
+                    options = {**options, "description": PLATFORM_SCREENING}
+                shown.append((name, {**options, "fields": fields}))
+        return shown
+
+    def save_model(self, request, obj, form, change):
+        # A field the form leaves out (another platform's) takes the platform's default, not the
+        # model's, which are MTurk's.
+        if not change and obj.platform in backend_classes():
+            for field, value in backend_classes()[obj.platform].study_defaults.items():
+                if field not in form.fields:
+                    setattr(obj, field, value)
+        super().save_model(request, obj, form, change)
 
     def add_view(self, request, form_url="", extra_context=None):
         # Each platform starts with its own defaults, so the platform is chosen first.

@@ -95,6 +95,10 @@ class Backend:
     #: platform's own rule.
     study_defaults = {"worker_countries": "", "min_approval_rate": 0, "min_approved_hits": 0,
                       "auto_approval_days": 0}
+    #: The CrowdStudy fields of the platform's own settings that this backend sends or reads (a
+    #: HIT's title, keywords and qualification requirements); a study's form shows a platform's
+    #: own and no other platform's.
+    study_fields = ()
     #: The share of rewards and bonuses the platform publishes for academic accounts, assumed
     #: until PLATFORM_FEE_RATES_JSON sets the account's, and why it is the one assumed; None: the
     #: platform bills no share, or bills its own way (`per_assignment_fee`).

@@ -148,6 +148,9 @@ class MTurkBackend(Backend):
     publishes_per_unit = True
     study_defaults = {"worker_countries": "US", "min_approval_rate": 98, "min_approved_hits": 1000,
                       "auto_approval_days": 3}
+    study_fields = ("title", "description", "keywords", "assignment_duration_minutes", "lifetime_hours",
+                    "frame_height", "requires_stage_qualification", "worker_countries", "min_approval_rate",
+                    "min_approved_hits", "hit_type_id", "hit_type_environment")
     per_assignment_fee = PerAssignmentFee()
     grants_qualifications = True
     give_back_step = "press “Return” on MTurk, so that the HIT goes to someone else"

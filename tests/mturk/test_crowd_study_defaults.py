@@ -33,10 +33,29 @@ def test_a_new_study_starts_with_its_platforms_defaults(admin_client, platform, 
                                                         auto_days):
     page = admin_client.get(reverse("admin:mturk_crowdstudy_add"), {"platform": platform}).content.decode()
     assert f'<option value="{platform}" selected>' in page
+    assert field_value(page, "auto_approval_days") == auto_days
+    if platform != "mturk":
+        # Not asked (the platform screens its own participants); saved as the platform's defaults,
+        # which test_a_new_study_saves_with_its_platforms_defaults_as_the_form_shows_them reads back.
+        assert 'name="min_approved_hits"' not in page
+        return
     assert field_value(page, "worker_countries") == countries
     assert field_value(page, "min_approval_rate") == approval
     assert field_value(page, "min_approved_hits") == approved
-    assert field_value(page, "auto_approval_days") == auto_days
+
+
+@pytest.mark.parametrize("platform", ["prolific", "cloudresearch", "toloka", "local"])
+def test_a_study_form_shows_only_its_own_platforms_settings(admin_client, platform):
+    """MTurk's HIT settings and qualification requirements are not asked of a study whose platform
+    screens its own participants (a Prolific study's form asked for approved HITs)."""
+    page = admin_client.get(reverse("admin:mturk_crowdstudy_add"), {"platform": platform}).content.decode()
+    for mturk_only in ("min_approved_hits", "min_approval_rate", "worker_countries", "keywords", "frame_height",
+                       "lifetime_hours", "requires_stage_qualification"):
+        assert f'name="{mturk_only}"' not in page, mturk_only
+    assert 'name="auto_approval_days"' in page and 'name="completion_code"' in page
+    assert "set in the platform's own screening" in page
+    mturk = admin_client.get(reverse("admin:mturk_crowdstudy_add"), {"platform": "mturk"}).content.decode()
+    assert 'name="min_approved_hits"' in mturk and 'name="keywords"' in mturk
 
 
 def plan_text(platform):
@@ -123,3 +142,4 @@ def test_a_new_study_saves_with_its_platforms_defaults_as_the_form_shows_them(ad
                                                     response.content.decode(), re.S)
     saved = CrowdStudy.objects.get(name=f"Captions on {platform}")
     assert saved.worker_countries == ("US" if platform == "mturk" else "")
+    assert (saved.min_approval_rate, saved.min_approved_hits) == ((98, 1000) if platform == "mturk" else (0, 0))
