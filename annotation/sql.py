@@ -3,7 +3,7 @@ the embedded default `make run` starts with."""
 
 import statistics
 
-from django.db.models import Aggregate, FloatField, Func, TextField, Value
+from django.db.models import Aggregate, FloatField, Func, IntegerField, TextField, Value
 from django.db.models.functions import Cast, Lower, Trim
 
 
@@ -50,6 +50,32 @@ class _WithoutSpace(Func):
 
     def as_sqlite(self, compiler, connection, **extra):
         return compiler.compile(self.source_expressions[0])
+
+
+class KeysPresent(Func):
+    """How many of `keys` a JSON object field holds, counted in the database: the object may be
+    megabytes (a snapshot's digest of every instance), which the page would otherwise fetch and
+    parse to count a few thousand keys."""
+
+    output_field = IntegerField()
+
+    def __init__(self, field, keys):
+        super().__init__(field)
+        self.keys = [str(key) for key in keys]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        field, params = compiler.compile(self.source_expressions[0])
+        # The object's keys read once and joined: a look-up of each key in it (the ? operator)
+        # unpacked the stored object again on every look-up, 4 s for 2,000 keys of a 7 MB object.
+        return (f"(SELECT COUNT(*) FROM jsonb_object_keys({field}) AS held(key) "
+                f"JOIN unnest(%s::text[]) AS wanted(key) ON wanted.key = held.key)", [*params, self.keys])
+
+    def as_sqlite(self, compiler, connection, **extra):
+        field, params = compiler.compile(self.source_expressions[0])
+        if not self.keys:
+            return "0", []
+        marks = ", ".join(["%s"] * len(self.keys))
+        return f"(SELECT COUNT(*) FROM json_each({field}) WHERE json_each.key IN ({marks}))", [*params, *self.keys]
 
 
 def normalised_text(field):

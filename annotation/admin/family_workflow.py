@@ -38,6 +38,7 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.models.benchmark import benchmark_instances
+from annotation.sql import KeysPresent
 
 
 def _tournaments_of(family):
@@ -184,7 +185,9 @@ def _snapshot_step(in_benchmark):
     latest = holding.order_by("-version").first()
     if latest is None:
         return Step("snapshot", "Snapshot", "todo", "no snapshot holds this family yet")
-    held = sum(1 for pk in in_benchmark if str(pk) in latest.instance_digests)
+    # Counted for the latest alone: PostgreSQL may compute a listed expression on every row it sorts.
+    held = (Snapshot.objects.filter(pk=latest.pk).annotate(held=KeysPresent("instance_digests", in_benchmark))
+            .values_list("held", flat=True).get())
     state = {Snapshot.Status.DONE: "done", Snapshot.Status.FAILED: "todo"}.get(latest.status, "active")
     return Step("snapshot", "Snapshot", state,
                 f"{latest}: {latest.get_status_display().lower()}, holds {held} of the "

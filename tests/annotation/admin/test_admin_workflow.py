@@ -226,6 +226,26 @@ def test_a_family_with_verified_instances_and_predictions_leads_to_a_new_tournam
     assert f'value="{family.name}: pairwise preference"' in add_form.content.decode()
 
 
+def test_the_family_workflow_counts_its_benchmark_instances_the_latest_snapshot_holds(researcher):
+    from annotation.models import Snapshot
+    from annotation.models.benchmark import benchmark_instances
+
+    family = FamilyFactory(target_instances=3)
+    instances = [verified_instance(family=family) for _ in range(3)]
+    in_benchmark = set(benchmark_instances().filter(family=family).values_list("pk", flat=True))
+    assert in_benchmark == {instance.pk for instance in instances}
+    other = verified_instance(family=FamilyFactory())
+    # Counted in the database, not by fetching each snapshot's digest of every instance.
+    Snapshot.objects.create(version=1, status=Snapshot.Status.DONE,
+                            instance_digests={str(pk): "0" * 64 for pk in (instances[0].pk, other.pk)})
+    Snapshot.objects.create(version=2, status=Snapshot.Status.DONE,
+                            instance_digests={str(pk): "0" * 64 for pk in (instances[0].pk, instances[1].pk, other.pk)})
+    with CaptureQueriesContext(connection) as queries:
+        page = researcher.get(workflow_url(family)).content.decode()
+    assert "v2: done, holds 2 of the 3 instance(s) in the benchmark now" in page
+    assert not [query for query in queries if '"instance_digests" FROM' in query["sql"]]
+
+
 def test_a_failed_reference_job_shows_its_reason_on_the_family_workflow(researcher, settings):
     settings.OPENAI_REFERENCE_MODEL = "gpt-4"
     family = FamilyFactory()
