@@ -29,6 +29,7 @@ from scipy import stats
 from scipy.sparse.csgraph import connected_components
 from sklearn.metrics import cohen_kappa_score
 
+from annotation.scoring import AlphaResult
 from annotation.scoring.ratings import WINNER_SCORES
 
 RANDOM_BASELINE = 0.5
@@ -196,21 +197,6 @@ def cohen_kappa(a, b, *, matchups=None) -> float:
     if chance == 1.0:
         return float("nan")
     return (observed - chance) / (1.0 - chance)
-
-
-class AlphaResult(NamedTuple):
-    alpha: float | None
-    units: int
-    answers: int
-
-    def text(self, unit_name):
-        """"α 0.62 over 40 references (120 answers)", or why there is no alpha."""
-        rests_on = f"{self.units} {unit_name}{'' if self.units == 1 else 's'} ({self.answers} answers)"
-        if self.alpha is not None:
-            return f"α {self.alpha:.2f} over {rests_on}"
-        if not self.units:
-            return f"α –: no {unit_name} has two answers yet"
-        return f"α –: every answer over {rests_on} is the same, so there is no disagreement to measure"
 
 
 def nominal_alpha(units, values, *, counts=None) -> AlphaResult:

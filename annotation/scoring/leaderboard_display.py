@@ -4,25 +4,26 @@ computed and a background job stored (LeaderboardResult)."""
 
 from dataclasses import dataclass, field
 
-import pandas as pd
-
 from annotation.figures import dollars, number_text
 from annotation.models import JudgeRun
 from annotation.scoring import (
+    ALL_IMAGES,
+    ALL_RUBRICS,
     BT_PRIOR_SD,
     HUMAN_KEY,
+    INITIAL_RATING,
     MIN_MATCHES,
+    MIN_MODELS,
     MIN_RATED_MATCHES,
-    agreement,
-    ratings,
-    rubrics,
-    tables,
+    MULTI_IMAGE,
+    SINGLE_IMAGE,
+    AlphaResult,
 )
 
 SPLIT_LABELS = {
-    tables.ALL_IMAGES: "All images",
-    tables.SINGLE_IMAGE: "Single Image",
-    tables.MULTI_IMAGE: "Multiple Images",
+    ALL_IMAGES: "All images",
+    SINGLE_IMAGE: "Single Image",
+    MULTI_IMAGE: "Multiple Images",
 }
 
 def _number(value, form="{:.0f}"):
@@ -40,10 +41,10 @@ def bt_rated(row):
 
 # The prior of every Bradley-Terry rating (bradley_terry.py), as the API names it and the page
 # and the command say it.
-BT_PRIOR = {"distribution": "normal", "mean": ratings.INITIAL_RATING, "sd": BT_PRIOR_SD}
+BT_PRIOR = {"distribution": "normal", "mean": INITIAL_RATING, "sd": BT_PRIOR_SD}
 BT_PRIOR_TEXT = (
     f"Bradley-Terry shows the most probable ratings under a Gaussian prior centred on "
-    f"{ratings.INITIAL_RATING:.0f} with a standard deviation of {BT_PRIOR_SD:.0f} points (the gap at "
+    f"{INITIAL_RATING:.0f} with a standard deviation of {BT_PRIOR_SD:.0f} points (the gap at "
     f"which the stronger model is expected to win 10 to 1), so a model that won or lost every match "
     f"still gets a finite rating and many matches outweigh the prior; a model with fewer than "
     f"{MIN_RATED_MATCHES} matches is not yet rated."
@@ -76,6 +77,10 @@ class Board:
 
     @property
     def table(self):
+        """The rows as a frame, for the figures the leaderboard job draws: pandas is loaded there,
+        never by a page that shows a stored result (a web worker grew by about 250 MB)."""
+        import pandas as pd
+
         return pd.DataFrame(self.rows)
 
     @property
@@ -88,6 +93,8 @@ class Board:
 
     @property
     def category_table(self):
+        import pandas as pd
+
         return pd.DataFrame(self.categories)
 
     @property
@@ -117,11 +124,11 @@ class Board:
         are several), with its 95% interval, the responses and scores it rests on, and the
         model's Elo on this board."""
         elo = {row["model"]: _number(row["elo"]) for row in self.rows
-               if row.get("split", tables.ALL_IMAGES) == tables.ALL_IMAGES}
+               if row.get("split", ALL_IMAGES) == ALL_IMAGES}
         return [
             {
                 "rubric": row["rubric"],
-                "all_rubrics": row["rubric"] == rubrics.ALL_RUBRICS,
+                "all_rubrics": row["rubric"] == ALL_RUBRICS,
                 "model": row["model"],
                 "mean": f"{row['mean']:.2f}",
                 "interval": "" if row["lower"] is None else f"{row['lower']:.2f} to {row['upper']:.2f}",
@@ -137,9 +144,9 @@ class Board:
         """Spearman's rho of the models' mean rubric score against their Elo, or why there is none."""
         if self.rubric_correlation is not None:
             return f"{self.rubric_correlation:.2f} over {self.rubric_models} models"
-        if self.rubric_models < rubrics.MIN_MODELS:
+        if self.rubric_models < MIN_MODELS:
             return (f"none: {self.rubric_models} model{'' if self.rubric_models == 1 else 's'} "
-                    f"with both a rubric score and an Elo, fewer than {rubrics.MIN_MODELS}")
+                    f"with both a rubric score and an Elo, fewer than {MIN_MODELS}")
         return "none: the mean scores or the ratings do not vary, so there is no order to correlate"
 
     @property
@@ -194,12 +201,14 @@ class TournamentLeaderboard:
 
     def majority_table(self, key):
         """The judge's agreement with the crowd by majority strength, as a frame."""
+        import pandas as pd
+
         return pd.DataFrame(self.agreement(key)["majority"])
 
     @property
     def crowd_alpha_text(self):
         """Krippendorff's alpha among the crowd's judgements of this criterion, beside the judges' kappa."""
-        return agreement.AlphaResult(**self.crowd_alpha).text("battle")
+        return AlphaResult(**self.crowd_alpha).text("battle")
 
     @property
     def agreement_rows(self):

@@ -24,13 +24,14 @@ import numpy as np
 import pandas as pd
 from numba import njit, prange
 
+from annotation.scoring import INITIAL_RATING  # noqa: F401 - read as ratings.INITIAL_RATING too
+
 # FastChat also accepts Chatbot Arena's "tie (bothbad)"; accepting it keeps Arena exports usable.
 WINNER_SCORES = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5, "tie (bothbad)": 0.5}
 
 K_FACTOR = 4.0
 SCALE = 400.0
 BASE = 10.0
-INITIAL_RATING = 1000.0
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,11 @@ import math
 import pandas as pd
 from scipy import stats
 
+from annotation.scoring import ALL_RUBRICS, MIN_MODELS
 from annotation.scoring.agreement import ranking_spearman
 
-ALL_RUBRICS = "All rubrics"
 CONFIDENCE = 0.95
 LOWEST, HIGHEST = 1.0, 5.0
-# Spearman's rho of fewer models than this is no ranking worth a number.
-MIN_MODELS = 3
 _CRITERION_CHARS = 100
 
 

@@ -94,7 +94,7 @@ def names(result):
     for board in result.boards:
         if board.rows:
             found.append(f"elo-{board.key}")
-            if not board.category_table.empty:
+            if board.categories:
                 found.append(f"categories-{board.key}")
     found += [f"agreement-{agreement['key']}" for agreement in result.agreements]
     return found

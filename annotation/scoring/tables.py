@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from annotation.scoring import ALL_IMAGES, MULTI_IMAGE, SINGLE_IMAGE
 from annotation.scoring.bradley_terry import bootstrap_bradley_terry, bradley_terry
 from annotation.scoring.ratings import WINNER_SCORES, bootstrap_elo
 
@@ -80,10 +81,6 @@ def category_win_rates(battles: pd.DataFrame, *, reference_model: str) -> pd.Dat
     order = wide.mean(axis=1).sort_values(ascending=False).index
     return wide.loc[order].sort_index(axis=1)
 
-
-# Splits of the leaderboard table (column ``split``): all battles rated together, as in the
-# "All" rows of VisIT-Bench Table 4, then the single- and multi-image battles rated apart.
-ALL_IMAGES, SINGLE_IMAGE, MULTI_IMAGE = "all-images", "single-image", "multi-image"
 
 
 def _rated_part(part: pd.DataFrame, *, reference_model: str, rounds: int, seed: int) -> pd.DataFrame:
