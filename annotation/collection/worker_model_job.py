@@ -281,7 +281,8 @@ class Item:
     status: str
     reference_output: str
     caption_round: int
-    updated_at: datetime
+    # Set when it is settled, never read.
+    updated_at: datetime | None = None
 
 
 def _decide_batch(batch, fits, known):
@@ -293,7 +294,7 @@ def _decide_batch(batch, fits, known):
         instances = {item.id: item for item in (
             Item(*row) for row in Instance.objects.select_for_update()
             .filter(Among(F("pk"), [instance_id for _, instance_id in batch])).order_by("pk")
-            .values_list("id", "family_id", "status", "reference_output", "caption_round", "updated_at"))}
+            .values_list("id", "family_id", "status", "reference_output", "caption_round"))}
         references = [Waiting(*row) for row in Reference.objects.select_for_update().filter(Among(F("pk"), ids))
                       .order_by("pk").values_list("id", "instance_id", "text", "verdict", "held_for_review")]
         configs = verification_configs({item.family_id for item in instances.values()})
@@ -327,7 +328,7 @@ def _settle_instances(references, instances, configs):
     WorkUnit.objects.filter(Among(F("instance_id"), [reference.instance_id for reference in references]),
                             stage=Stage.VERIFICATION, status=WorkUnit.Status.OPEN) \
         .update(status=WorkUnit.Status.CANCELLED)
-    verified, discarded = [], []
+    settled = []
     for reference in references:
         instance = instances[reference.instance_id]
         if reference.verdict == Reference.Verdict.CORRECT:
@@ -336,14 +337,16 @@ def _settle_instances(references, instances, configs):
             if not instance.reference_output.strip():
                 raise AnnotationError(f"Instance #{instance.id} has no correct reference to be verified with.")
             instance.status, instance.updated_at = Instance.Status.VERIFIED, now
-            verified.append(instance)
+            settled.append(instance)
         elif asks_new_caption(instance=instance, reference=reference, config=configs[instance.family_id]):
             begin_new_caption_round(Instance.objects.select_related("family").get(pk=instance.id))
         else:
             instance.status, instance.updated_at = Instance.Status.DISCARDED, now
-            discarded.append(instance)
-    update_rows(Instance, verified, ["status", "reference_output", "updated_at"])
-    update_rows(Instance, discarded, ["status", "updated_at"])
+            settled.append(instance)
+    # A discarded instance's reference_output is written back as it was read, under the lock.
+    update_rows(Instance, settled, ["status", "reference_output", "updated_at"])
+    verified = [instance for instance in settled if instance.status == Instance.Status.VERIFIED]
+    discarded = [instance for instance in settled if instance.status == Instance.Status.DISCARDED]
     tournaments = set(Battle.objects.filter(Among(F("instance_id"), [instance.id for instance in verified])).order_by()
                       .values_list("tournament_id", flat=True))
     for tournament_id in sorted(tournaments):
