@@ -1,9 +1,11 @@
 """SQL the ORM lacks, kept working on both databases the project runs on: PostgreSQL, and SQLite,
 the embedded default `make run` starts with."""
 
+import datetime
+import json
 import statistics
 
-from django.db.models import Aggregate, FloatField, Func, IntegerField, TextField, Value
+from django.db.models import Aggregate, FloatField, Func, IntegerField, Lookup, TextField, Value
 from django.db.models.functions import Cast, Lower, Trim
 
 
@@ -91,30 +93,57 @@ def count_up_to(queryset, limit):
     return queryset.order_by().values("pk")[:limit + 1].count()
 
 
-def update_rows(model, rows, fields, *, chunk=1000):
-    """Write `fields` of `rows` (saved `model` objects) as they are in memory, in one UPDATE per
-    `chunk` rows joined on the primary key to a VALUES list. Django's bulk_update writes a CASE of
-    one branch per row for each field and resolves it row by row in Python: 2.5 s for 1,000
-    references and their instances in the worker-model job. SQLite takes bulk_update."""
+class Among(Lookup):
+    """`Among(F("pk"), ids)`: the column is one of `ids`, passed as one array (PostgreSQL's
+    `= ANY`; SQLite reads a JSON list). `pk__in=ids` sends one placeholder per id, which Django
+    prepares one by one and psycopg parses out of the statement again: seconds for the worker-model
+    job's hundreds of thousands of ids."""
+
+    lookup_name = "among"
+    prepare_rhs = False
+
+    def as_sql(self, compiler, connection):
+        lhs, params = self.process_lhs(compiler, connection)
+        kind = self.lhs.output_field.rel_db_type(connection)
+        return f"{lhs} = ANY(%s::{kind}[])", [*params, [int(value) for value in self.rhs]]
+
+    def as_sqlite(self, compiler, connection):
+        lhs, params = self.process_lhs(compiler, connection)
+        return f"{lhs} IN (SELECT value FROM json_each(%s))", [*params, json.dumps([int(value) for value in self.rhs])]
+
+
+def update_rows(model, rows, fields):
+    """Write `fields` of `rows` as they are in memory, in one UPDATE joined on the primary key to
+    the rows passed as one JSON document (`json_populate_recordset` reads it as rows of the table).
+    A row is a saved `model` object, or any object carrying the model's primary key and `fields`
+    under their attribute names (a job that decides tens of thousands of rows need not make a model
+    object of each). Django's bulk_update writes a CASE of one branch per row for each field and
+    resolves it row by row in Python (2.5 s for 1,000 references and their instances in the
+    worker-model job); one placeholder per value had psycopg parse a statement of 16,000 of them,
+    and one array per column had it quote every text of every array in Python. On SQLite,
+    bulk_update."""
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        model.objects.bulk_update(rows, fields, batch_size=chunk)
+    if not rows:
         return
     meta = model._meta
     columns = [meta.pk, *(meta.get_field(name) for name in fields)]
+    if connection.vendor != "postgresql":
+        model.objects.bulk_update([model(**{field.attname: getattr(row, field.attname) for field in columns})
+                                   for row in rows], fields, batch_size=1000)
+        return
     quote = connection.ops.quote_name
-    # The primary key's type as a column refers to it (bigint), not as it is made (bigserial).
-    types = [meta.pk.rel_db_type(connection), *(field.db_type(connection) for field in columns[1:])]
-    row_sql = "(" + ", ".join(f"%s::{kind}" for kind in types) + ")"
-    names = ", ".join(quote(field.column) for field in columns)
+    table, pk = quote(meta.db_table), quote(meta.pk.column)
     assignments = ", ".join(f"{quote(field.column)} = v.{quote(field.column)}" for field in columns[1:])
-    pk = quote(meta.pk.column)
+    document = json.dumps([{field.column: getattr(row, field.attname) for field in columns} for row in rows],
+                          default=_json_value)
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), chunk):
-            part = rows[start:start + chunk]
-            params = [field.get_db_prep_save(getattr(row, field.attname), connection)
-                      for row in part for field in columns]
-            cursor.execute(f"UPDATE {quote(meta.db_table)} AS t SET {assignments} "
-                           f"FROM (VALUES {', '.join([row_sql] * len(part))}) AS v({names}) WHERE t.{pk} = v.{pk}",
-                           params)
+        cursor.execute(f"UPDATE {table} AS t SET {assignments} "
+                       f"FROM json_populate_recordset(NULL::{table}, %s) AS v WHERE t.{pk} = v.{pk}", [document])
+
+
+def _json_value(value):
+    # Whole microseconds, which DjangoJSONEncoder would cut to milliseconds.
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    raise TypeError(f"update_rows cannot write {type(value).__name__} as JSON.")

@@ -103,15 +103,18 @@ def main():
     waiting, _ = timed(f"seeding {args.answers:,} answers (bulk inserts)", lambda: seed(args.answers))
     analyse_as_autovacuum_would()
     worker_models.fit_labels(worker_models.verification_frame().head(30), Aggregation.DAWID_SKENE)  # imports
-    fit, _ = timed("the fit alone (read the frame, Dawid-Skene)",
-                   lambda: worker_models.fit_labels(worker_models.verification_frame(), Aggregation.DAWID_SKENE))
+    fit, fit_seconds = timed("the fit alone (read the frame, Dawid-Skene)",
+                             lambda: worker_models.fit_labels(worker_models.verification_frame(),
+                                                              Aggregation.DAWID_SKENE))
     if args.one_by_one:
         fits, known = {Aggregation.DAWID_SKENE: fit}, worker_model_job.workers_of_known_accuracy()
         first = worker_model_job.awaiting_worker_model()[:args.one_by_one]
         _, seconds = timed(f"{len(first):,} of them decided one by one (decide_one)",
                            lambda: [worker_model_job.decide_one(reference, fits, known) for reference in first])
         print(f"{'  one by one, per reference':<58} {seconds / len(first) * 1000:>8.1f} ms")
-    decided, _ = timed("the job: fit, store, decide the others, revise", worker_model_job.decide_by_worker_models)
+    decided, job_seconds = timed("the job: fit, store, decide the others, revise",
+                                 worker_model_job.decide_by_worker_models)
+    print(f"{'  the job less the fit alone (deciding, storing, revising)':<58} {job_seconds - fit_seconds:>8.1f} s")
     timed("the job again, nothing waiting", worker_model_job.decide_by_worker_models)
     by = Counter(Reference.objects.values_list("decided_by", flat=True))
     print(f"the job decided {decided:,} of {waiting:,}; decided by: {dict(sorted(by.items()))}")

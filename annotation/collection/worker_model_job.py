@@ -16,19 +16,25 @@ same answers, it decides and changes nothing the second time. A fit that saw a d
 reference's counted answers than the database holds (an answer came in or was rejected meanwhile)
 leaves the reference for the next run, so no decision rests on answers that no longer count.
 
-It decides in bulk (issue 41): one fit, then the waiting references BATCH at a time, each batch
-locked in one statement per table (instances, then references, in id order, the order a submit
-takes them in) and decided with a handful of statements (`annotation.sql.update_rows`), where it
-had spent about 25 statements, 50 to 170 ms, a reference deciding them one by one. A reference
-decides exactly as `decide_reference` would (`mark_decided` sets its fields for both) and its
-instance is settled as `_settle_instance` would; what is rare or order-dependent goes through those
-functions one at a time as before: an instance with more than one candidate waiting, a new caption
-round. Revising reads every revisable decision and its votes at once, and locks and reopens only
-those the fit now decides otherwise.
+It decides in bulk (issue 41): one fit, then, from the answers the fit saw (`seen_votes`: no
+answer is read twice), the references whose answers are all in, BATCH at a time, each batch locked
+in one statement per table (instances, then references, in id order: the lock order of
+annotation/crowdwork/lock_order.py), its votes read again under the lock, and decided with a
+handful of statements (`annotation.sql.update_rows`), where it had spent about 25 statements, 50 to
+170 ms, a reference deciding them one by one. Its rows are read as tuples, not model objects, and
+ids are sent as one array (`annotation.sql.Among`), so the statements do not grow with the
+references and Python does little per reference. A reference decides exactly as
+`decide_reference` would (`mark_decided` sets its fields for both) and its instance is settled as
+`_settle_instance` would; what is rare or order-dependent goes through those functions one at a
+time as before: an instance with more than one candidate waiting, a new caption round. Revising
+reads every revisable decision at once (not those this run made, from the same fits), judges it on
+the answers the fit saw, and locks, reads again and reopens only those the fit now decides
+otherwise.
 """
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import F
@@ -46,6 +52,16 @@ from annotation.collection.verification import (
     verdict_by_votes,
     votes_complete,
 )
+from annotation.collection.worker_model_reads import (
+    awaiting_worker_model,
+    counted_votes_of,
+    first_units,
+    revisable_by_worker_models,
+    seen_votes,
+    verification_configs,
+    waiting_for_a_model,
+    workers_of_known_accuracy,
+)
 from annotation.crowdwork.lock_order import lock_item
 from annotation.crowdwork.stages import create_work_units, stage_config
 from annotation.exceptions import AnnotationError
@@ -54,77 +70,16 @@ from annotation.models import (
     Battle,
     DecisionChange,
     Instance,
+    InstructionFamily,
     Reference,
-    Snapshot,
     Stage,
     StageConfig,
-    Verification,
-    WorkerQualification,
     WorkUnit,
-    counted_verifications,
 )
-from annotation.sql import update_rows
+from annotation.sql import Among, update_rows
 from crowdbench.jobs import enqueue
 
-BATCH = 2000
-VOTE_COLUMNS = ("reference_id", "worker_id", "is_correct", "problem_in_caption", "problem_in_response", "is_harmful")
-
-
-def awaiting_worker_model(*, family=None):
-    """Pending references of families whose verification stage decides by a worker model, whose
-    counted answers are all in and which no reviewer holds (the job decides them). Read in a few
-    queries whatever their number, with the columns the job and the sweep read (and `family_id`)."""
-    families = StageConfig.objects.filter(stage=Stage.VERIFICATION).exclude(aggregation=Aggregation.VOTES)
-    pending = (Reference.objects.filter(verdict=Reference.Verdict.PENDING, held_for_review="",
-                                        instance__status=Instance.Status.AWAITING_VERIFICATION,
-                                        instance__family__in=families.values("family_id"))
-               .annotate(family_id=F("instance__family_id")).only("id", "instance_id", "created_at").order_by("pk"))
-    if family is not None:
-        pending = pending.filter(instance__family=family)
-    waiting = list(pending)
-    configs = verification_configs({reference.family_id for reference in waiting})
-    # Read through the same query, not a list of ids: tens of thousands of ids make a long statement.
-    votes = counted_votes_of(pending.values("pk"))
-    units = {}
-    for unit in (WorkUnit.objects.filter(stage=Stage.VERIFICATION, reference__in=pending.values("pk"))
-                 .only("id", "reference_id", "overlap").order_by("pk")):
-        units.setdefault(unit.reference_id, unit)
-    return [reference for reference in waiting
-            if votes_complete(votes.get(reference.pk, []), configs[reference.family_id], units.get(reference.pk))]
-
-
-def verification_configs(family_ids):
-    """{family id: its verification stage's settings}, made with their defaults where missing, as
-    `stage_config` does."""
-    found = {config.family_id: config
-             for config in StageConfig.objects.filter(stage=Stage.VERIFICATION, family_id__in=family_ids)}
-    for family_id in sorted(set(family_ids) - set(found)):
-        found[family_id] = StageConfig.objects.get_or_create(family_id=family_id, stage=Stage.VERIFICATION)[0]
-    return found
-
-
-def counted_votes_of(references):
-    """{reference id: its counted votes in order} of `references` (ids, or a query of them), as
-    `counted_votes` reads one reference's under its family's settings (`counted_verifications` is
-    that rule over every family at once). Each vote is a row of the columns deciding reads."""
-    votes = {}
-    for vote in (Verification.objects.filter(counted_verifications(), reference__in=references).order_by("pk")
-                 .values_list(*VOTE_COLUMNS, named=True)):
-        votes.setdefault(vote.reference_id, []).append(vote)
-    return votes
-
-
-def revisable_by_worker_models():
-    """References a worker model decided that a later fit may still revise: not adjudicated, and
-    whose instance no finished snapshot has published."""
-    published = set()
-    for digests in Snapshot.objects.filter(status=Snapshot.Status.DONE).values_list("instance_digests", flat=True):
-        published.update(int(instance_id) for instance_id in digests)
-    models = [value for value in Aggregation.values if value != Aggregation.VOTES]
-    return (Reference.objects.filter(decided_by__in=models, adjudicated_by__isnull=True,
-                                     verdict__in=[Reference.Verdict.CORRECT, Reference.Verdict.INCORRECT])
-            .exclude(instance_id__in=published).annotate(family_id=F("instance__family_id"))
-            .only("id", "instance_id", "verdict", "decided_by").order_by("pk"))
+BATCH = 10000
 
 
 @dataclass(frozen=True)
@@ -174,16 +129,11 @@ def decide_by_worker_models():
             worker_models.store_reliabilities(stage=Stage.VERIFICATION, model=model, reliability=fit.reliability,
                                               answers=fit.answers)
             fits[model] = fit
-    known = workers_of_known_accuracy()
-    decided = decide_waiting(fits, known)
-    revise_stale(fits, known)
+    known, seen = workers_of_known_accuracy(), seen_votes(frame)
+    started = timezone.now()
+    decided = decide_waiting(fits, known, seen)
+    revise_stale(fits, known, seen=seen, decided_before=started)
     return decided
-
-
-def workers_of_known_accuracy():
-    return frozenset(WorkerQualification.objects.filter(qualification__stage=Stage.VERIFICATION,
-                                                        live_accuracy__isnull=False)
-                     .values_list("worker_id", flat=True))
 
 
 def decide_one(waiting, fits, known):
@@ -273,34 +223,88 @@ def verdict_after(reference, decision, votes, config):
 # --- in bulk --------------------------------------------------------------------------------------
 
 
-def decide_waiting(fits, known):
-    """Decide every reference waiting for a model. Returns how many were decided."""
-    waiting = awaiting_worker_model()
-    candidates = Counter(reference.instance_id for reference in waiting)
-    alone = [reference for reference in waiting if candidates[reference.instance_id] == 1]
+def decide_waiting(fits, known, seen=None):
+    """Decide every reference waiting for a model. Returns how many were decided. `seen`: the
+    answers the fits were made from (`seen_votes`), read again when not given."""
+    seen = _seen_or_read(seen)
+    pending = waiting_for_a_model().annotate(family_id=F("instance__family_id")).order_by("pk")
+    rows = list(pending.values_list("pk", "instance_id", "family_id"))
+    configs = verification_configs({family_id for _, _, family_id in rows})
+    units = first_units(pending.values("pk"))
+    # A reference is decided only on the answers the fit saw (`_saw`), so those whose answers the
+    # fit saw incomplete wait; the others are read again, locked, before anything is decided.
+    waiting = [(pk, instance_id) for pk, instance_id, family_id in rows
+               if votes_complete(seen.get(pk, []), configs[family_id], units.get(pk))]
+    candidates = Counter(instance_id for _, instance_id in waiting)
+    alone = [(pk, instance_id) for pk, instance_id in waiting if candidates[instance_id] == 1]
     decided = sum(_decide_batch(alone[start:start + BATCH], fits, known) for start in range(0, len(alone), BATCH))
     # Candidates of one instance settle it in turn, each seeing what the one before did.
-    for reference in waiting:
-        if candidates[reference.instance_id] > 1:
+    shared = [pk for pk, instance_id in waiting if candidates[instance_id] > 1]
+    if shared:
+        for reference in awaiting_worker_model(among=shared):
             decided += decide_one(reference, fits, known)
     return decided
 
 
+def _seen_or_read(seen):
+    if seen is not None:
+        return seen
+    from annotation import worker_models
+
+    return seen_votes(worker_models.verification_frame())
+
+
+@dataclass(slots=True)
+class Waiting:
+    """A waiting reference as the bulk path reads it, and the decision `mark_decided` sets on it:
+    tens of thousands are decided without a model object each (`update_rows` writes them)."""
+
+    id: int
+    instance_id: int
+    text: str
+    verdict: str
+    held_for_review: str
+    decided_by: str = ""
+    posterior: float | None = None
+    problem_in_caption: bool = False
+    problem_in_response: bool = False
+    flagged_harmful: bool = False
+    decided_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class Item:
+    """A waiting reference's instance, as settling it reads and writes it."""
+
+    id: int
+    family_id: int
+    status: str
+    reference_output: str
+    caption_round: int
+    # Set when it is settled, never read.
+    updated_at: datetime | None = None
+
+
 def _decide_batch(batch, fits, known):
+    """Decide the references of `batch` ((id, instance id), each the one candidate of its instance)
+    whose answers are all in, locked in one statement per table in the lock order: instances, then
+    references."""
+    ids = [pk for pk, _ in batch]
     with transaction.atomic():
-        instances = {instance.pk: instance for instance in Instance.objects.select_for_update(of=("self",))
-                     .select_related("family").filter(pk__in=[reference.instance_id for reference in batch])
-                     .order_by("pk")}
-        references = [reference for reference in Reference.objects.select_for_update()
-                      .filter(pk__in=[reference.pk for reference in batch]).order_by("pk")
-                      if reference.verdict == Reference.Verdict.PENDING and not reference.held_for_review]
-        configs = verification_configs({instance.family_id for instance in instances.values()})
-        votes = counted_votes_of([reference.pk for reference in references])
+        instances = {item.id: item for item in (
+            Item(*row) for row in Instance.objects.select_for_update()
+            .filter(Among(F("pk"), [instance_id for _, instance_id in batch])).order_by("pk")
+            .values_list("id", "family_id", "status", "reference_output", "caption_round"))}
+        references = [Waiting(*row) for row in Reference.objects.select_for_update().filter(Among(F("pk"), ids))
+                      .order_by("pk").values_list("id", "instance_id", "text", "verdict", "held_for_review")]
+        configs = verification_configs({item.family_id for item in instances.values()})
+        votes, units = counted_votes_of(ids), first_units(ids)
         held, decided = [], []
         for reference in references:
             config = configs[instances[reference.instance_id].family_id]
-            fit, seen = fits.get(config.aggregation), votes.get(reference.pk, [])
-            if not _saw(fit, reference.pk, seen):
+            fit, seen = fits.get(config.aggregation), votes.get(reference.id, [])
+            if (reference.verdict != Reference.Verdict.PENDING or reference.held_for_review
+                    or not votes_complete(seen, config, units.get(reference.id)) or not _saw(fit, reference.id, seen)):
                 continue
             decision = model_decision(fit=fit, votes=seen, config=config, known_accuracy=known)
             if decision.held:
@@ -321,50 +325,60 @@ def _settle_instances(references, instances, configs):
     instance, an incorrect one discards it or asks for a new caption; the instance's open
     verification units close either way."""
     now = timezone.now()
-    WorkUnit.objects.filter(stage=Stage.VERIFICATION, status=WorkUnit.Status.OPEN,
-                            instance_id__in=[reference.instance_id for reference in references]) \
+    WorkUnit.objects.filter(Among(F("instance_id"), [reference.instance_id for reference in references]),
+                            stage=Stage.VERIFICATION, status=WorkUnit.Status.OPEN) \
         .update(status=WorkUnit.Status.CANCELLED)
-    verified, discarded = [], []
+    settled = []
     for reference in references:
         instance = instances[reference.instance_id]
         if reference.verdict == Reference.Verdict.CORRECT:
             if not instance.reference_output.strip():
                 instance.reference_output = reference.text
             if not instance.reference_output.strip():
-                raise AnnotationError(f"Instance #{instance.pk} has no correct reference to be verified with.")
+                raise AnnotationError(f"Instance #{instance.id} has no correct reference to be verified with.")
             instance.status, instance.updated_at = Instance.Status.VERIFIED, now
-            verified.append(instance)
+            settled.append(instance)
         elif asks_new_caption(instance=instance, reference=reference, config=configs[instance.family_id]):
-            begin_new_caption_round(instance)
+            begin_new_caption_round(Instance.objects.select_related("family").get(pk=instance.id))
         else:
             instance.status, instance.updated_at = Instance.Status.DISCARDED, now
-            discarded.append(instance)
-    update_rows(Instance, verified, ["status", "reference_output", "updated_at"])
-    update_rows(Instance, discarded, ["status", "updated_at"])
-    tournaments = set(Battle.objects.filter(instance__in=verified).order_by().values_list("tournament_id", flat=True))
+            settled.append(instance)
+    # A discarded instance's reference_output is written back as it was read, under the lock.
+    update_rows(Instance, settled, ["status", "reference_output", "updated_at"])
+    verified = [instance for instance in settled if instance.status == Instance.Status.VERIFIED]
+    discarded = [instance for instance in settled if instance.status == Instance.Status.DISCARDED]
+    tournaments = set(Battle.objects.filter(Among(F("instance_id"), [instance.id for instance in verified])).order_by()
+                      .values_list("tournament_id", flat=True))
     for tournament_id in sorted(tournaments):
         enqueue("tasks.refresh_leaderboard", tournament_id)
     # Their replacements are asked for at once, not when the sweep next looks.
-    for family in sorted({instance.family for instance in discarded}, key=lambda family: family.pk):
+    families = {instance.family_id for instance in discarded}
+    for family in InstructionFamily.objects.filter(pk__in=families).order_by("pk"):
         create_work_units(family=family, stage=Stage.INSTRUCTION_GENERATION)
 
 
-def revise_stale(fits, known):
-    """Revise every decision a model made that the latest fit decides otherwise; the others are read
-    and left alone. Returns the DecisionChanges recorded."""
+def revise_stale(fits, known, *, seen=None, decided_before=None):
+    """Revise every decision a model made (before `decided_before`, when given: what this run
+    decided, it decided from these fits) that the latest fit decides otherwise, on the answers it
+    saw (`seen`, read again when not given); the others are read and left alone, and those it
+    revises are read again, locked (`revise_decision`). Returns the DecisionChanges recorded."""
+    seen = _seen_or_read(seen)
     revisable = revisable_by_worker_models()
-    stale = list(revisable)
-    configs = verification_configs({reference.family_id for reference in stale})
-    votes = counted_votes_of(revisable.values("pk"))
-    changes = []
-    for reference in stale:
+    if decided_before is not None:
+        revisable = revisable.filter(decided_at__lt=decided_before)
+    decisions = list(revisable.values_list("pk", "family_id", "verdict", "decided_by", named=True))
+    configs = verification_configs({reference.family_id for reference in decisions})
+    stale = []
+    for reference in decisions:
         config = configs[reference.family_id]
-        fit, seen = fits.get(reference.decided_by), votes.get(reference.pk, [])
-        if not _saw(fit, reference.pk, seen):
+        fit, votes = fits.get(reference.decided_by), seen.get(reference.pk, [])
+        if not _saw(fit, reference.pk, votes):
             continue
-        decision = model_decision(fit=fit, votes=seen, config=config, known_accuracy=known)
-        if verdict_after(reference, decision, seen, config) is None:
-            continue
+        decision = model_decision(fit=fit, votes=votes, config=config, known_accuracy=known)
+        if verdict_after(reference, decision, votes, config) is not None:
+            stale.append(reference.pk)
+    changes = []
+    for reference in revisable.filter(pk__in=stale):
         with transaction.atomic():
             if change := revise_decision(reference, fits, known):
                 changes.append(change)
