@@ -78,9 +78,23 @@ class GroupScopedAdminMixin:
 
     def get_list_filter(self, request):
         # Django's filter by a related row lists every row of that model (every group's family
-        # names); RelatedOnlyFieldListFilter lists those the rows on this page reach, and the page
-        # holds this member's rows only.
+        # names); ScopedRelatedFilter lists only those this member may see.
         return [_related_only(self.model, entry) for entry in super().get_list_filter(request)]
+
+
+class ScopedRelatedFilter(admin.RelatedOnlyFieldListFilter):
+    """A filter by a related row listing the rows of it the user may see: a group-owned one (a
+    family, a tournament) read from its own table, scoped; any other, those the rows on this page
+    reach. Reaching the families through the answers took a DISTINCT over every submitted answer,
+    365 ms of the answers list at 1.4 million answers, to list 50 families."""
+
+    def field_choices(self, field, request, model_admin):
+        related = field.related_model
+        if not teams.group_path(related):
+            return super().field_choices(field, request, model_admin)
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        seen = teams.scoped(related.objects.all(), request.user).values("pk")
+        return field.get_choices(include_blank=False, limit_choices_to={"pk__in": seen}, ordering=ordering)
 
 
 def _owned_through(model, field_name):
@@ -95,7 +109,7 @@ def _related_only(model, entry):
         field = get_fields_from_path(model, entry)[-1]
     except (FieldDoesNotExist, NotRelationField):
         return entry
-    return (entry, admin.RelatedOnlyFieldListFilter) if field.is_relation else entry
+    return (entry, ScopedRelatedFilter) if field.is_relation else entry
 
 
 class MembershipInline(admin.TabularInline):
