@@ -1,7 +1,7 @@
 """Active against uniform battle sampling: human judgements needed to rank 15 models (issues 26, 41).
 
     .venv/bin/python benchmarks/quality_active.py [--models 15] [--spread 150] [--round 15] \
-        [--seeds 26 ... 245] [--streams 1] [--target 0.9] [--most 4000] [--oracle]
+        [--seeds 26 ... 245] [--streams 1] [--target 0.9] [--most 4000] [--again]
 
 Models with known true strengths (Elo points drawn from a normal of sd --spread around 1000,
 seeded) are judged in rounds of --round judgements, each drawn from Bradley-Terry with the true
@@ -13,11 +13,13 @@ ranked against the truth; a run needs the judgements made when Spearman first re
 The comparison is paired: both samplers rank the same truth and see the same coins, the k-th
 judgement of a pair coming out the same way whoever asks for it (common random numbers), so a
 seed's difference is the samplers' and not the luck of their judgements. --streams N repeats
-each seed with N such outcome streams and compares the mean of each sampler's runs. --oracle adds
-the rule given the true strengths in place of the fitted ones (an upper bound on what knowing
-where to look is worth). It prints each seed's judgements, the medians, the share saved and the
-share of seeds on which active needed more than uniform. Development seeds: 1000-1099; the
-figures in benchmarks/README.md are on seeds 26-245, measured once.
+each seed with N such outcome streams and compares the mean of each sampler's runs. --again adds
+two yardsticks: uniform once more with its own draws of pairs (how often a sampler "loses" to
+one just like it: the measurement's own noise), and an oracle that knows the true order and
+judges only pairs at most two places apart in it (the closest, most even pairs). It prints each
+seed's judgements, the medians, the share saved and the share of seeds on which active needed
+more than uniform. The rule was developed on seeds 1000-1039; the figures in
+benchmarks/README.md are on seeds 26-245, measured once.
 """
 
 import argparse
@@ -111,8 +113,8 @@ def main():
               + f" {means['active'] - means['uniform']:>+15g}", flush=True)
     medians = {name: statistics.median(values) for name, values in found.items()}
     print(f"{'median':>6}" + "".join(f" {medians[name]:>9g}" for name in samplers))
-    worse = sum(a > u for a, u in zip(found["active"], found["uniform"]))
-    better = sum(a < u for a, u in zip(found["active"], found["uniform"]))
+    worse = sum(a > u for a, u in zip(found["active"], found["uniform"], strict=True))
+    better = sum(a < u for a, u in zip(found["active"], found["uniform"], strict=True))
     print(f"active needs {100 * (1 - medians['active'] / medians['uniform']):.0f}% fewer judgements than uniform "
           f"at the median (goal: at least 25%)")
     print(f"active needed more than uniform on {worse} of {len(args.seeds)} seeds "
@@ -120,7 +122,7 @@ def main():
     if args.again:
         for name in samplers[2:]:
             print(f"{name} needs {100 * (1 - medians[name] / medians['uniform']):.0f}% fewer than uniform, needed "
-                  f"more on {sum(o > u for o, u in zip(found[name], found['uniform']))} seeds")
+                  f"more on {sum(o > u for o, u in zip(found[name], found['uniform'], strict=True))} seeds")
 
 
 if __name__ == "__main__":

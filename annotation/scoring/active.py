@@ -62,7 +62,7 @@ def ranking_posterior(battles: pd.DataFrame, models) -> tuple[np.ndarray, np.nda
             if model in index:
                 mean[index[model]] = rating
         counts = pair_counts(battles)
-        for low, high, n in zip(counts.low, counts.high, counts.low_wins + counts.ties + counts.high_wins):
+        for low, high, n in zip(counts.low, counts.high, counts.low_wins + counts.ties + counts.high_wins, strict=True):
             a, b = counts.models[low], counts.models[high]
             if a in index and b in index:
                 i, j = index[a], index[b]
