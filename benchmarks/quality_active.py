@@ -6,8 +6,9 @@
 Models with known true strengths (Elo points drawn from a normal of sd --spread around 1000,
 seeded) are judged in rounds of --round judgements, each drawn from Bradley-Terry with the true
 strengths (no database: the frames the scoring functions take). Uniform draws every round's
-pairs uniformly; active makes the first round balanced and chooses the next by the rule the
-tournaments use (annotation/scoring/active.py). After each round the Bradley-Terry ratings are
+pairs uniformly; active makes the first round balanced and draws the next by the rule the
+tournaments use (annotation/scoring/active.py: p(1 - p) * Var(r_a - r_b) from the project's
+Bradley-Terry with its prior and bootstrap). After each round the Bradley-Terry ratings are
 ranked against the truth; a run needs the judgements made when Spearman first reaches --target.
 
 The comparison is paired: both samplers rank the same truth and see the same coins, the k-th
@@ -18,8 +19,8 @@ two yardsticks: uniform once more with its own draws of pairs (how often a sampl
 one just like it: the measurement's own noise), and an oracle that knows the true order and
 judges only pairs at most two places apart in it (the closest, most even pairs). It prints each
 seed's judgements, the medians, the share saved and the share of seeds on which active needed
-more than uniform. The rule was developed on seeds 1000-1039; the figures in
-benchmarks/README.md are on seeds 26-245, measured once.
+more than uniform. Rules were tried on seeds 1000-1039; the figures in benchmarks/README.md are on
+seeds 26-245.
 """
 
 import argparse
@@ -35,14 +36,14 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from annotation.scoring.active import balanced_pairs, informative_pairs  # noqa: E402
+from annotation.scoring.active import balanced_pairs, draw_pairs, pair_weights  # noqa: E402
 from annotation.scoring.bradley_terry import bradley_terry  # noqa: E402
 from annotation.scoring.ratings import BASE, INITIAL_RATING, SCALE  # noqa: E402
 
 SAMPLERS = ("uniform", "active", "again", "oracle")
 
 
-def next_pairs(sampler, *, strengths, pairs, battles, round_size, most, rng):
+def next_pairs(sampler, *, strengths, pairs, battles, round_size, rng):
     models = list(strengths)
     if sampler in ("uniform", "again"):
         return [pairs[i] for i in rng.integers(len(pairs), size=round_size)]
@@ -52,7 +53,7 @@ def next_pairs(sampler, *, strengths, pairs, battles, round_size, most, rng):
         return [near[i] for i in rng.integers(len(near), size=round_size)]
     if sampler == "active" and not len(battles):
         return balanced_pairs(dict.fromkeys(pairs, round_size), round_size, rng)
-    return informative_pairs(battles, models, dict.fromkeys(pairs, most), round_size, rng)
+    return draw_pairs(pair_weights(battles, models, seed=len(battles)), round_size, rng)
 
 
 def judgements_needed(sampler, strengths, *, coins, rng, round_size, target, most):
@@ -67,7 +68,7 @@ def judgements_needed(sampler, strengths, *, coins, rng, round_size, target, mos
     while len(rows) < most:
         battles = pd.DataFrame(rows, columns=["model_a", "model_b", "winner"])
         for a, b in next_pairs(sampler, strengths=strengths, pairs=pairs, battles=battles,
-                               round_size=round_size, most=most, rng=rng):
+                               round_size=round_size, rng=rng):
             i = index[(a, b)]
             p_a = 1.0 / (1.0 + BASE ** ((strengths[b] - strengths[a]) / SCALE))
             rows.append((a, b, "model_a" if coins[i, asked[i]] < p_a else "model_b"))
@@ -119,6 +120,11 @@ def main():
           f"at the median (goal: at least 25%)")
     print(f"active needed more than uniform on {worse} of {len(args.seeds)} seeds "
           f"({100 * worse / len(args.seeds):.0f}%; goal: at most 10%), fewer on {better}")
+    for name in samplers[1:]:
+        ratio = np.log(np.array(found[name]) / np.array(found["uniform"]))
+        q1, q2, q3 = np.exp(np.quantile(ratio, [0.25, 0.5, 0.75]))
+        print(f"per seed, {name} / uniform: quartiles {q1:.2f} {q2:.2f} {q3:.2f}, "
+              f"sd of the log ratio {ratio.std(ddof=1):.2f}")
     if args.again:
         for name in samplers[2:]:
             print(f"{name} needs {100 * (1 - medians[name] / medians['uniform']):.0f}% fewer than uniform, needed "

@@ -121,10 +121,9 @@ class Tournament(UniqueInEveryScope):
         default=50,
         help_text="Active sampling: battles per round. The first round is balanced (every model in as many battles as "
                   "the others, no pair twice while another is left); each next "
-                  "round is chosen once every battle of the last has been answered, battle by battle, where it "
-                  "is expected to put the most pairs of the ranking in the right order (Bradley-Terry's "
-                  "posterior on the counted judgements so far), so pairs whose order is still open are judged "
-                  "more and settled ones hardly at all.")
+                  "round is drawn once every battle of the last has been answered, its pairs with probability "
+                  "proportional to p(1 - p) times the variance of their rating difference (Bradley-Terry on "
+                  "the counted judgements so far), so close and uncertain pairs are judged more.")
     matchups_per_question = models.PositiveIntegerField(default=5,
                                                         help_text="k matchups: pairs per instance.")
     judgements_per_pair = models.PositiveSmallIntegerField(

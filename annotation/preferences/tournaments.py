@@ -136,15 +136,15 @@ def _model_pair(first, second):
 
 
 def _active_round_pairs(tournament, pairs_by_instance, *, round_number, battles):
-    """One round of active sampling's (response, response) pairs: each chosen by the rule of
+    """One round of active sampling's (response, response) pairs: each drawn by the rule of
     annotation/scoring/active.py from `battles` (the counted judgements so far; None for the first
     round, which is balanced: every model in as many battles as the others), on an instance where
     that pair of models has no battle yet. The draw depends only on the tournament's seed, the round number and the
-    judgements, so making a round again chooses the same battles."""
+    judgements, so making a round again draws the same battles."""
     # Here, so that the admin's pages which import this module do not load the scientific stack.
     import numpy as np
 
-    from annotation.scoring.active import balanced_pairs, informative_pairs
+    from annotation.scoring.active import balanced_pairs, draw_pairs, pair_weights
 
     taken = {(battle.instance_id, _model_pair(battle.response_a, battle.response_b))
              for battle in tournament.battles.select_related("response_a", "response_b")}
@@ -158,11 +158,19 @@ def _active_round_pairs(tournament, pairs_by_instance, *, round_number, battles)
     for options in candidates.values():
         rng.shuffle(options)
     size = min(tournament.battles_per_round, tournament.battle_count - len(taken))
-    available = {pair: len(options) for pair, options in sorted(candidates.items())}
     if battles is None:
+        available = {pair: len(options) for pair, options in sorted(candidates.items())}
         return [candidates[pair].pop() for pair in balanced_pairs(available, size, rng)]
     models = sorted({model for key in candidates for model in key})
-    return [candidates[pair].pop() for pair in informative_pairs(battles, models, available, size, rng)]
+    weights = {pair: weight for pair, weight in pair_weights(battles, models, seed=round_number).items()
+               if pair in candidates}
+    chosen = []
+    while weights and len(chosen) < size:
+        (pair,) = draw_pairs(weights, 1, rng)
+        chosen.append(candidates[pair].pop())
+        if not candidates[pair]:
+            del weights[pair]
+    return chosen
 
 
 def current_round(tournament):
