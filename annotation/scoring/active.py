@@ -36,6 +36,10 @@ def pair_weights(battles: pd.DataFrame, models, *, seed: int = 0, rounds: int = 
     with no battles every pair weighs the same, so the draw is uniform."""
     models = list(models)
     if len(battles):
+        # The bootstrap codes the models in order of first appearance and draws its multinomial
+        # over cells in that order, so the same judgements in another row order (a query without
+        # an order) gave other weights, by up to a quarter: the rows are put in one order first.
+        battles = battles.sort_values(["model_a", "model_b", "winner"], kind="stable", ignore_index=True)
         point = bradley_terry(battles)
         samples = bootstrap_bradley_terry_samples(battles, rounds=rounds, seed=seed)
     else:
