@@ -70,9 +70,27 @@ def _mark(marked_select):
             f"FROM (SELECT DISTINCT family, instance FROM ({marked_select}) AS found) AS marked")
 
 
+# Written to in bulk (the worker-model job decides references a thousand at a time): marked once
+# per statement. Other tables are marked row by row, where a trigger's WHEN skips a row that
+# changed nothing Table 2 counts without calling the function (a lease renewed, a caption stored).
+BY_STATEMENT = ("annotation_reference",)
+
+
 def _postgresql(table, event, when, marks):
-    # Once per statement, over its transition tables: a bulk update of thousands of references
-    # writes one mark per instance in one insert.
+    name = _name(table, event)
+    if table not in BY_STATEMENT:
+        condition = when.format(old="OLD", new="NEW")
+        select = " UNION ALL ".join(mark.format(old="OLD", new="NEW") for mark in marks)
+        # A trigger's WHEN may not hold a subquery: such a condition is asked in the function.
+        asked_inside = "SELECT" in condition
+        body = f"IF {condition} THEN {_mark(select)}; END IF;" if asked_inside else f"{_mark(select)};"
+        return [
+            f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body} RETURN NULL; END $$",
+            f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW "
+            + ("" if asked_inside else f"WHEN ({condition}) ") + f"EXECUTE FUNCTION {name}()",
+        ]
+    # Over the statement's transition tables: a bulk update of thousands of references writes one
+    # mark per instance in one insert.
     rows = {"INSERT": "new_rows n", "DELETE": "old_rows o",
             "UPDATE": "new_rows n JOIN old_rows o ON o.id = n.id"}[event]
     referencing = {"INSERT": "NEW TABLE AS new_rows", "DELETE": "OLD TABLE AS old_rows",
@@ -80,7 +98,6 @@ def _postgresql(table, event, when, marks):
     condition = when.format(old="o", new="n")
     select = " UNION ALL ".join(f"SELECT m.family, m.instance FROM {rows} CROSS JOIN LATERAL "
                                 f"({mark.format(old='o', new='n')}) AS m WHERE {condition}" for mark in marks)
-    name = _name(table, event)
     return [
         # Without JIT: the transition tables have no statistics, the planner takes a bulk update's
         # rows for millions, and compiled the mark for 1.5 s where it runs in 0.2 s.
@@ -145,7 +162,8 @@ class Migration(migrations.Migration):
                                                to='annotation.instance')),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('instance__isnull', True), ('stale', True), _connector='OR'),
+                'indexes': [models.Index(condition=models.Q(('instance__isnull', True), ('stale', True),
+                                                            _connector='OR'),
                                          fields=['family'], name='table2_count_sums_and_marks')],
                 'constraints': [
                     models.UniqueConstraint(condition=models.Q(('instance__isnull', True)), fields=('family', 'multi'),
