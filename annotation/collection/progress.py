@@ -1,22 +1,17 @@
 """Reports on the collection pipeline: the paper's Table 2 and per-stage progress."""
 
+from collections import Counter
 from dataclasses import dataclass
 
-from django.db.models import (
-    BooleanField,
-    Case,
-    Count,
-    F,
-    Q,
-    Value,
-    When,
-)
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from annotation.collection import table2_counts
 from annotation.crowdwork.queue import slots_taken
 from annotation.models import (
     Assignment,
     Instance,
+    InstructionFamily,
     Reference,
     Stage,
     StageConfig,
@@ -24,7 +19,6 @@ from annotation.models import (
     WorkState,
     WorkUnit,
     counted_work,
-    multi_image_q,
 )
 from annotation.models.benchmark import benchmark_references
 
@@ -88,64 +82,31 @@ def _percent(part, whole):
     return 100 * part / whole if whole else None
 
 
-def _is_multi_image(instance_path):
-    return Case(When(multi_image_q(instance_path, every_row=True), then=Value(True)), default=Value(False),
-                output_field=BooleanField())
-
-
-def table2(*, family=None, families=None):
+def table2(*, family=None, families=None, keep=True):
     """The paper's Table 2 from decided references, and the yield of verification.
 
     Percentages are over the references verification decided (correct or incorrect), as in the
     paper, where correct + problem in caption + problem in GPT-4 come to about 100%. The yield
     (the paper's "yield from the original candidate set") is the share of instances with a decided
     model candidate that ended with one accepted; an instance sent back for a new caption and then
-    accepted counts as kept. Human-written references imported with the fully annotated example
-    are left out: nobody rated them, and Table 2 is about model-written candidates. `families`: the
-    families counted (a queryset: a user's scope, or a snapshot's group's families); None counts
-    every family, for the superuser's command line only.
+    accepted counts as kept. What is counted, and how, is `table2_counts.count_from_scratch`'s; this
+    sums the counts kept per family (`table2_counts.kept_counts`; `keep=False` in a read-only
+    transaction). `families`: the families counted (a queryset: a user's scope, or a snapshot's
+    group's families); None counts every family, for the superuser's command line only.
     """
-    # The benchmark's decided references (annotation/models/benchmark.py): none written from a rejected caption.
-    references = benchmark_references().exclude(source=Reference.Source.IMPORTED, model="")
+    chosen = InstructionFamily.objects.all() if families is None else families
     if family is not None:
-        references = references.filter(instance__family=family)
-    if families is not None:
-        references = references.filter(instance__family__in=families)
-
-    # One pass over the decided candidates gives both halves: an instance has ended with a decided
-    # candidate when one of its references is here and verification is over for it, and is kept
-    # when one of them is correct. Multi-image is a property of the instance, so every reference
-    # of an instance falls in the same column.
-    ended = Q(instance__status__in=[Instance.Status.VERIFIED, Instance.Status.DISCARDED])
-    known = sorted(Reference.DecidedBy.values)
-    # What decided each reference, counted in the same pass: "" (and anything not a choice) is
-    # "Not recorded", and sorts first, as the values do.
-    deciders = {"decided_by_": Count("pk", filter=~Q(decided_by__in=known)),
-                **{f"decided_by_{value}": Count("pk", filter=Q(decided_by=value)) for value in known}}
-    rows = (
-        references.annotate(multi=_is_multi_image("instance"))
-        .values("multi")
-        .annotate(
-            references=Count("pk"),
-            correct=Count("pk", filter=Q(verdict=Reference.Verdict.CORRECT)),
-            problem_in_caption=Count("pk", filter=Q(problem_in_caption=True)),
-            problem_in_response=Count("pk", filter=Q(problem_in_response=True)),
-            verified=Count("instance", distinct=True, filter=ended & Q(verdict=Reference.Verdict.CORRECT)),
-            ended=Count("instance", distinct=True, filter=ended),
-            **deciders,
-        )
-        .order_by()
-    )
-    counts = {False: {}, True: {}}
-    decided = dict.fromkeys(["", *known], 0)
-    for row in rows:
-        is_multi = row.pop("multi")
-        for value in decided:
-            decided[value] += row.pop(f"decided_by_{value}")
-        counts[is_multi].update(row)
-    single, multi = Table2Column(**counts[False]), Table2Column(**counts[True])
+        chosen = chosen.filter(pk=family.pk)
+    columns = {False: Table2Column(), True: Table2Column()}
+    decided = Counter()
+    for row in table2_counts.kept_counts(chosen, keep=keep):
+        columns[row["multi"]] += Table2Column(**{name: row[name] for name in table2_counts.COUNTED})
+        decided.update(row["decided_by"])
+    single, multi = columns[False], columns[True]
     labels = dict(Reference.DecidedBy.choices)
-    decided_by = tuple((labels.get(value, "Not recorded"), n) for value, n in decided.items() if n)
+    # "Not recorded" first, then what decided in the order of the values.
+    decided_by = tuple((labels.get(value, "Not recorded"), decided[value])
+                       for value in ["", *sorted(Reference.DecidedBy.values)] if decided[value])
     return Table2(overall=single + multi, single=single, multi=multi,
                   family_name=family.name if family is not None else "", decided_by=decided_by)
 

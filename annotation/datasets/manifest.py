@@ -122,7 +122,8 @@ def build_manifest(*, snapshot, tournaments, files, content_sha256):
     exported = {entry["table"]: entry["rows"] for entry in files}
     # The snapshot's group's families, or for a snapshot of no group those no group owns, as
     # `snapshot_instances` holds them.
-    table = table2(families=InstructionFamily.objects.filter(group=snapshot.group))
+    # Read in the build's read-only transaction, where Table 2's kept counts are not written.
+    table = table2(families=InstructionFamily.objects.filter(group=snapshot.group), keep=False)
     image_licences = licences.image_licences(instances=published)
     runs = JudgeRun.objects.filter(tournament__in=tournaments).select_related("tournament").order_by("pk")
     reformatted = (

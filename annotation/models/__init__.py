@@ -13,7 +13,14 @@ preferences, endpoints, judging, scoring, datasets, then the rules of who may wo
 pointing later in the flow names its model by a string, so no two modules import each other.
 """
 
-from annotation.models.collection import Caption, DecisionChange, InstructionSubmission, Reference, Verification
+from annotation.models.collection import (
+    Caption,
+    DecisionChange,
+    InstructionSubmission,
+    Reference,
+    Table2Count,
+    Verification,
+)
 from annotation.models.datasets import ImportedRow, ImportedSheet, Snapshot
 from annotation.models.endpoints import EndpointCall, ModelEndpoint
 from annotation.models.families import ImageAsset, InstructionFamily, SeedImage
@@ -91,6 +98,7 @@ __all__ = [
     "ModelResponse",
     "Tournament",
     "Reference",
+    "Table2Count",
     "Rubric",
     "SeedImage",
     "Side",

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
 from annotation.models.work import Aggregation, Assignment
 from annotation.models.workers import Worker
@@ -166,3 +167,53 @@ class DecisionChange(models.Model):
 
     def __str__(self):
         return f"Reference #{self.reference_id}: {self.before} → {self.after} ({self.model})"
+
+
+class Table2Count(models.Model):
+    """Table 2's counts kept by the database (annotation/collection/table2_counts.py), so Table 2
+    is a sum of a few rows rather than a pass over every decided reference. Three kinds of row:
+
+    - a family's counts over its single- or its multi-image instances (`instance` empty);
+    - one instance's part in them, as a count from scratch of its references gives it;
+    - with `stale`, a mark that a change reached an instance's part since it was counted (a
+      decision, a rejected caption, the instance verified, discarded or moved, an image added, its
+      family made multi-image): triggers write it in the same transaction as the change, whichever
+      code made it (migration 0038), and the next reader counts the instance again.
+    """
+
+    # No database constraints: a trigger marks the instance of a row being deleted, which may be the
+    # instance (or family) being deleted, and its part is taken out of its family's when it is read.
+    family = models.ForeignKey(InstructionFamily, on_delete=models.CASCADE, db_constraint=False,
+                               related_name="+")
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.DO_NOTHING,
+                                 db_constraint=False, related_name="+")
+    multi = models.BooleanField(default=False)
+    stale = models.BooleanField(default=False)
+    references = models.PositiveIntegerField(default=0)
+    correct = models.PositiveIntegerField(default=0)
+    problem_in_caption = models.PositiveIntegerField(default=0)
+    problem_in_response = models.PositiveIntegerField(default=0)
+    verified = models.PositiveIntegerField(default=0)
+    ended = models.PositiveIntegerField(default=0)
+    # Reference.decided_by value ("" for not recorded) -> references it decided.
+    decided_by = models.JSONField(default=dict)
+
+    class Meta:
+        # What a reader reads: the sums and the marks, not the instances' parts.
+        indexes = [models.Index(fields=["family"], condition=Q(instance__isnull=True) | Q(stale=True),
+                                name="table2_count_sums_and_marks")]
+        # Marks are written without reading, so a change never waits for another's commit.
+        constraints = [
+            models.UniqueConstraint(fields=["family", "multi"], condition=Q(instance__isnull=True),
+                                    name="table2_count_once_per_column"),
+            models.UniqueConstraint(fields=["instance"], condition=Q(stale=False),
+                                    name="table2_count_once_per_instance"),
+            models.CheckConstraint(condition=Q(stale=False) | Q(instance__isnull=False),
+                                   name="table2_count_marks_an_instance"),
+        ]
+
+    def __str__(self):
+        if self.stale:
+            return f"Table 2 mark of instance #{self.instance_id}"
+        of = f"instance #{self.instance_id}" if self.instance_id else f"family #{self.family_id}"
+        return f"Table 2 counts of {of} ({'multi' if self.multi else 'single'})"

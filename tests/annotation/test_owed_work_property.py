@@ -8,7 +8,9 @@ and any of them with a database error at a random statement, with verification a
 fixed overlap or until decided. After every step: no item has more units or answers than its stage
 asks, no worker answers an item twice, a stage asking until decided buys no answer after its answers
 decided and never more than its maximum, the sweep leaves nothing owed and made twice, nothing a
-service said it stored is lost, and `check_benchmark` finds nothing (annotation/benchmark_check.py).
+service said it stored is lost, `check_benchmark` finds nothing (annotation/benchmark_check.py), and
+Table 2's counts kept for each family no change has marked equal a count from scratch (and all of
+them do once a researcher reads Table 2, a step of its own).
 """
 
 import os
@@ -57,6 +59,10 @@ from annotation.preferences.tournaments import launch_tournament
 from tasks import outbox
 from tests.factories import FamilyFactory, ImageAssetFactory
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
+from tests.table2_support import (
+    assert_kept_counts_equal_a_count_from_scratch,
+    assert_unmarked_counts_equal_a_count_from_scratch,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -334,7 +340,15 @@ class OwedWork(RuleBasedStateMachine):
             assert stages.owed_units(family=config.family, stage=config.stage) == [], config
         assert not [job for job in outbox.owed_jobs() if job[0] == "tasks.create_work_units"]
 
+    @rule()
+    def read_table2(self):
+        assert_kept_counts_equal_a_count_from_scratch()
+
     # --- what must hold after every step -----------------------------------------------------------
+
+    @invariant()
+    def table2_counts_kept_unmarked_equal_a_count_from_scratch(self):
+        assert_unmarked_counts_equal_a_count_from_scratch()
 
     @invariant()
     def the_benchmark_check_finds_nothing(self):
@@ -425,7 +439,7 @@ def _replay(history, **launch):
     machine = OwedWork()
     invariants = [getattr(machine, name) for name, member in vars(OwedWork).items()
                   if getattr(member, "hypothesis_stateful_invariant", None) is not None]
-    assert len(invariants) == 6
+    assert len(invariants) == 7
     try:
         machine.launch_everything(**launch)
         for rule_name, arguments in [("launch_everything", launch), *history]:

@@ -261,3 +261,25 @@ def test_the_workforce_models_take_the_annotation_label_with_their_tables_rows_a
     assert "mturk_workerblock" in connection.introspection.table_names()
     kept = apps.get_model("auth", "Group").objects.get(name="Blockers").permissions.get()
     assert (kept.pk, kept.content_type.app_label, kept.codename) == (permission.pk, "annotation", "change_workerblock")
+
+
+TABLE2_COUNTS = ("annotation", "0039_table2_counts_kept_by_the_database")
+
+
+def test_table2_counts_start_with_every_decided_instance_marked_and_the_first_read_counts_them(
+        latest_schema_afterwards):
+    from tests.table2_support import assert_kept_counts_equal_a_count_from_scratch
+
+    apps = migrate_to(WORKFORCE_LABEL)
+    model = partial(apps.get_model, "annotation")
+    family = model("InstructionFamily").objects.create(name="Animals")
+    decided = []
+    for status, verdict in (("verified", "correct"), ("discarded", "incorrect"), ("awaiting_verification", "pending")):
+        instance = model("Instance").objects.create(family=family, instruction="Why?", status=status)
+        model("Reference").objects.create(instance=instance, text="A candidate.", verdict=verdict, model="gpt-4")
+        decided += [instance.pk] if verdict != "pending" else []
+
+    apps = migrate_to(TABLE2_COUNTS)
+    marks = apps.get_model("annotation", "Table2Count").objects.filter(stale=True)
+    assert sorted(marks.values_list("instance_id", flat=True)) == decided
+    assert_kept_counts_equal_a_count_from_scratch()
