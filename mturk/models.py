@@ -50,7 +50,7 @@ class CrowdStudy(models.Model):
         default=72, validators=[MinValueValidator(1), MaxValueValidator(365 * 24)])
     auto_approval_days = models.PositiveIntegerField(
         default=3, validators=[MaxValueValidator(30)],
-        help_text="MTurk approves submitted work by itself after this; review before it.")
+        help_text="Days after which the platform approves submitted work by itself; review before then.")
     frame_height = models.PositiveIntegerField(default=0, help_text="0: the full window.")
     worker_countries = models.CharField(max_length=200, default="US", blank=True,
                                         help_text="ISO country codes, comma-separated; empty: any.")
