@@ -8,6 +8,8 @@ proportion to the answers, since every fit runs its iterations over every answer
 reads no pandas: the admin asks it, and the web processes stay without the scientific stack.
 """
 
+from django.db.models import Count, Q
+
 from annotation import teams
 from annotation.models import Aggregation, Stage, Verification, WorkerModel, counted_verifications
 
@@ -50,12 +52,13 @@ def verification_fit_size(config, user):
     counted verification answer now (the job fits every family's at once), and the answers the
     family still asks for (its target instances times the overlap, less those already in)."""
     counted = teams.scoped(Verification.objects.filter(counted_verifications()), user)
-    everything = counted.count()
     if config.family_id is None:
-        return everything
-    family = counted.filter(reference__instance__family_id=config.family_id).count()
+        return counted.count()
+    # Both counts in one pass over the counted answers (a quarter of a million at campaign size).
+    found = counted.aggregate(everything=Count("pk"),
+                              family=Count("pk", filter=Q(reference__instance__family_id=config.family_id)))
     expected = config.family.target_instances * config.overlap
-    return everything + max(expected - family, 0)
+    return found["everything"] + max(expected - found["family"], 0)
 
 
 def verification_fit_times(config, user):
