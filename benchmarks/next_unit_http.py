@@ -100,9 +100,11 @@ def captured_requests(participant_id="QUERY-COUNT"):
 
     browser = Client()
     url = study_url("caption", "BENCH-CAPTION", participant_id)
-    # Counted at once: the next request's start empties the connection's query log.
+    # Counted at once: the next request's start empties the connection's query log. A new
+    # participant's link is sent on with an arrival token (frontend/arrival.py): both requests are
+    # the arrival.
     with CaptureQueriesContext(connection) as arriving:
-        first = browser.get(url)
+        first = browser.get(url, follow=True)
     saved = browser.post("/work/submit/", {"token": TOKEN.search(first.content.decode())[1],
                                            "caption-0": CAPTION})
     with CaptureQueriesContext(connection) as next_unit:
@@ -224,7 +226,8 @@ def main():
     print(f"gunicorn, {args.workers} sync workers, DEBUG off, PostgreSQL on loopback, {os.cpu_count()} CPUs; "
           f"{args.repeat} repetitions, configurations alternating")
     print(f"queries per request: {next_unit_queries} for a study participant's next unit after a submit "
-          f"(goal: at most 6), {arrival_queries} for a participant's first arrival through the study link")
+          f"(goal: at most 6), {arrival_queries} for a participant's first arrival through the study link "
+          f"(with its redirect for an arrival token)")
     print(f"{'participants':<14}{'configuration':<44}{'p50 ms min/median':>20}{'p95 ms min/median':>20}"
           f"{'load after each run':>24}")
     for (participants, label), runs in results.items():
