@@ -100,8 +100,12 @@ def rubric_tournament(models=tuple(DESERVES)):
                 choice="left" if left > right or (left == right and task["left"].model_name < task["right"].model_name)
                 else "right",
                 rubric_scores={"left": left, "right": right})
-    # The server drew the sides: both occur, so a wrong side-to-model map would mix the scores.
-    assert {j.shown_left for j in HumanJudgement.objects.all()} == set(HumanJudgement.ShownLeft.values)
+    # The server drew the sides: both occur, so a wrong side-to-model map would mix the scores. Each
+    # side is drawn from the assignment's id, so with two models (six judgements) one side alone
+    # comes up about 3% of the time; from three models on (18 judgements) about once in 130,000.
+    sides = [judgement.shown_left for judgement in HumanJudgement.objects.all()]
+    if len(sides) >= 16:
+        assert set(sides) == set(HumanJudgement.ShownLeft.values)
     return tournament
 
 
