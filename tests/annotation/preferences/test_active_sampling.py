@@ -34,14 +34,17 @@ def active_tournament(*, instances=25, battles_per_round=60):
 def judge_everything():
     """One simulated worker answers every open battle: the stronger model wins, and twins take turns
     winning, so that their judgements say they are even (a coin can make them look far apart in
-    the few battles a balanced first round gives them)."""
+    the few battles a balanced first round gives them). The turns go by name, not by the side a
+    twin is shown on: the side is drawn from the assignment's id, and turns by side once gave one
+    twin five of six."""
     worker = WorkerFactory()
     twin_battles = 0
     while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
         task = pairwise_task(assignment=assignment)
         left, right = (STRENGTHS[task[side].model_name] for side in ("left", "right"))
         twin_battles += left == right
-        better_left = left > right or (left == right and twin_battles % 2 == 1)
+        twin_winning = "twin-a" if twin_battles % 2 == 1 else "twin-b"
+        better_left = left > right or (left == right and task["left"].model_name == twin_winning)
         submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker,
                                   choice="left" if better_left else "right")
 
