@@ -146,20 +146,30 @@ def _one_snapshot():
         yield
 
 
-def refresh_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
-    """The job's work: store the board's result for the judgements as they are now, unless it is
-    stored already. Returns the stored LeaderboardResult. Results older than the one before it are
-    dropped."""
-    from annotation.scoring import leaderboard, stored_figures
+def _stored_or_evaluators(tournament, criterion, rounds):
+    """(tournament, board, key, stored, evaluators) of a board for the judgements as they are now,
+    read in one snapshot: its result stored under that fingerprint, or else (stored None) the
+    evaluators to compute it from."""
+    from annotation.scoring import leaderboard
 
     tournament = Tournament.objects.get(pk=tournament.pk)
     board = {"tournament": tournament, "criterion": criterion, "rounds": rounds}
     with _one_snapshot():
         key = fingerprint(tournament=tournament, criterion=criterion, rounds=rounds)
         stored = LeaderboardResult.objects.filter(**board, data_key=key).first()
-        if stored is not None:
-            return stored
-        found = leaderboard.evaluators(tournament=tournament, criterion=criterion)
+        found = None if stored is not None else leaderboard.evaluators(tournament=tournament, criterion=criterion)
+    return tournament, board, key, stored, found
+
+
+def refresh_leaderboard(*, tournament, criterion="overall", rounds=DEFAULT_ROUNDS):
+    """The job's work: store the board's result for the judgements as they are now, unless it is
+    stored already. Returns the stored LeaderboardResult. Results older than the one before it are
+    dropped."""
+    from annotation.scoring import leaderboard, stored_figures
+
+    tournament, board, key, stored, found = _stored_or_evaluators(tournament, criterion, rounds)
+    if stored is not None:
+        return stored
     started = time.perf_counter()
     result = leaderboard.compute(found, seed=tournament.seed, rounds=rounds)
     seconds = time.perf_counter() - started
@@ -191,14 +201,9 @@ def tournament_judge_report(*, tournament, criterion="overall", rounds=DEFAULT_R
     judgements changed between the two is computed here by the same code and not stored."""
     from annotation.scoring import leaderboard
 
-    tournament = Tournament.objects.get(pk=tournament.pk)
-    board = {"tournament": tournament, "criterion": criterion, "rounds": rounds}
-    with _one_snapshot():
-        key = fingerprint(tournament=tournament, criterion=criterion, rounds=rounds)
-        stored = LeaderboardResult.objects.filter(**board, data_key=key).first()
-        if stored is not None:
-            return stored.result["judge_report"]
-        found = leaderboard.evaluators(tournament=tournament, criterion=criterion)
+    tournament, _, _, stored, found = _stored_or_evaluators(tournament, criterion, rounds)
+    if stored is not None:
+        return stored.result["judge_report"]
     return leaderboard.compute(found, seed=tournament.seed, rounds=rounds)["judge_report"]
 
 
