@@ -1,5 +1,7 @@
 """Study participants (CloudResearch Connect, Prolific): who may act as one, how much of the study
-they have done, stopping, and being finished.
+they have done, stopping, and being finished; and the stage page's one call (`next_step_asked`),
+which answers a study participant here and an in-house annotator through the crowd work's own
+decision.
 
 A participant id in a study link is no secret. So a participant is first admitted to one browser,
 and any later claim to the same id from elsewhere is checked with the platform before it sees
