@@ -29,9 +29,9 @@ from annotation.crowdwork.leases import lease_terms, return_assignment
 from annotation.crowdwork.next_step import Step, next_step
 from annotation.crowdwork.platform_claims import ClaimConflict
 from annotation.crowdwork.queue import keep_lease_alive
+from annotation.crowdwork.standing import local_worker
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
-from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.answer_forms import answer_of

@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass
 
 from annotation.crowdwork.platform_claims import binding_conflict
+from annotation.crowdwork.standing import platform_worker
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
-from annotation.workforce.standing import platform_worker
 from crowdbench import shared_cache
 from crowdbench.security import mturk_submit_origin
 from mturk.exceptions import PlatformError

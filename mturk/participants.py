@@ -33,9 +33,9 @@ from django_ratelimit.core import _split_rate
 from annotation.crowdwork.leases import return_held
 from annotation.crowdwork.next_step import NextStep, Step, next_step, next_step_of_annotator
 from annotation.crowdwork.queue import locked_for_leasing
+from annotation.crowdwork.standing import workers_with_standing
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
-from annotation.workforce.standing import workers_with_standing
 from crowdbench import shared_cache
 from mturk import identity, links
 from mturk.models import CrowdStudy, StudyCompletion

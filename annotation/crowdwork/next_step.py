@@ -22,9 +22,9 @@ from django.db import transaction
 
 from annotation.crowdwork.leases import LeaseTerms, lease_terms, return_held
 from annotation.crowdwork.queue import holds_a_lease, lease_unit, locked_for_leasing, next_assignment, units_open_to
+from annotation.crowdwork.standing import local_worker, local_workers, may_work
 from annotation.models import Assignment, Worker, WorkerBlock, WorkerQualification
 from annotation.workforce.qualifications import live_gold_item
-from annotation.workforce.standing import local_worker, local_workers, may_work
 
 BLOCKED_MESSAGE = ("Your account cannot take these tasks. If you think this is a mistake, please message "
                    "the researchers through your platform.")

@@ -28,7 +28,6 @@ from annotation.models import (
     Worker,
     WorkerQualification,
 )
-from annotation.workforce.standing import forget_standing
 from crowdbench.events import emit
 
 logger = logging.getLogger(__name__)
@@ -120,7 +119,7 @@ def submit_qualification_answers(worker, stage, answers):
     if qualification is None:
         raise WorkerFacingError("This task has no qualification test.")
     answers = {int(k): v for k, v in (answers or {}).items()}
-    forget_standing(worker)
+    worker.forget_standing()
     with transaction.atomic():
         attempt = (QualificationAttempt.objects.select_for_update()
                    .filter(qualification=qualification, worker=worker).first())
@@ -256,7 +255,7 @@ def record_live_gold_answer(worker, item_id, answer):
         gold = GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE,
                                          answer=answer, correct=_is_correct(item, answer))
         _update_live_accuracy(worker, item.qualification)
-    forget_standing(worker)
+    worker.forget_standing()
     return gold
 
 
