@@ -101,11 +101,17 @@ def _shared_between_processes():
     return not isinstance(caches["default"], (LocMemCache, DummyCache))
 
 
-def throttled(request, **ratelimit):
-    """django-ratelimit's `is_ratelimited(request, **ratelimit)`, admitting the request (False)
-    when the cache that keeps the count is unreachable."""
+def throttled(key, *, group, rate):
+    """Whether one more use by `key` (a client's address, say) in `group` goes past `rate`, counted
+    by django-ratelimit (its `is_ratelimited`, the use counted); False, admitting it, when the cache
+    that keeps the count is unreachable.
+
+    The caller hands over the key itself rather than the request it came from, so that the layer
+    that decides to count (a new study participant, mturk/participants.py) needs no web request:
+    django-ratelimit gives its `request` argument only to a key function, and to nothing else when
+    every method counts."""
     try:
-        return is_ratelimited(request, **ratelimit)
+        return is_ratelimited(key, group=group, key=lambda _group, counted: counted, rate=rate, increment=True)
     except Exception as error:  # noqa: BLE001 - see the module's docstring
-        _unreachable(f"the throttle {ratelimit.get('group', '')} admits without counting", error)
+        _unreachable(f"the throttle {group} admits without counting", error)
         return False

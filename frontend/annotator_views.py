@@ -26,22 +26,21 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.crowdwork.leases import lease_terms, return_assignment
-from annotation.crowdwork.next_step import Step, next_step, next_step_of_annotator
+from annotation.crowdwork.next_step import Step, next_step
 from annotation.crowdwork.platform_claims import ClaimConflict
 from annotation.crowdwork.queue import keep_lease_alive
+from annotation.crowdwork.standing import local_worker
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, InstructionFamily, Worker, WorkUnit
-from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.answer_forms import answer_of
 from frontend.arrival import (
     arrival_token,
-    arrivals_window_seconds,
     bind_to_browser,
     bound_to_browser,
+    client_address,
     known_participants,
-    may_admit_new,
     with_new_token,
 )
 from frontend.qualification_views import qualify_url, render_gold, submit_gold
@@ -58,7 +57,7 @@ from mturk import identity, links
 from mturk.models import CrowdStudy
 from mturk.participants import (
     ArrivalKeyNeeded,
-    StudyAsk,
+    StageAsk,
     StudyNotKnown,
     TooManyNewParticipants,
     done_in_study,
@@ -124,7 +123,8 @@ def _mturk_unit(request, page, unit, params):
 @require_GET
 def stage_page(request, stage):
     """The next unit of a stage, for a study participant or an in-house annotator: the request is
-    read once (`_asked`), the domain asked once, and its answer rendered."""
+    read once (`_asked`), the domain asked once (`next_step_asked`), and its answer rendered
+    (`_answered`)."""
     page = page_or_404(stage)
     try:
         ask = _asked(request, stage)
@@ -141,57 +141,53 @@ def stage_page(request, stage):
             return problem_page(request, tokens.FORGED_MESSAGE, status=403)
         return render(request, "annotator/given_back.html", {
             "page": page, "query": [(name, value) for name, value in request.GET.items() if name != "take"],
-            "finish_token": request.GET["continue"] if may_finish else "", "in_house": ask.worker_id is None,
+            "finish_token": request.GET["continue"] if may_finish else "", "in_house": not ask.in_study,
         })
-    if ask.worker_id is not None or ask.arrival is not None:
-        try:
-            study, step = next_step_asked(ask, may_admit_new=lambda study: may_admit_new(request, study),
-                                          shows_gold=page.shows_gold)
-        except ArrivalKeyNeeded as needed:
-            return redirect(with_new_token(request, ask.arrival, needed.study))
-        except StudyNotKnown as error:
-            return problem_page(request, str(error), status=404)
-        except identity.IdentityRefused as refused:
-            return problem_page(request, str(refused), status=403)
-        except TooManyNewParticipants as refused:
-            throttled = problem_page(request, str(refused), status=429, heading="Please try again later")
-            throttled["Retry-After"] = str(arrivals_window_seconds())
-            return throttled
-        if step is None:
-            return problem_page(request, tokens.FORGED_MESSAGE, status=403)
-        if ask.arrival is not None:
-            bind_to_browser(request, step.worker.pk)
-        return _shown_in_study(request, page, step, study=study, session=tokens.StudySession(
-            worker_id=step.worker.pk, study_id=study.pk, platform_session_id=ask.platform_session_id))
-    if not request.user.is_authenticated:
+    if not ask.in_study and not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path(), reverse("frontend:login"))
-    family = _chosen_family(request, stage)
-    step = next_step_of_annotator(user=request.user, stage=stage, family=family,
-                                  given_back_too=ask.given_back_too, shows_gold=page.shows_gold)
-    return _shown(request, page, step, next_url=request.get_full_path())
+    try:
+        study, step = next_step_asked(ask, shows_gold=page.shows_gold)
+    except ArrivalKeyNeeded as needed:
+        return redirect(with_new_token(request, ask.arrival, needed.study))
+    except StudyNotKnown as error:
+        return problem_page(request, str(error), status=404)
+    except identity.IdentityRefused as refused:
+        return problem_page(request, str(refused), status=403)
+    except TooManyNewParticipants as refused:
+        throttled = problem_page(request, str(refused), status=429, heading="Please try again later")
+        throttled["Retry-After"] = str(refused.retry_after)
+        return throttled
+    if step is None:
+        return problem_page(request, tokens.FORGED_MESSAGE, status=403)
+    return _answered(request, page, step, ask=ask, study=study)
 
 
 def _asked(request, stage):
-    """What a stage page's request asks, as plain values: a study session's signed token
-    (`continue`), else a study link's arrival, and what the browser holds; raises TokenRefused or
-    IncompleteLink."""
+    """What a stage page's request asks, as plain values (StageAsk): a study session's signed token
+    (`continue`), else a study link's arrival, and what the browser holds; else the signed-in
+    annotator and the family they chose. Raises TokenRefused or IncompleteLink."""
     params = request.GET
+    # An in-house annotator's choice is kept in their session; a study session's request makes none.
+    family = None if "continue" in params else _chosen_family(request, stage)
     asked = {"stage": stage, "given_back_too": params.get("after") != "given-back",
-             "known_here": known_participants(request)}
+             "known_here": known_participants(request), "client_address": client_address(request)}
     token = arrival_token(request)
     if "continue" in params:
         session = tokens.read_session(params["continue"])
-        return StudyAsk(**asked, worker_id=session.worker_id, study_id=session.study_id,
+        return StageAsk(**asked, worker_id=session.worker_id, study_id=session.study_id,
                         platform_session_id=session.platform_session_id)
     arrival = links.study_arrival(params)
     if arrival is None:
-        return StudyAsk(**asked)
-    return StudyAsk(**asked, arrival=arrival, platform_session_id=arrival.session_id, arrival_token=token)
+        return StageAsk(**asked, user=request.user, family=family)
+    return StageAsk(**asked, arrival=arrival, platform_session_id=arrival.session_id, arrival_token=token)
 
 
 def _chosen_family(request, stage):
     """The family an in-house annotator chose for a stage on their home page (?family=<id>; kept in
-    their session for the tasks that follow, until they choose "any"), or None for any family."""
+    their session for the tasks that follow, until they choose "any"), or None for any family or
+    for anybody not signed in (a study participant has their study's)."""
+    if not request.user.is_authenticated:
+        return None
     choices = request.session.get("work_families", {})
     value = request.GET.get("family", choices.get(stage, ""))
     family = None
@@ -200,6 +196,18 @@ def _chosen_family(request, stage):
     if "family" in request.GET:
         request.session["work_families"] = {**choices, stage: str(family.pk) if family else ""}
     return family
+
+
+def _answered(request, page, step, *, ask, study):
+    """The page of the domain's answer to a stage page's request: a study's, whose participant this
+    browser now holds, or an in-house annotator's."""
+    if study is None:
+        return _shown(request, page, step, next_url=request.get_full_path())
+    shown = _shown_in_study(request, page, step, study=study, session=tokens.StudySession(
+        worker_id=step.worker.pk, study_id=study.pk, platform_session_id=ask.platform_session_id))
+    if ask.arrival is not None:
+        bind_to_browser(request, step.worker.pk)
+    return shown
 
 
 def _shown_in_study(request, page, step, *, study, session):

@@ -6,9 +6,7 @@ import secrets
 from axes.helpers import get_client_ip_address
 from django.conf import settings
 from django.core import signing
-from django_ratelimit.core import _split_rate
 
-from crowdbench import shared_cache
 from mturk.participants import ARRIVAL_EXPIRED, ARRIVAL_FORGED, ArrivalKeyNeeded, ArrivalToken, admit_arrival
 
 # Seconds without input after which the active-time clock stops (frontend/static/.../annotator.js).
@@ -71,19 +69,10 @@ def remember_participants(get_response):
     return middleware
 
 
-def may_admit_new(request, study):
-    """Another new participant id from this client's address in this study, within
-    STUDY_NEW_PARTICIPANTS_RATE (django-ratelimit, on the shared cache): one person with a study
-    link could otherwise open many made-up ids, hold many leases and decide majorities. While the
-    cache is unreachable every new id is admitted: refusing them would stop a study for everyone."""
-    return not shared_cache.throttled(request, group=f"crowdbench.study-arrivals.{study.pk}",
-                              key=lambda group, request: get_client_ip_address(request) or "unknown",
-                              rate=settings.STUDY_NEW_PARTICIPANTS_RATE, increment=True)
-
-
-def arrivals_window_seconds():
-    """The period of STUDY_NEW_PARTICIPANTS_RATE ("10/h": an hour), for a throttled page's Retry-After."""
-    return _split_rate(settings.STUDY_NEW_PARTICIPANTS_RATE)[1]
+def client_address(request):
+    """The address new study participants are counted by (mturk.participants throttles them), as
+    django-axes reads it for sign-ins: the same proxy settings, the same client."""
+    return get_client_ip_address(request) or "unknown"
 
 
 # A new participant's study link is answered with a redirect to itself plus a signed arrival token
@@ -138,8 +127,7 @@ def study_participant(request, *, arrival, study):
     TooManyNewParticipants past the throttle of new ids from one address."""
     try:
         worker = admit_arrival(arrival=arrival, study=study, arrival_token=arrival_token(request),
-                               known_here=known_participants(request),
-                               may_admit_new=lambda: may_admit_new(request, study))
+                               known_here=known_participants(request), client_address=client_address(request))
     except ArrivalKeyNeeded:
         raise NewArrival(with_new_token(request, arrival, study)) from None
     bind_to_browser(request, worker.pk)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from django.views.decorators.csrf import csrf_exempt
 
+from annotation.crowdwork.standing import local_worker
 from annotation.exceptions import AnnotationError, WorkerFacingError
 from annotation.models import (
     GoldItem,
@@ -22,7 +23,6 @@ from annotation.models import (
 )
 from annotation.typed_text import ANSWER_MAX_CHARS
 from annotation.workforce import qualifications
-from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.answer_forms import PageForm, TypedTextField, answer_of

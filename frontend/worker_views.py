@@ -12,11 +12,11 @@ from annotation.crowdwork.queue import (
     holds_a_lease,
     units_open_to,
 )
+from annotation.crowdwork.standing import local_worker
 from annotation.models import (
     Worker,
 )
 from annotation.workforce import qualifications
-from annotation.workforce.standing import local_worker
 from crowdbench.security import annotator_page
 from frontend import tokens
 from frontend.qualification_views import qualify_url, stage_url

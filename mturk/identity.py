@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass
 
 from annotation.crowdwork.platform_claims import binding_conflict
+from annotation.crowdwork.standing import platform_worker
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
-from annotation.workforce.standing import platform_worker
 from crowdbench import shared_cache
 from crowdbench.security import mturk_submit_origin
 from mturk.exceptions import PlatformError
@@ -130,16 +130,30 @@ def confirm_participant(*, study, participant_id, platform_session_id):
     """Ask the study's platform whether this session of the study is this participant's
     (Backend.confirms_participant). Raises IdentityRefused when it is not, or cannot be asked.
     """
+    if not participant_confirmed(study=study, participant_id=participant_id, platform_session_id=platform_session_id):
+        raise IdentityRefused(STUDY_NOT_CONFIRMED)
+
+
+def participant_confirmed(*, study, participant_id, platform_session_id, remember_seconds=0):
+    """Whether the study's platform confirms that this session of the study is this participant's
+    (Backend.confirms_participant); False when it cannot be asked. A yes is remembered on the shared
+    cache for `remember_seconds`, so that each next task of a session does not ask again.
+    """
     if not (_PATH_SAFE.match(platform_session_id or "") and _PATH_SAFE.match(study.external_id or "")):
         # Both go into the platform's URL path: nothing but plain id characters.
-        raise IdentityRefused(STUDY_NOT_CONFIRMED)
+        return False
+    backend = backend_class(study.platform)
+    key = f"crowdbench:new-study-session:{study.pk}:{participant_id}:{platform_session_id}"
+    if remember_seconds and shared_cache.get(key):
+        return True
     try:
-        confirmed = backend_class(study.platform)().confirms_participant(
-            study, participant_id=participant_id, session_id=platform_session_id)
-    except PlatformError as error:
-        raise IdentityRefused(STUDY_NOT_CONFIRMED) from error
-    if not confirmed:
-        raise IdentityRefused(STUDY_NOT_CONFIRMED)
+        confirmed = bool(backend().confirms_participant(study, participant_id=participant_id,
+                                                        session_id=platform_session_id))
+    except PlatformError:
+        return False
+    if confirmed and remember_seconds:
+        shared_cache.set(key, True, remember_seconds)
+    return confirmed
 
 
 def assignment_unconfirmed(worker, assignment_id):

@@ -1,5 +1,7 @@
 """Study participants (CloudResearch Connect, Prolific): who may act as one, how much of the study
-they have done, stopping, and being finished.
+they have done, stopping, and being finished; and the stage page's one call (`next_step_asked`),
+which answers a study participant here and an in-house annotator through the crowd work's own
+decision.
 
 A participant id in a study link is no secret. So a participant is first admitted to one browser,
 and any later claim to the same id from elsewhere is checked with the platform before it sees
@@ -22,16 +24,18 @@ otherwise buy a second round of work that no submission pays for.
 
 from dataclasses import dataclass, replace
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
+from django_ratelimit.core import _split_rate
 
 from annotation.crowdwork.leases import return_held
-from annotation.crowdwork.next_step import NextStep, Step, next_step
+from annotation.crowdwork.next_step import NextStep, Step, next_step, next_step_of_annotator
 from annotation.crowdwork.queue import locked_for_leasing
+from annotation.crowdwork.standing import workers_with_standing
 from annotation.exceptions import WorkerFacingError
 from annotation.models import Assignment, Worker
-from annotation.workforce.standing import workers_with_standing
 from crowdbench import shared_cache
 from mturk import identity, links
 from mturk.models import CrowdStudy, StudyCompletion
@@ -42,13 +46,24 @@ _SESSION_CONFIRMED_SECONDS = 24 * 3600
 
 
 class TooManyNewParticipants(WorkerFacingError):
-    """More new participant ids arrived from one address than a study admits in a while."""
+    """More new participant ids arrived from one address than a study admits in a while; the page
+    asks to try again after `retry_after` seconds, the period of STUDY_NEW_PARTICIPANTS_RATE."""
 
     def __init__(self):
         super().__init__(
             "Too many new participants have started this study from your network in a short time, so no new "
             "one is admitted from it for now. If you are a participant, please try again later, or message "
             "the researchers through your platform.")
+        self.retry_after = _split_rate(settings.STUDY_NEW_PARTICIPANTS_RATE)[1]
+
+
+def _may_admit_new(study, client_address):
+    """Another new participant id from this client's address in this study, within
+    STUDY_NEW_PARTICIPANTS_RATE (on the shared cache): one person with a study link could otherwise
+    open many made-up ids, hold many leases and decide majorities. While the cache is unreachable
+    every new id is admitted: refusing them would stop a study for everyone."""
+    return not shared_cache.throttled(client_address, group=f"crowdbench.study-arrivals.{study.pk}",
+                                      rate=settings.STUDY_NEW_PARTICIPANTS_RATE)
 
 
 def _submitted_in(study, worker):
@@ -113,12 +128,13 @@ class ArrivalToken:
         return self.key, ""
 
 
-def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_new=lambda: True):
+def admit_participant(*, arrival, study, known_here, arrival_key="", client_address=None):
     """The Worker a StudyArrival names, once it may act as them here.
 
     `known_here(worker_id)` says whether this browser was admitted as that worker before. A new
-    participant is admitted while `may_admit_new()` lets one more in (the web layer's throttle of
-    new ids per address: an id nobody confirmed yet, mturk/services/confirming.py), and only with
+    participant is admitted while the throttle of new ids from `client_address` lets one more in
+    (an id nobody confirmed yet, mturk/services/confirming.py; None, for no web request, is not
+    counted), and only with
     an `arrival_key` (else ArrivalKeyNeeded), which their row keeps. A known one is admitted where
     they are known, by the key that made their row (the first arrival again, its reply lost), or
     when the platform confirms the claim. Raises IdentityRefused, or TooManyNewParticipants.
@@ -128,7 +144,7 @@ def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_n
     if worker is None:
         if not arrival_key:
             raise ArrivalKeyNeeded(study)
-        if not may_admit_new():
+        if client_address is not None and not _may_admit_new(study, client_address):
             raise TooManyNewParticipants()
         try:
             with transaction.atomic():
@@ -143,13 +159,13 @@ def admit_participant(*, arrival, study, known_here, arrival_key="", may_admit_n
     return worker
 
 
-def admit_arrival(*, arrival, study, arrival_token, known_here, may_admit_new):
+def admit_arrival(*, arrival, study, arrival_token, known_here, client_address):
     """`admit_participant` for a study link's request, which carries its ArrivalToken and comes from
-    a browser holding the participants `known_here` (their ids)."""
+    a browser holding the participants `known_here` (their ids), at `client_address`."""
     key, bad_token = arrival_token.key_for(study, arrival)
     try:
         return admit_participant(arrival=arrival, study=study, arrival_key=key,
-                                 known_here=known_here.__contains__, may_admit_new=may_admit_new)
+                                 known_here=known_here.__contains__, client_address=client_address)
     except identity.IdentityRefused:
         # The platform did not confirm the claim either: say what was wrong with the token.
         if bad_token:
@@ -174,9 +190,9 @@ def finish_participating(*, worker, study, platform_session_id):
 
 def _finished_sessions(worker, study):
     if getattr(worker, "done_in_study_id", None) == study.pk and not worker.finished_in_study:
-        return set()  # fetched with the worker (next_step_of_participant): no query on the way to every next task
-    return set(StudyCompletion.objects.filter(study=study, worker=worker)
-               .values_list("platform_session_id", flat=True))
+        return frozenset()  # fetched with the worker (next_step_of_participant): no query on the way to every next task
+    return frozenset(StudyCompletion.objects.filter(study=study, worker=worker)
+                     .values_list("platform_session_id", flat=True))
 
 
 def finished(*, worker, study, platform_session_id):
@@ -192,16 +208,9 @@ def finished(*, worker, study, platform_session_id):
         return False
     if not platform_session_id or platform_session_id in sessions:
         return True
-    key = f"crowdbench:new-study-session:{study.pk}:{worker.pk}:{platform_session_id}"
-    if shared_cache.get(key):
-        return False
-    try:
-        identity.confirm_participant(study=study, participant_id=worker.external_id,
-                                     platform_session_id=platform_session_id)
-    except identity.IdentityRefused:
-        return True
-    shared_cache.set(key, True, _SESSION_CONFIRMED_SECONDS)
-    return False
+    return not identity.participant_confirmed(study=study, participant_id=worker.external_id,
+                                              platform_session_id=platform_session_id,
+                                              remember_seconds=_SESSION_CONFIRMED_SECONDS)
 
 
 def earned_code(*, worker, study, platform_session_id):
@@ -219,9 +228,11 @@ def next_step_in_study(*, worker, study, platform_session_id, given_back_too=Tru
     """What a study participant is shown next (annotation.crowdwork.next_step, in the study's family), with the
     study's completion code around it: shown again once they have it in this platform session, and
     given (they are finished) when nothing is left for them after a task of theirs is saved."""
-    if finished(worker=worker, study=study, platform_session_id=platform_session_id):
+    shown_the_code = finished(worker=worker, study=study, platform_session_id=platform_session_id)
+    completion = links.completion(study)
+    if shown_the_code:
         return NextStep(Step.COMPLETION, "the participant was shown the code in this session", again=True,
-                        worker=worker, completion=links.completion(study))
+                        worker=worker, completion=completion)
     # A study naming no family draws on every family of no group, never on another group's.
     step = next_step(worker=worker, stage=study.stage, family=study.family or study.families_drawn_on(),
                      platform_assignment_id=platform_session_id, platform_listing_id=study.external_id,
@@ -231,7 +242,7 @@ def next_step_in_study(*, worker, study, platform_session_id, given_back_too=Tru
     if step.kind == Step.NOTHING and earned_code(worker=worker, study=study, platform_session_id=platform_session_id):
         finish_participating(worker=worker, study=study, platform_session_id=platform_session_id)
         return NextStep(Step.COMPLETION, "nothing is left for the participant, who has done a task of the study",
-                        worker=worker, completion=links.completion(study))
+                        worker=worker, completion=completion)
     if step.kind in (Step.LEASE, Step.GOLD):
         return replace(step, done=done_in_study(worker, study))
     return step
@@ -263,10 +274,13 @@ class StudyNotKnown(WorkerFacingError):
 
 
 @dataclass(frozen=True)
-class StudyAsk:
-    """What a study page's request asks, read from it once at the web layer's edge: who the
-    participant is, by the signed session of a study they work in (`worker_id`, `study_id`) or by a
-    study link's `arrival` with its `arrival_token`, and which participants this browser holds."""
+class StageAsk:
+    """What a stage page's request asks, read from it once at the web layer's edge. A study
+    participant is named by the signed session of a study they work in (`worker_id`, `study_id`) or
+    by a study link's `arrival` with its `arrival_token`; with them come the participants this
+    browser holds and the client's address, by which new participant ids are counted. A request
+    naming neither is an in-house annotator's: the signed-in `user`, with the `family` they chose
+    (None for any)."""
 
     stage: str
     platform_session_id: str = ""
@@ -276,6 +290,13 @@ class StudyAsk:
     arrival_token: ArrivalToken = ArrivalToken()
     known_here: frozenset = frozenset()
     given_back_too: bool = True
+    client_address: str = ""
+    user: object = None
+    family: object = None
+
+    @property
+    def in_study(self):
+        return self.worker_id is not None or self.arrival is not None
 
 
 def _study_asked(ask):
@@ -302,23 +323,27 @@ def may_stop(ask):
     return bool(worker and worker.pk in ask.known_here and done_in_study(worker, study))
 
 
-def next_step_asked(ask, *, may_admit_new, shows_gold=False):
-    """What the study participant a request names is shown next: the one call of a study page.
+def next_step_asked(ask, *, shows_gold=False):
+    """What the person a stage page's request names is shown next: the one call of a stage page.
 
-    Returns (study, step), or (None, None) when a session names no study of the stage or the
-    study no such participant. A study link's arrival is admitted first (`admit_arrival`, with
-    `may_admit_new(study)` the web layer's throttle), and is then asked for like a session, this
-    browser now holding them. Raises StudyNotKnown, ArrivalKeyNeeded, IdentityRefused or
-    TooManyNewParticipants.
+    Returns (study, step). A study participant's step is `next_step_in_study`'s, for the study a
+    session or a link names: (None, None) when a session names no study of the stage or the study
+    no such participant. A study link's arrival is admitted first (`admit_arrival`), and is then
+    asked for like a session, this browser now holding them. Raises StudyNotKnown,
+    ArrivalKeyNeeded, IdentityRefused or TooManyNewParticipants. An in-house annotator is no study
+    participant: theirs is the crowd work's own (`next_step_of_annotator`), with no study.
     """
-    study = _study_asked(ask)
-    if study is None:
-        return None, None
-    worker_id, known_here = ask.worker_id, ask.known_here
-    if ask.arrival is not None:
-        worker_id = admit_arrival(arrival=ask.arrival, study=study, arrival_token=ask.arrival_token,
-                                  known_here=known_here, may_admit_new=lambda: may_admit_new(study)).pk
-        known_here = known_here | {worker_id}
-    return study, next_step_of_participant(
-        study=study, worker_id=worker_id, platform_session_id=ask.platform_session_id,
-        known_here=known_here.__contains__, given_back_too=ask.given_back_too, shows_gold=shows_gold)
+    if ask.in_study:
+        study = _study_asked(ask)
+        if study is None:
+            return None, None
+        worker_id, known_here = ask.worker_id, ask.known_here
+        if ask.arrival is not None:
+            worker_id = admit_arrival(arrival=ask.arrival, study=study, arrival_token=ask.arrival_token,
+                                      known_here=known_here, client_address=ask.client_address).pk
+            known_here = known_here | {worker_id}
+        return study, next_step_of_participant(
+            study=study, worker_id=worker_id, platform_session_id=ask.platform_session_id,
+            known_here=known_here.__contains__, given_back_too=ask.given_back_too, shows_gold=shows_gold)
+    return None, next_step_of_annotator(user=ask.user, stage=ask.stage, family=ask.family,
+                                        given_back_too=ask.given_back_too, shows_gold=shows_gold)

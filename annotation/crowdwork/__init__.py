@@ -1,6 +1,7 @@
 """Crowd work, the part every crowd stage shares, as the work flows: a launched stage's units are
-made (stages); a worker is leased one (queue, its terms and its end in leases, the platform's
-claims on it in platform_claims) or shown what comes next (next_step); their answer comes in
+made (stages); a worker the queue may give them to (standing) is leased one (queue, its terms and
+its end in leases, the platform's claims on it in platform_claims) or shown what comes next
+(next_step); their answer comes in
 through the one submit (answers), under the one lock order (lock_order), and its unit closes once
 its answers reach what it asks (stopping); a stage that has nothing left to ask is announced
 (completion). Where every stage's answers meet: what they decide asked again (decisions), a

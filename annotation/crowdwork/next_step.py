@@ -8,13 +8,15 @@ rules, in the order they are asked:
    accuracy on gold items: a lease still held goes back to the pool at once), or, not qualified
    yet, sent to the stage's qualification test (paper §2.2);
 2. a platform worker holding no lease in the stage is now and then shown a live gold item, while
-   the stage has a unit for them, so that their accuracy stays current;
+   the stage has a unit for them, so that their accuracy stays current (`live_gold_item`: when,
+   and which; the answer and the accuracy it keeps are annotation/workforce/qualifications.py's);
 3. the lease they hold (a reload resumes), else a new one;
 4. nothing left for them.
 
 A study on a platform adds its completion code around these (mturk/participants.py).
 """
 
+import random
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -22,9 +24,16 @@ from django.db import transaction
 
 from annotation.crowdwork.leases import LeaseTerms, lease_terms, return_held
 from annotation.crowdwork.queue import holds_a_lease, lease_unit, locked_for_leasing, next_assignment, units_open_to
-from annotation.models import Assignment, Worker, WorkerBlock, WorkerQualification
-from annotation.workforce.qualifications import live_gold_item
-from annotation.workforce.standing import local_worker, local_workers, may_work
+from annotation.crowdwork.standing import local_worker, local_workers, may_work
+from annotation.models import (
+    Assignment,
+    GoldAnswer,
+    GoldItem,
+    StageQualification,
+    Worker,
+    WorkerBlock,
+    WorkerQualification,
+)
 
 BLOCKED_MESSAGE = ("Your account cannot take these tasks. If you think this is a mistake, please message "
                    "the researchers through your platform.")
@@ -48,7 +57,7 @@ class NextStep:
     """Which rule chose this step; for a refusal (BLOCKED, PAUSED), why, in words for the worker."""
     assignment: Assignment | None = None
     gold_item: dict | None = None
-    """The live gold item to show (annotation.workforce.qualifications.live_gold_item), for GOLD."""
+    """The live gold item to show (`live_gold_item`), for GOLD."""
     again: bool = False
     """COMPLETION: the code was shown in this platform session before."""
     may_finish: bool = False
@@ -144,3 +153,31 @@ def _live_gold(*, worker, stage, family, unit):
     if not units.exists():
         return None
     return live_gold_item(worker, stage)
+
+
+def live_gold_item(worker, stage):
+    """A gold item to mix into this worker's next live task, or None (about one in
+    `live_gold_every`, never two in a row, never one they have answered before).
+
+    Drawn from the worker's progress rather than per request, so reloading the page shows the same
+    item instead of a fresh chance to skip it.
+    """
+    qualification = StageQualification.objects.filter(stage=stage).first()
+    if qualification is None:
+        return None
+    live = GoldAnswer.objects.filter(worker=worker, item__qualification=qualification,
+                                     source=GoldAnswer.Source.LIVE)
+    tasks = Assignment.objects.filter(worker=worker, unit__stage=stage)
+    last_gold = live.order_by("-created_at").values_list("created_at", flat=True).first()
+    if last_gold is not None and not tasks.filter(leased_at__gt=last_gold).exists():
+        return None
+    rng = random.Random(f"{worker.pk}:{stage}:{tasks.count()}:{live.count()}")
+    if rng.randrange(max(1, qualification.live_gold_every)) != 0:
+        return None
+    candidates = list(qualification.gold_items.filter(active=True, in_live_work=True)
+                      .exclude(answers__worker=worker).order_by("pk").values_list("pk", flat=True))
+    if not candidates:
+        return None
+    item = GoldItem.objects.get(pk=rng.choice(candidates))
+    return {"id": item.pk, "kind": item.kind, "content": item.content, "question": item.question,
+            "options": item.options}

@@ -22,10 +22,10 @@ from django.utils import timezone
 from annotation.crowdwork.leases import lease_expiry, lease_minutes_for, stage_lease_minutes
 from annotation.crowdwork.lock_order import DECIDED_MESSAGE, lock_lease
 from annotation.crowdwork.platform_claims import bind_claim, check_claim
+from annotation.crowdwork.standing import may_work
 from annotation.exceptions import AnnotationError
 from annotation.models import Assignment, Instance, Stage, Worker, WorkUnit
 from annotation.models.instances import page_images
-from annotation.workforce.standing import may_work
 
 
 def slots_taken(now):

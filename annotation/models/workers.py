@@ -45,3 +45,9 @@ class Worker(models.Model):
         from annotation.privacy import pseudonymise
 
         return pseudonymise(self.platform, self.external_id)
+
+    def forget_standing(self):
+        """After a change to this worker's block, qualification or pause: the standing it was
+        fetched with (annotation/crowdwork/standing.py, `standing_stage` and its facts) is dropped,
+        so that it is asked again."""
+        self.__dict__.pop("standing_stage", None)

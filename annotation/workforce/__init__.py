@@ -1,7 +1,8 @@
-"""The workforce: who may take a stage's units, and the tests that earn a place (paper §2.2).
+"""The workforce: the tests that earn a place in a stage (paper §2.2) and the accuracy they keep.
+Whether the queue may give a worker a stage's units (`may_work`), with the workers themselves
+(in-house, and platform workers once their platform confirmed them), is the queue's side:
+annotation/crowdwork/standing.py.
 
-- standing.py: workers (in-house, and platform workers once their platform confirmed them), blocks,
-  and whether the queue may give a worker a stage's units (`may_work`);
 - qualifications.py: a stage's qualification test of gold items, and live gold items mixed into
   work that keep a worker's accuracy current and pause them below the stage's bar.
 

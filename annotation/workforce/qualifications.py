@@ -3,8 +3,8 @@
 A worker takes a stage's test of gold items with known answers (free-text items wait for a
 researcher's review); at the pass score they are qualified for the stage (on MTurk also through the
 stage's qualification type, granted by a job: mturk/services/qualifying.py). Gold items mixed into
-live work keep their accuracy current; below the stage's bar they are paused and the queue stops
-giving them that stage's units.
+live work (when, and which: annotation/crowdwork/next_step.py) keep their accuracy current; below
+the stage's bar they are paused and the queue stops giving them that stage's units.
 """
 
 import logging
@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from annotation.exceptions import WorkerFacingError
 from annotation.models import (
-    Assignment,
     GoldAnswer,
     GoldItem,
     QualificationAttempt,
@@ -28,7 +27,6 @@ from annotation.models import (
     Worker,
     WorkerQualification,
 )
-from annotation.workforce.standing import forget_standing
 from crowdbench.events import emit
 
 logger = logging.getLogger(__name__)
@@ -120,7 +118,7 @@ def submit_qualification_answers(worker, stage, answers):
     if qualification is None:
         raise WorkerFacingError("This task has no qualification test.")
     answers = {int(k): v for k, v in (answers or {}).items()}
-    forget_standing(worker)
+    worker.forget_standing()
     with transaction.atomic():
         attempt = (QualificationAttempt.objects.select_for_update()
                    .filter(qualification=qualification, worker=worker).first())
@@ -212,34 +210,6 @@ def _result(attempt):
 # --- gold items in live work --------------------------------------------------------------------
 
 
-def live_gold_item(worker, stage):
-    """A gold item to mix into this worker's next live task, or None (about one in
-    `live_gold_every`, never two in a row, never one they have answered before).
-
-    Drawn from the worker's progress rather than per request, so reloading the page shows the same
-    item instead of a fresh chance to skip it.
-    """
-    qualification = stage_qualification(stage)
-    if qualification is None:
-        return None
-    live = GoldAnswer.objects.filter(worker=worker, item__qualification=qualification,
-                                     source=GoldAnswer.Source.LIVE)
-    tasks = Assignment.objects.filter(worker=worker, unit__stage=stage)
-    last_gold = live.order_by("-created_at").values_list("created_at", flat=True).first()
-    if last_gold is not None and not tasks.filter(leased_at__gt=last_gold).exists():
-        return None
-    rng = random.Random(f"{worker.pk}:{stage}:{tasks.count()}:{live.count()}")
-    if rng.randrange(max(1, qualification.live_gold_every)) != 0:
-        return None
-    candidates = list(qualification.gold_items.filter(active=True, in_live_work=True)
-                      .exclude(answers__worker=worker).order_by("pk").values_list("pk", flat=True))
-    if not candidates:
-        return None
-    item = GoldItem.objects.get(pk=rng.choice(candidates))
-    return {"id": item.pk, "kind": item.kind, "content": item.content, "question": item.question,
-            "options": item.options}
-
-
 def record_live_gold_answer(worker, item_id, answer):
     """Store a live gold answer and keep the worker's accuracy current; pauses them below the bar.
 
@@ -256,7 +226,7 @@ def record_live_gold_answer(worker, item_id, answer):
         gold = GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE,
                                          answer=answer, correct=_is_correct(item, answer))
         _update_live_accuracy(worker, item.qualification)
-    forget_standing(worker)
+    worker.forget_standing()
     return gold
 
 

@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from annotation.crowdwork import review
 from annotation.models import WorkerBlock, WorkState
-from annotation.workforce.standing import forget_standing
 from mturk import calls, pay, selectors
 from mturk.exceptions import PlatformError, PlatformRequestError
 from mturk.models import AuditLog, Bonus, CrowdStudy, Hit, Submission
@@ -255,7 +254,7 @@ def block_worker(*, worker, reason, actor, study=None):
         step.request, step.response, step.error = result.request, result.response, result.error
     if not result.ok:
         raise PlatformError(f"The platform refused the block: {result.error}")
-    forget_standing(worker)
+    worker.forget_standing()
     return WorkerBlock.objects.create(worker=worker, reason=reason, created_by=actor)
 
 

@@ -28,6 +28,7 @@ from django.core.management import call_command
 from annotation.collection import captions, references, verification, worker_model_job
 from annotation.collection.waiting import Waits, waits_for
 from annotation.crowdwork import queue, stages
+from annotation.crowdwork.standing import local_worker
 from annotation.datasets import snapshots
 from annotation.models import (
     Aggregation,
@@ -41,7 +42,6 @@ from annotation.models import (
     WorkState,
     WorkUnit,
 )
-from annotation.workforce.standing import local_worker
 from tests.annotation.admin.conftest import PASSWORD, signed_in_page
 from tests.factories import FamilyFactory, InstanceFactory, launch
 from tests.frontend_support import photo

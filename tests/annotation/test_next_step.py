@@ -9,11 +9,10 @@ import pytest
 from django.urls import URLResolver, get_resolver
 
 from annotation.crowdwork.leases import lease_terms, return_held
-from annotation.crowdwork.next_step import Step, next_step
+from annotation.crowdwork.next_step import Step, live_gold_item, next_step
 from annotation.crowdwork.queue import holds_a_lease, lease_unit, next_assignment, units_open_to
+from annotation.crowdwork.standing import may_work
 from annotation.models import Assignment, Stage, Worker, WorkerBlock, WorkerQualification
-from annotation.workforce.qualifications import live_gold_item
-from annotation.workforce.standing import may_work
 from frontend import annotator_views
 from mturk import links
 from mturk.models import StudyCompletion

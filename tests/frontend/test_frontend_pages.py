@@ -6,8 +6,8 @@ from django.core import signing
 from django.http import HttpRequest
 from django.test import Client
 
+from annotation.crowdwork.standing import local_worker
 from annotation.models import Assignment, Caption, Stage, Verification, Worker, WorkerBlock
-from annotation.workforce.standing import local_worker
 from frontend import tokens
 from tests.factories import ImageAssetFactory
 from tests.frontend_support import (

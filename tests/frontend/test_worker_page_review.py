@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 
 from annotation.collection import verification
 from annotation.crowdwork import queue, review
+from annotation.crowdwork.standing import local_worker
 from annotation.models import Reference, Stage
-from annotation.workforce.standing import local_worker
 from frontend.worker_summary import recent_work, stage_tallies
 from tests.factories import WorkerFactory
 from tests.frontend_support import logged_in, verification_unit

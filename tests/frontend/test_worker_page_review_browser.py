@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.crowdwork import review
-from annotation.workforce.standing import local_worker
+from annotation.crowdwork.standing import local_worker
 from tests.factories import WorkerFactory
 from tests.frontend.test_annotator_moving_on_browser import log_in
 from tests.frontend.test_frontend_browser import assert_accessible, shoot

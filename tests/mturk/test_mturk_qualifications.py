@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from annotation.crowdwork import queue
+from annotation.crowdwork.standing import may_work
 from annotation.exceptions import WorkerFacingError
 from annotation.models import (
     GoldAnswer,
@@ -17,7 +18,6 @@ from annotation.models import (
     WorkUnit,
 )
 from annotation.workforce import qualifications
-from annotation.workforce.standing import may_work
 from mturk.services import qualifying
 from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.mturk_wire import make_researcher

@@ -1,5 +1,8 @@
-"""Who the queue may give a stage's units to: workers, blocks and standing (the tests that earn a
-place are annotation/workforce/qualifications.py)."""
+"""Who the queue may give a stage's units to: workers, blocks and standing, read by the queue and
+the next step beside it (the tests that earn a place are annotation/workforce/qualifications.py).
+
+A Worker fetched with its standing carries it as `standing_stage` and the facts below; a change to
+its block, qualification or pause drops them (Worker.forget_standing), so that they are asked again."""
 
 from django.db.models import Exists, OuterRef, Value
 
@@ -59,12 +62,6 @@ def platform_worker(platform, external_id):
     platform has confirmed the id (mturk/identity.py): a Worker row is no proof of anything."""
     worker, _ = Worker.objects.get_or_create(platform=platform, external_id=external_id)
     return worker
-
-
-def forget_standing(worker):
-    """After a change to this worker's block, qualification or pause, so that a Worker fetched
-    with its standing (`workers_with_standing`) is asked again."""
-    worker.__dict__.pop("standing_stage", None)
 
 
 def _allowed(platform, blocked, tested, qualified):
