@@ -12,15 +12,17 @@ again) and seeded by benchmarks/label_studio_world.py through its own models: 10
 image URL and an instruction, captioned in a text area), 95,000 of them annotated already, 200
 annotators with their API tokens. Both run under gunicorn with --workers sync workers and DEBUG
 off, each with its own database settings as shipped (ours keeps connections for 60 s; Label
-Studio sets no CONN_MAX_AGE, so Django's default, a connection per request). The load is
-next_unit_http.py's at 200 participants: 200 threads released together, each doing 3 units and
-waiting a random time (uniform, mean 10 s) before each request. Ours arrive through the study link
+Studio sets no CONN_MAX_AGE, so Django's default, a connection per request). The loads are
+next_unit_http.py's: 20 participants doing 10 units each, waiting a random time (uniform, mean 1 s)
+before each request, and 200 doing 3 units each, waiting a mean 10 s; each load's threads are
+released together. Ours arrive through the study link
 and submit a caption; Label Studio's send their token and ask `GET /api/projects/<id>/next`, then
 `POST /api/tasks/<id>/annotations/` a text-area result. The next-unit (next-task) request is timed
 on the client. First one participant alone does 20 units without pausing on each (the request's
-own time, no queueing); then the two alternate, --repeat times, which goes first swapping each
-round; it prints p50 and p95 of each, min and median over the rounds, and the load average after
-each.
+own time, no queueing); then, --repeat times, each load is run on the two in turn, which goes
+first swapping each round; it prints p50 and p95 of each, min and median over the rounds, and the
+load average after each. `--reuse-label-studio` keeps Label Studio's database as a run before
+seeded it (seeding takes a quarter of an hour), less the tasks that run annotated.
 """
 
 import argparse
@@ -54,7 +56,7 @@ from benchmarks.support import fresh_database, server_environment, start_gunicor
 
 LABEL_STUDIO = "label-studio==1.23.2"
 LABEL_STUDIO_DATABASE = "crowdbench_bench_label_studio"
-PARTICIPANTS, THINK, UNITS = LOADS[-1]  # next_unit_http.py's 200 participants
+PARTICIPANTS = max(participants for participants, _, _ in LOADS)  # annotators Label Studio needs
 WARM_UP = 8  # requests that load each worker's code before anything is timed
 ALONE = 20  # units one participant does with nobody else on the server and no pause: the request's own time
 CAPTION_RESULT = [{"from_name": "caption", "to_name": "image", "type": "textarea",
@@ -92,15 +94,19 @@ def label_studio_environment(database_url, data_folder):
     }
 
 
-def seed_label_studio(*, python, environment, tasks, labeled, annotators):
+def seed_label_studio(*, python, environment, tasks, labeled, annotators, reuse=False):
     """Label Studio's migrations, then its project: its id, the annotators' tokens and the queries of
-    one next-task request, as label_studio_world.py prints them."""
+    one next-task request, as label_studio_world.py prints them. `reuse`: the project a run before
+    seeded, as it is."""
     folder = label_studio_folder(python)
-    subprocess.run([python, str(Path(folder) / "manage.py"), "migrate", "--verbosity", "0"], env=environment,
-                   check=True)
-    seeded = subprocess.run([python, str(ROOT / "benchmarks" / "label_studio_world.py"), "--tasks", str(tasks),
-                             "--labeled", str(labeled), "--annotators", str(annotators)],
-                            env=environment, check=True, capture_output=True, text=True)
+    world = [python, str(ROOT / "benchmarks" / "label_studio_world.py"), "--annotators", str(annotators)]
+    if reuse:
+        world.append("--existing")
+    else:
+        subprocess.run([python, str(Path(folder) / "manage.py"), "migrate", "--verbosity", "0"], env=environment,
+                       check=True)
+        world += ["--tasks", str(tasks), "--labeled", str(labeled)]
+    seeded = subprocess.run(world, env=environment, check=True, capture_output=True, text=True)
     return json.loads(seeded.stdout.strip().splitlines()[-1])
 
 
@@ -137,6 +143,8 @@ def main():
     parser.add_argument("--wait", type=float, default=0,
                         help="minutes to wait for the template to be free (its seeding to end)")
     parser.add_argument("--ls-database", default=LABEL_STUDIO_DATABASE, help="Label Studio's database, (re)created")
+    parser.add_argument("--reuse-label-studio", action="store_true",
+                        help="keep --ls-database as an earlier run seeded it (its project loses the tasks runs annotated)")
     parser.add_argument("--tasks", type=int, default=100_000, help="Label Studio's project size")
     parser.add_argument("--labeled", type=int, default=95_000, help="of them, tasks annotated already")
     parser.add_argument("--server", default=os.environ.get(
@@ -145,13 +153,14 @@ def main():
     args = parser.parse_args()
 
     python = label_studio_python(args.venv)
-    ls_environment = label_studio_environment(fresh_database(args.server, args.ls_database),
-                                              f"/tmp/{args.ls_database}-data")
-    needed = PARTICIPANTS * UNITS * args.repeat + ALONE
+    ls_database = (args.server.rsplit("/", 1)[0] + "/" + args.ls_database if args.reuse_label_studio
+                   else fresh_database(args.server, args.ls_database))
+    ls_environment = label_studio_environment(ls_database, f"/tmp/{args.ls_database}-data")
+    needed = sum(participants * units for participants, _, units in LOADS) * args.repeat + ALONE
     if args.tasks - args.labeled < needed + WARM_UP:
         parser.error(f"Label Studio needs at least {needed + WARM_UP} tasks not annotated yet")
     world = seed_label_studio(python=python, environment=ls_environment, tasks=args.tasks, labeled=args.labeled,
-                              annotators=PARTICIPANTS + WARM_UP)
+                              annotators=PARTICIPANTS + WARM_UP, reuse=args.reuse_label_studio)
     project, tokens = world["project"], world["tokens"]
     database_url = prepare_world(server=args.server, world="scale", units=needed + WARM_UP + 50,
                                  database=args.database, template=args.template, wait_minutes=args.wait)
@@ -165,7 +174,7 @@ def main():
         "Label Studio 1.23.2 (next task)": partial(load, theirs[1], behaviour=partial(
             label_studio_annotator, project=project, tokens=tokens)),
     }
-    results = {name: [] for name in runs}
+    results = {(participants, name): [] for participants, _, _ in LOADS for name in runs}
     try:
         # Warm-up: the first request of each worker imports and compiles what the rest reuse.
         runs["crowdbench (next unit)"]("warm-up", WARM_UP, 0.0, 1)
@@ -175,10 +184,13 @@ def main():
         alone = {name: run("alone", 1, 0.0, ALONE) for name, run in runs.items()}
         for repetition in range(args.repeat):
             order = list(runs) if repetition % 2 == 0 else list(reversed(runs))
-            for name in order:
-                results[name].append(runs[name](f"r{repetition}", PARTICIPANTS, THINK, UNITS))
-                print(f"  round {repetition + 1}, {name}: p50 {results[name][-1][0] * 1000:.1f} ms, "
-                      f"p95 {results[name][-1][1] * 1000:.1f} ms, {load_average()}", flush=True)
+            for participants, think, units in LOADS:
+                for name in order:
+                    rounds = results[participants, name]
+                    rounds.append(runs[name](f"r{repetition}-{participants}", participants, think, units))
+                    print(f"  round {repetition + 1}, {participants} participants, {name}: p50 "
+                          f"{rounds[-1][0] * 1000:.1f} ms, p95 {rounds[-1][1] * 1000:.1f} ms, {load_average()}",
+                          flush=True)
     finally:
         for server, _ in (ours, theirs):
             server.send_signal(signal.SIGTERM)
@@ -187,12 +199,14 @@ def main():
     print(f"ours: {world_size()}; {next_unit_queries} queries per next unit after a submit")
     print(f"Label Studio: {args.tasks:,} tasks, {args.labeled:,} annotated, {PARTICIPANTS} annotators with tokens; "
           f"{world['next_task_queries']} queries per next task")
+    loads = "; ".join(f"{participants} participants thinking ~{think:g} s, {units} units each"
+                      for participants, think, units in LOADS)
     print(f"gunicorn, {args.workers} sync workers each, DEBUG off, PostgreSQL on loopback, {os.cpu_count()} CPUs; "
-          f"{PARTICIPANTS} participants thinking ~{THINK:g} s, {UNITS} units each; {args.repeat} rounds, alternating")
-    print(f"{'server':<34}{'p50 ms min/median':>20}{'p95 ms min/median':>20}{'load after each round':>26}")
-    for name, rounds in results.items():
+          f"{loads}; {args.repeat} rounds, alternating")
+    print(f"{'participants, server':<40}{'p50 ms min/median':>20}{'p95 ms min/median':>20}{'load after each round':>26}")
+    for (participants, name), rounds in results.items():
         p50s, p95s = [r[0] * 1000 for r in rounds], [r[1] * 1000 for r in rounds]
-        print(f"{name:<34}{min(p50s):>9.1f} /{statistics.median(p50s):>7.1f}"
+        print(f"{f'{participants:>3}, {name}':<40}{min(p50s):>9.1f} /{statistics.median(p50s):>7.1f}"
               f"{min(p95s):>11.1f} /{statistics.median(p95s):>7.1f}"
               f"{' '.join(f'{r[2]:.2f}' for r in rounds):>26}")
     for name, (p50, p95, load_after) in alone.items():

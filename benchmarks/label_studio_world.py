@@ -15,7 +15,9 @@ theirs, so the next task is looked for past them. Tasks and annotations are bulk
 the counters Label Studio's importer and annotation signals keep (`is_labeled`,
 `total_annotations`); the 200 annotators are made as its signup does (a user, its token, its
 membership). It prints one JSON line: the project's id, the annotators' tokens and how many
-queries one next-task request makes (counted in-process).
+queries one next-task request makes (counted in-process). `--existing` seeds nothing and prints the
+same line for the project an earlier run seeded (its unannotated tasks are fewer by what the runs
+since annotated).
 """
 
 import argparse
@@ -99,6 +101,16 @@ def seed(*, tasks, labeled, annotators, seed_number):
     return project.pk, tokens
 
 
+def existing(annotators):
+    """The project and the first `annotators` tokens a run before seeded, in the order it made them."""
+    from projects.models import Project
+    from rest_framework.authtoken.models import Token
+
+    project = Project.objects.get(title="Bench captions")
+    tokens = dict(Token.objects.filter(user__email__startswith="annotator").values_list("user__email", "key"))
+    return project.pk, [tokens[f"annotator{n:03d}@bench.example"] for n in range(annotators)]
+
+
 def queries_of_next_task(project):
     """How many queries Label Studio's next-task request makes, asked by the project's owner in-process
     (the task it locks for them is one the annotators then skip, as they would on a live server)."""
@@ -121,10 +133,15 @@ def main():
     parser.add_argument("--labeled", type=int, default=95_000, help="tasks that already have their annotation")
     parser.add_argument("--annotators", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--existing", action="store_true",
+                        help="seed nothing: describe the project an earlier run seeded")
     args = parser.parse_args()
     set_up_label_studio()
-    project, tokens = seed(tasks=args.tasks, labeled=min(args.labeled, args.tasks), annotators=args.annotators,
-                           seed_number=args.seed)
+    if args.existing:
+        project, tokens = existing(args.annotators)
+    else:
+        project, tokens = seed(tasks=args.tasks, labeled=min(args.labeled, args.tasks), annotators=args.annotators,
+                               seed_number=args.seed)
     print(json.dumps({"project": project, "tokens": tokens, "next_task_queries": queries_of_next_task(project)}))
 
 

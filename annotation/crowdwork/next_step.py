@@ -155,9 +155,18 @@ def _live_gold(*, worker, stage, family, unit):
     return live_gold_item(worker, stage)
 
 
+def gold_every(qualification, live_answered):
+    """About how many tasks a worker gets per live gold item: more often while they have answered
+    fewer live gold items than a pause needs, where one more gold answer informs most."""
+    every = max(1, qualification.live_gold_every)
+    if live_answered < qualification.live_min_answers:
+        return min(every, max(1, qualification.new_worker_gold_every))
+    return every
+
+
 def live_gold_item(worker, stage):
-    """A gold item to mix into this worker's next live task, or None (about one in
-    `live_gold_every`, never two in a row, never one they have answered before).
+    """A gold item to mix into this worker's next live task, or None (about one in `gold_every`,
+    never two in a row, never one they have answered before).
 
     Drawn from the worker's progress rather than per request, so reloading the page shows the same
     item instead of a fresh chance to skip it.
@@ -171,8 +180,9 @@ def live_gold_item(worker, stage):
     last_gold = live.order_by("-created_at").values_list("created_at", flat=True).first()
     if last_gold is not None and not tasks.filter(leased_at__gt=last_gold).exists():
         return None
-    rng = random.Random(f"{worker.pk}:{stage}:{tasks.count()}:{live.count()}")
-    if rng.randrange(max(1, qualification.live_gold_every)) != 0:
+    live_answered = live.count()
+    rng = random.Random(f"{worker.pk}:{stage}:{tasks.count()}:{live_answered}")
+    if rng.randrange(gold_every(qualification, live_answered)) != 0:
         return None
     candidates = list(qualification.gold_items.filter(active=True, in_live_work=True)
                       .exclude(answers__worker=worker).order_by("pk").values_list("pk", flat=True))

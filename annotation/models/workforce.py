@@ -54,6 +54,11 @@ class StageQualification(models.Model):
         default=5, help_text="No pause before this many live gold answers.")
     live_gold_every = models.PositiveSmallIntegerField(
         default=10, help_text="Mix one gold item into about every this many live tasks.")
+    new_worker_gold_every = models.PositiveSmallIntegerField(
+        default=3, verbose_name="new worker's gold every",
+        help_text="Until a worker has answered as many live gold items as a pause needs (“live min "
+                  "answers”), mix one into about every this many of their tasks, if that is more often: a new "
+                  "worker's accuracy is the least known, and a poor one can be paused sooner.")
     retake_after_hours = models.PositiveIntegerField(default=24)
     mturk_qualification_type_id = models.CharField(max_length=64, blank=True, editable=False)
     mturk_environment = models.CharField(max_length=12, blank=True, editable=False)

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation.crowdwork import queue
+from annotation.crowdwork import next_step, queue
 from annotation.crowdwork.standing import may_work
 from annotation.exceptions import WorkerFacingError
 from annotation.models import (
@@ -176,3 +176,22 @@ def test_a_test_has_five_to_ten_items():
 
     with pytest.raises(IntegrityError):
         StageQualification.objects.create(stage=Stage.CAPTION, name="x", description="y", test_size=4)
+
+
+def test_a_new_worker_is_shown_live_gold_more_often_until_a_pause_could_count(worker):
+    qualification = verification_test()
+    qualification.live_gold_every, qualification.new_worker_gold_every = 30_000, 1
+    qualification.save()
+    WorkerQualification.objects.create(qualification=qualification, worker=worker, test_score="1.000")
+    # One in 30,000 for a known worker, but this one has answered none of the three live gold
+    # items their live accuracy needs: gold now.
+    assert next_step.live_gold_item(worker, Stage.VERIFICATION) is not None
+    assert [next_step.gold_every(qualification, answered) for answered in range(5)] == [
+        1, 1, 1, 30_000, 30_000]
+
+
+def test_the_new_worker_rate_never_makes_gold_rarer_than_the_stages():
+    qualification = StageQualification(live_gold_every=2, new_worker_gold_every=5, live_min_answers=3)
+    assert next_step.gold_every(qualification, 0) == 2
+    qualification.new_worker_gold_every = 0
+    assert next_step.gold_every(qualification, 0) == 1
