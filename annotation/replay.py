@@ -44,7 +44,7 @@ REQUIRED = ("item", "worker", "answer")
 OPTIONAL = ("truth", "order")
 FIXED_OVERLAPS = (1, 2, 3, 4, 5, 6, 7)
 UNTIL_DECIDED = ((2, 3), (3, 5))
-WORKER_AWARE = (0.8, 0.9, 0.95, 0.99)
+WORKER_AWARE = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99)
 # The stage's defaults (StageConfig.prior_accuracy, model_min_answers) and most answers asked.
 PRIOR_ACCURACY = 0.7
 ENOUGH = 5

@@ -38,7 +38,7 @@ class Command(BaseCommand):
                             help="ask until AGREE answers agree, up to MOST (default: 2:3 3:5)")
         parser.add_argument("--weighed", type=float, nargs="*", default=list(replay.WORKER_AWARE), metavar="P",
                             help="ask until the verdict's posterior reaches P, each answer weighed by its worker's "
-                                 "accuracy (default: 0.8 0.9 0.95 0.99)")
+                                 "accuracy (default: 0.7 0.75 0.8 0.85 0.9 0.95 0.99)")
         parser.add_argument("--most", type=int, default=replay.MOST,
                             help="the most answers a weighed rule asks (default: 5)")
         parser.add_argument("--prior-accuracy", type=float, default=replay.PRIOR_ACCURACY,
