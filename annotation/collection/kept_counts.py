@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.db.models import Q
 
+from annotation.models import Instance
 from crowdbench.scoping import every_group
 
 # Past this many instances marked, their families are counted whole (one pass over their rows
@@ -96,8 +97,10 @@ def count_again(counts, family_ids, *, whole_past=CHUNK):
         else:
             # Most of the families changed (the first count after a migration that marks every
             # instance, an import): they are counted whole, with the parts of every instance they
-            # hold or held.
-            _replace(counts, parts.filter(Q(family_id__in=family_ids) | Q(instance__family_id__in=family_ids)),
+            # hold or held. Those held are found by the instances' ids, not a join: the join is an
+            # inner one, and would miss the part of an instance deleted since.
+            held = Instance.objects.filter(family_id__in=family_ids).values("pk")
+            _replace(counts, parts.filter(Q(family_id__in=family_ids) | Q(instance_id__in=held)),
                      counts.count_from_scratch(families=family_ids, per_instance=True), [pk for pk, _ in marks])
 
 

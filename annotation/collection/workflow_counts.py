@@ -61,10 +61,10 @@ class WorkflowFigures:
         return len(self.responses)
 
 
-def workflow_figures(families, *, keep=True):
+def workflow_figures(families):
     """The workflow figures of `families` (a queryset) together, from the kept counts."""
     instances, responses = Counter(), Counter()
-    for row in kept.kept(WORKFLOW, families, keep=keep):
+    for row in kept.kept(WORKFLOW, families):
         instances.update(row["instances"])
         responses.update(row["responses"])
     return WorkflowFigures(instances=instances, responses=responses)

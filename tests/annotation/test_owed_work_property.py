@@ -59,7 +59,7 @@ from annotation.preferences.tournaments import launch_tournament
 from tasks import outbox
 from tests.factories import FamilyFactory, ImageAssetFactory
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
-from tests.table2_support import (
+from tests.kept_counts_support import (
     assert_kept_counts_equal_a_count_from_scratch,
     assert_unmarked_counts_equal_a_count_from_scratch,
 )

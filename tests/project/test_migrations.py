@@ -268,7 +268,7 @@ TABLE2_COUNTS = ("annotation", "0039_table2_counts_kept_by_the_database")
 
 def test_table2_counts_start_with_every_decided_instance_marked_and_the_first_read_counts_them(
         latest_schema_afterwards):
-    from tests.table2_support import assert_kept_counts_equal_a_count_from_scratch
+    from tests.kept_counts_support import assert_kept_counts_equal_a_count_from_scratch
 
     apps = migrate_to(WORKFORCE_LABEL)
     model = partial(apps.get_model, "annotation")
