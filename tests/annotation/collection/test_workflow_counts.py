@@ -6,7 +6,7 @@ instances and responses. Random histories of every crowd step check the same aft
 
 import pytest
 from django.db import connection
-from django.db.models import Count, F
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -23,26 +23,11 @@ from tests.factories import FamilyFactory, InstanceFactory
 from tests.kept_counts_support import (
     assert_kept_counts_equal_a_count_from_scratch,
     assert_unmarked_counts_equal_a_count_from_scratch,
+    assert_workflow_figures_equal_a_count_made_directly,
 )
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
-
-
-def _figures_counted_directly(family_ids):
-    """The figures as the workflow pages counted them before they were kept (issue 42): a rule of
-    its own, so a fault in `count_from_scratch` is not hidden by comparing it with itself."""
-    instances = Instance.objects.filter(family_id__in=family_ids)
-    responses = ModelResponse.objects.filter(instance__in=instances.filter(status=Instance.Status.VERIFIED)).exclude(
-        model_name=REFERENCE_MODEL_NAME)
-    return (dict(instances.values_list("status").annotate(n=Count("pk")).order_by()),
-            dict(responses.values_list("model_name").annotate(n=Count("pk")).order_by()))
-
-
-def assert_figures_equal_a_count_made_directly(families):
-    ids = [family.pk for family in families]
-    figures = workflow_figures(InstructionFamily.objects.filter(pk__in=ids))
-    assert (dict(figures.instances), dict(figures.responses)) == _figures_counted_directly(ids)
 
 
 @pytest.fixture
@@ -97,7 +82,7 @@ def test_kept_workflow_counts_equal_a_count_from_scratch_after_each_change_howev
     # Counted again instance by instance, as after a few decisions, or family by family, as after many.
     count_again(sorted(marked), whole_past=0 if whole else workflow_counts.kept.CHUNK)
     assert_kept_counts_equal_a_count_from_scratch([WORKFLOW])
-    assert_figures_equal_a_count_made_directly([arena, waiting])
+    assert_workflow_figures_equal_a_count_made_directly([arena, waiting])
 
 
 def test_a_change_the_workflow_does_not_count_leaves_no_mark(world):
@@ -119,7 +104,7 @@ def test_responses_deleted_in_the_admin_leave_the_kept_counts_equal_a_count_from
                              {"action": "delete_selected", "_selected_action": chosen, "post": "yes"})
     assert page.status_code == 302 and not ModelResponse.objects.filter(pk__in=chosen).exists()
     assert_kept_counts_equal_a_count_from_scratch([WORKFLOW])
-    assert_figures_equal_a_count_made_directly([arena, waiting])
+    assert_workflow_figures_equal_a_count_made_directly([arena, waiting])
     assert workflow_figures(InstructionFamily.objects.filter(pk=arena.pk)).responses == {}
 
 
@@ -130,7 +115,7 @@ def test_a_tournament_without_families_counts_every_family_s_verified_instances(
     assert figures.instances[Instance.Status.VERIFIED] == 3
     assert (figures.response_count, figures.models) == (3, 2)
     assert tournament.families.count() == 0
-    assert_figures_equal_a_count_made_directly([arena, waiting])
+    assert_workflow_figures_equal_a_count_made_directly([arena, waiting])
 
 
 def _queries(client, url):
@@ -154,8 +139,10 @@ def test_the_workflow_pages_read_their_counts_in_queries_that_do_not_grow_with_i
         with_responses(verified_instance(family=arena), "model-x", "model-w")
         InstanceFactory(family=arena, status=Instance.Status.DISCARDED)
     assert {name: _queries(admin_client, url) for name, url in urls.items()} == few
-    # The session, the user, and the pages' own: one read of the kept counts where three counts were.
-    assert few["family"] <= 36 and few["tournament"] <= 20, few
+    # The session, the user, and the pages' own: one read of the kept counts where three counts were
+    # (31 and 15 before they were kept).
+    assert max(few["family"], few["family status"]) <= 29, few
+    assert max(few["tournament"], few["tournament status"]) <= 13, few
 
 
 def test_a_read_counts_again_in_queries_that_do_not_grow_with_the_instances_marked(world):
