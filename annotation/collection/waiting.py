@@ -11,6 +11,8 @@ nothing anyone or any job will do moves the item, and `manage.py check_benchmark
 and makes what is missing: called whenever the facts an item's next step rests on change outside a
 submit (a changed stage setting, a raised target, a refit); a review asks it of the units it
 touched (annotation/crowdwork/review.py). The workflow page's counts and its "Nothing to do" read `waits_for`.
+An instance whose status alone says what it waits for (verified, discarded, awaiting a reference)
+is counted, not named (`FamilyWaits.by_status`).
 """
 
 from collections import Counter

@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.collection import workflow_counts
+from annotation.collection.waiting import Waits, waits_for
 from annotation.collection.workflow_counts import WORKFLOW, count_again, count_from_scratch, workflow_figures
 from annotation.models import (
     REFERENCE_MODEL_NAME,
@@ -160,3 +161,14 @@ def test_a_read_counts_again_in_queries_that_do_not_grow_with_the_instances_mark
         # delete and an insert; the read again; and, in a test's transaction, a savepoint and its release.
         assert len(captured) <= 12
     assert not WorkflowCount.objects.filter(stale=True).exists()
+
+
+def test_what_instances_wait_for_is_the_same_from_the_kept_counts_as_from_the_instances(world):
+    arena, waiting, instances = world
+    InstanceFactory(family=arena, status=Instance.Status.AWAITING_REFERENCE)
+    InstanceFactory(family=arena, status=Instance.Status.DISCARDED)
+    for family in (arena, waiting):
+        kept = workflow_figures(InstructionFamily.objects.filter(pk=family.pk)).instances
+        assert waits_for(family, instances_by_status=kept).counts() == waits_for(family).counts()
+    assert waits_for(arena).counts() == {Waits.DECIDED: 3, Waits.REFERENCE: 1, Waits.DISCARDED: 1}
+    assert set(waits_for(waiting).instances) == set(waiting.instances.values_list("pk", flat=True))
