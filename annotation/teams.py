@@ -109,6 +109,7 @@ GROUP_PATHS = {
     "annotation.instructionsubmission": "instance__family__group",
     "annotation.reference": "instance__family__group",
     "annotation.table2count": "family__group",
+    "annotation.workflowcount": "family__group",
     "annotation.decisionchange": "reference__instance__family__group",
     "annotation.modelresponse": "instance__family__group",
     "annotation.verification": "reference__instance__family__group",

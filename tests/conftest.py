@@ -9,7 +9,7 @@ from django.db import connection, connections, transaction
 from django.test import TransactionTestCase, override_settings
 from django.urls import get_resolver
 
-from annotation.models import Table2Count
+from annotation.models import Table2Count, WorkflowCount
 from crowdbench import scoping
 from crowdbench.celery import app
 from tests.celery_support import CeleryWorker
@@ -34,10 +34,11 @@ def _empty_every_table(self):
             _django_fixture_teardown(self)
             continue
         kept = {ContentType._meta.db_table, Permission._meta.db_table}
-        # Table 2's kept counts last: deleting a reference or an instance marks its counts (migration
-        # 0038's triggers), and marks left for families deleted after them would outlive the test.
+        # The kept counts last: deleting a reference or an instance marks them (migrations 0039 and
+        # 0040's triggers), and marks left for families deleted after them would outlive the test.
+        counts = {Table2Count._meta.db_table, WorkflowCount._meta.db_table}
         tables = sorted((table for table in database.introspection.django_table_names(only_existing=True)
-                         if table not in kept), key=lambda table: table == Table2Count._meta.db_table)
+                         if table not in kept), key=lambda table: table in counts)
         with transaction.atomic(using=alias), database.cursor() as cursor:
             for table in tables:
                 cursor.execute(f"DELETE FROM {database.ops.quote_name(table)}")

@@ -24,13 +24,12 @@ from annotation.admin.workflow_steps import (
 )
 from annotation.collection import progress
 from annotation.collection.waiting import Waits, waits_for
+from annotation.collection.workflow_counts import workflow_figures
 from annotation.models import (
-    REFERENCE_MODEL_NAME,
     DecisionChange,
     Instance,
     InstructionFamily,
     JudgeRun,
-    ModelResponse,
     Snapshot,
     Stage,
     StageConfig,
@@ -52,7 +51,8 @@ def _tournaments_of(family):
 def family_workflow(family):
     launched = set(StageConfig.objects.filter(family=family, launched_at__isnull=False)
                    .values_list("stage", flat=True))
-    by_status = dict(family.instances.values_list("status").annotate(n=Count("pk")).order_by())
+    figures = workflow_figures(InstructionFamily.objects.filter(pk=family.pk))
+    by_status = figures.instances
     S = Instance.Status
     total = sum(by_status.values())
     verified = by_status.get(S.VERIFIED, 0)
@@ -65,11 +65,7 @@ def family_workflow(family):
         WorkUnit.objects.filter(family=family, status=WorkUnit.Status.OPEN, stage__in=CROWD_STAGES)
         .values_list("stage").annotate(n=Count("pk")).order_by()
     )
-    # The verified reference is stored as a response once battles are drawn; it is no prediction.
-    responses = ModelResponse.objects.filter(instance__family=family, instance__status=S.VERIFIED).exclude(
-        model_name=REFERENCE_MODEL_NAME)
-    models = responses.values("model_name").distinct().count()
-    response_count = responses.count()
+    models, response_count = figures.models, figures.response_count
     is_new = family.source == InstructionFamily.Source.NEW
     tournaments = list(_tournaments_of(family))
     tournament = tournaments[0] if tournaments else None
@@ -111,7 +107,7 @@ def family_workflow(family):
                                                           "status__exact": S.AWAITING_REFERENCE}),
         "Instances awaiting a reference",
     ))
-    waits = waits_for(family)
+    waits = waits_for(family, instances_by_status=by_status)
     in_benchmark = list(benchmark_instances().filter(family=family).values_list("pk", flat=True))
     steps.append(Step(
         "verification", "Verification",

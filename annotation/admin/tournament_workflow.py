@@ -21,14 +21,14 @@ from annotation.admin.workflow_steps import (
 
 # The judge mode the workflow's button runs; the tournament list's actions offer the other modes.
 from annotation.collection import progress
+from annotation.collection.workflow_counts import workflow_figures
 from annotation.crowdwork.stopping import stated_accuracy_warning
 from annotation.figures import dollars
 from annotation.models import (
-    REFERENCE_MODEL_NAME,
     HumanJudgement,
     Instance,
+    InstructionFamily,
     JudgeRun,
-    ModelResponse,
     Snapshot,
     Tournament,
 )
@@ -137,17 +137,13 @@ def tournament_steps(tournament, *, family=None, counts=None):
 
 def tournament_workflow(tournament):
     family_ids = list(tournament.families.values_list("pk", flat=True))
-    verified = Instance.objects.filter(status=Instance.Status.VERIFIED)
-    if family_ids:
-        verified = verified.filter(family_id__in=family_ids)
-    # The verified reference is stored as a response once battles are drawn; it is no prediction.
-    responses = ModelResponse.objects.filter(instance__in=verified).exclude(model_name=REFERENCE_MODEL_NAME)
-    response_count = responses.count()
-    models = responses.values("model_name").distinct().count()
+    families = InstructionFamily.objects.filter(pk__in=family_ids) if family_ids else InstructionFamily.objects.all()
+    figures = workflow_figures(families)
+    response_count, models = figures.response_count, figures.models
     scope = "its families" if family_ids else "every family"
     answers = tournament_progress(tournament)
     counts = TournamentCounts.of(tournament)
-    verified_count = verified.count()
+    verified_count = figures.instances[Instance.Status.VERIFIED]
     steps = [
         Step("verified", "Verified instances", "done" if verified_count else "todo",
              f"{plural(verified_count, 'verified instance')} in {scope}",

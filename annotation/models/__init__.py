@@ -20,6 +20,7 @@ from annotation.models.collection import (
     Reference,
     Table2Count,
     Verification,
+    WorkflowCount,
 )
 from annotation.models.datasets import ImportedRow, ImportedSheet, Snapshot
 from annotation.models.endpoints import EndpointCall, ModelEndpoint
@@ -99,6 +100,7 @@ __all__ = [
     "Tournament",
     "Reference",
     "Table2Count",
+    "WorkflowCount",
     "Rubric",
     "SeedImage",
     "Side",

@@ -217,3 +217,41 @@ class Table2Count(models.Model):
             return f"Table 2 mark of instance #{self.instance_id}"
         of = f"instance #{self.instance_id}" if self.instance_id else f"family #{self.family_id}"
         return f"Table 2 counts of {of} ({'multi' if self.multi else 'single'})"
+
+
+class WorkflowCount(models.Model):
+    """The workflow pages' counts kept by the database (annotation/collection/workflow_counts.py),
+    so a family's or a tournament's workflow sums a few rows rather than passing over every
+    instance and model response. Rows as `Table2Count`'s: a family's sums (`instance` empty), one
+    instance's part, or (`stale`) a mark the triggers of migration 0040 write in the same
+    transaction as a change that reaches the part: an instance added, deleted, moved or its status
+    changed, a model response added, deleted or renamed."""
+
+    # No database constraints, as Table2Count's: a mark may name the instance or family being deleted.
+    family = models.ForeignKey(InstructionFamily, on_delete=models.CASCADE, db_constraint=False,
+                               related_name="+")
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.DO_NOTHING,
+                                 db_constraint=False, related_name="+")
+    stale = models.BooleanField(default=False)
+    # Instance.status -> instances.
+    instances = models.JSONField(default=dict)
+    # Model name -> responses on verified instances, the verified reference's own left out.
+    responses = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [models.Index(fields=["family"], condition=Q(instance__isnull=True) | Q(stale=True),
+                                name="workflow_count_sums_and_marks")]
+        constraints = [
+            models.UniqueConstraint(fields=["family"], condition=Q(instance__isnull=True),
+                                    name="workflow_count_once_per_family"),
+            models.UniqueConstraint(fields=["instance"], condition=Q(stale=False),
+                                    name="workflow_count_once_per_instance"),
+            models.CheckConstraint(condition=Q(stale=False) | Q(instance__isnull=False),
+                                   name="workflow_count_marks_an_instance"),
+        ]
+
+    def __str__(self):
+        if self.stale:
+            return f"Workflow mark of instance #{self.instance_id}"
+        of = f"instance #{self.instance_id}" if self.instance_id else f"family #{self.family_id}"
+        return f"Workflow counts of {of}"

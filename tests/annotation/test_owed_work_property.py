@@ -9,8 +9,9 @@ fixed overlap or until decided. After every step: no item has more units or answ
 asks, no worker answers an item twice, a stage asking until decided buys no answer after its answers
 decided and never more than its maximum, the sweep leaves nothing owed and made twice, nothing a
 service said it stored is lost, `check_benchmark` finds nothing (annotation/benchmark_check.py), and
-Table 2's counts kept for each family no change has marked equal a count from scratch (and all of
-them do once a researcher reads Table 2, a step of its own).
+the counts kept for each family no change has marked (Table 2's and the workflow pages') equal a
+count from scratch (and all of them do once a researcher reads Table 2 or the workflow pages, steps of
+their own).
 """
 
 import os
@@ -32,6 +33,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from annotation.admin.family_workflow import family_workflow
+from annotation.admin.tournament_workflow import tournament_workflow
 from annotation.benchmark_check import violations
 from annotation.collection import captions, instructions, references, verification, waiting, worker_model_job
 from annotation.crowdwork import configs, leases, queue, review, stages
@@ -58,11 +61,12 @@ from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from tasks import outbox
 from tests.factories import FamilyFactory, ImageAssetFactory
-from tests.scoring_factories import create_tournament, verified_instance, with_responses
-from tests.table2_support import (
+from tests.kept_counts_support import (
     assert_kept_counts_equal_a_count_from_scratch,
     assert_unmarked_counts_equal_a_count_from_scratch,
+    assert_workflow_figures_equal_a_count_made_directly,
 )
+from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
 pytestmark = pytest.mark.django_db
 
@@ -344,10 +348,19 @@ class OwedWork(RuleBasedStateMachine):
     def read_table2(self):
         assert_kept_counts_equal_a_count_from_scratch()
 
+    @rule()
+    def read_the_workflow_pages(self):
+        family_workflow(self.family)
+        tournament_workflow(self.tournament)
+        assert_kept_counts_equal_a_count_from_scratch()
+        assert_workflow_figures_equal_a_count_made_directly([self.family])
+        assert_workflow_figures_equal_a_count_made_directly([self.arena])
+
     # --- what must hold after every step -----------------------------------------------------------
 
     @invariant()
-    def table2_counts_kept_unmarked_equal_a_count_from_scratch(self):
+    def kept_counts_unmarked_equal_a_count_from_scratch(self):
+        # Every count the database keeps: Table 2's and the workflow pages'.
         assert_unmarked_counts_equal_a_count_from_scratch()
 
     @invariant()

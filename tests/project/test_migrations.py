@@ -268,7 +268,8 @@ TABLE2_COUNTS = ("annotation", "0039_table2_counts_kept_by_the_database")
 
 def test_table2_counts_start_with_every_decided_instance_marked_and_the_first_read_counts_them(
         latest_schema_afterwards):
-    from tests.table2_support import assert_kept_counts_equal_a_count_from_scratch
+    from annotation.collection.table2_counts import TABLE2
+    from tests.kept_counts_support import assert_kept_counts_equal_a_count_from_scratch
 
     apps = migrate_to(WORKFORCE_LABEL)
     model = partial(apps.get_model, "annotation")
@@ -282,4 +283,29 @@ def test_table2_counts_start_with_every_decided_instance_marked_and_the_first_re
     apps = migrate_to(TABLE2_COUNTS)
     marks = apps.get_model("annotation", "Table2Count").objects.filter(stale=True)
     assert sorted(marks.values_list("instance_id", flat=True)) == decided
+    assert_kept_counts_equal_a_count_from_scratch([TABLE2])
+
+
+WORKFLOW_COUNTS = ("annotation", "0040_workflow_counts_kept_by_the_database")
+
+
+def test_workflow_counts_start_with_every_instance_marked_and_the_first_read_counts_them(latest_schema_afterwards):
+    from tests.kept_counts_support import (
+        assert_kept_counts_equal_a_count_from_scratch,
+        assert_workflow_figures_equal_a_count_made_directly,
+    )
+
+    apps = migrate_to(TABLE2_COUNTS)
+    model = partial(apps.get_model, "annotation")
+    family = model("InstructionFamily").objects.create(name="Animals")
+    instances = [model("Instance").objects.create(family=family, instruction="Why?", status=status)
+                 for status in ("verified", "verified", "discarded", "awaiting_caption")]
+    for instance, name in ((instances[0], "llava"), (instances[0], "blip"), (instances[1], "llava"),
+                           (instances[2], "llava")):
+        model("ModelResponse").objects.create(instance=instance, model_name=name, text="An answer.")
+
+    apps = migrate_to(WORKFLOW_COUNTS)
+    marks = apps.get_model("annotation", "WorkflowCount").objects.filter(stale=True)
+    assert sorted(marks.values_list("instance_id", flat=True)) == [instance.pk for instance in instances]
     assert_kept_counts_equal_a_count_from_scratch()
+    assert_workflow_figures_equal_a_count_made_directly([family])
