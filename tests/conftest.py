@@ -35,7 +35,7 @@ def _empty_every_table(self):
             continue
         kept = {ContentType._meta.db_table, Permission._meta.db_table}
         # The kept counts last: deleting a reference or an instance marks them (migrations 0039 and
-        # 0040's triggers), and marks left for families deleted after them would outlive the test.
+        # 0041's triggers), and marks left for families deleted after them would outlive the test.
         counts = {Table2Count._meta.db_table, WorkflowCount._meta.db_table}
         tables = sorted((table for table in database.introspection.django_table_names(only_existing=True)
                          if table not in kept), key=lambda table: table in counts)

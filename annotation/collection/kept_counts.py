@@ -5,7 +5,7 @@ every row they count (issue 42): Table 2's (table2_counts.py) and the workflow p
 A kept count adds up instance by instance, so each instance's part is kept (a row naming the
 instance), and each family's sums of its instances' parts (a row naming none, per the kept count's
 `keys`). Every change that reaches an instance's part leaves a mark (a row with `stale`) in its own
-transaction, made by database triggers (migrations 0039 and 0040) whichever code changed what. So an
+transaction, made by database triggers (migrations 0039 and 0041) whichever code changed what. So an
 instance without a mark has the part a count from scratch gives, a family without one has the
 sums, and `kept` counts the marked instances again before reading: the work a read does grows with
 what changed since the last one, not with the families.

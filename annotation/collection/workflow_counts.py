@@ -2,7 +2,7 @@
 instances by status, and the model responses on its verified instances by model, which the family's
 and the tournament's workflow pages read (a pass over 2,000 instances and 30,000 responses per
 family at campaign size, issue 42). `count_from_scratch` is the one rule; the triggers of migration
-0040 mark every change that reaches an instance's part.
+0041 mark every change that reaches an instance's part.
 """
 
 from collections import Counter

@@ -223,7 +223,7 @@ class WorkflowCount(models.Model):
     """The workflow pages' counts kept by the database (annotation/collection/workflow_counts.py),
     so a family's or a tournament's workflow sums a few rows rather than passing over every
     instance and model response. Rows as `Table2Count`'s: a family's sums (`instance` empty), one
-    instance's part, or (`stale`) a mark the triggers of migration 0040 write in the same
+    instance's part, or (`stale`) a mark the triggers of migration 0041 write in the same
     transaction as a change that reaches the part: an instance added, deleted, moved or its status
     changed, a model response added, deleted or renamed."""
 

@@ -286,7 +286,7 @@ def test_table2_counts_start_with_every_decided_instance_marked_and_the_first_re
     assert_kept_counts_equal_a_count_from_scratch([TABLE2])
 
 
-WORKFLOW_COUNTS = ("annotation", "0040_workflow_counts_kept_by_the_database")
+WORKFLOW_COUNTS = ("annotation", "0041_workflow_counts_kept_by_the_database")
 
 
 def test_workflow_counts_start_with_every_instance_marked_and_the_first_read_counts_them(latest_schema_afterwards):

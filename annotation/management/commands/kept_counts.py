@@ -1,5 +1,5 @@
 """Count what every kept count (Table 2's, the workflow pages') has marked, as the first reader would:
-once after a migration that marks every instance (0039, 0040), so that no page pays for it."""
+once after a migration that marks every instance (0039, 0041), so that no page pays for it."""
 
 import time
 

@@ -90,7 +90,7 @@ def drop_triggers(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0039_table2_counts_kept_by_the_database'),
+        ('annotation', '0040_new_workers_get_gold_more_often'),
     ]
 
     operations = [
