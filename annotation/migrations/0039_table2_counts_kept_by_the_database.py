@@ -89,8 +89,13 @@ def _postgresql(table, event, when, marks):
             f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW "
             + ("" if asked_inside else f"WHEN ({condition}) ") + f"EXECUTE FUNCTION {name}()",
         ]
-    # Over the statement's transition tables: a bulk update of thousands of references writes one
-    # mark per instance in one insert.
+    return by_statement(table, event, when, marks)
+
+
+def by_statement(table, event, when, marks):
+    """The trigger marking over the statement's transition tables: a bulk update of thousands of
+    rows writes one mark per instance in one insert."""
+    name = _name(table, event)
     rows = {"INSERT": "new_rows n", "DELETE": "old_rows o",
             "UPDATE": "new_rows n JOIN old_rows o ON o.id = n.id"}[event]
     referencing = {"INSERT": "NEW TABLE AS new_rows", "DELETE": "OLD TABLE AS old_rows",
