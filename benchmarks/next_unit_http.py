@@ -228,13 +228,13 @@ def main():
     print(f"queries per request: {next_unit_queries} for a study participant's next unit after a submit "
           f"(goal: at most 6), {arrival_queries} for a participant's first arrival through the study link "
           f"(with its redirect for an arrival token)")
-    print(f"{'participants':<14}{'configuration':<44}{'p50 ms min/median':>20}{'p95 ms min/median':>20}"
-          f"{'load after each run':>24}")
+    print(f"{'participants':<14}{'configuration':<44}{'p50 ms min/median':>20}{'p95 ms median (min-max)':>26}"
+          f"  load after each run")
     for (participants, label), runs in results.items():
         p50s, p95s = [r[0] * 1000 for r in runs], [r[1] * 1000 for r in runs]
         print(f"{participants:<14}{label:<44}{min(p50s):>9.1f} /{statistics.median(p50s):>7.1f}"
-              f"{min(p95s):>11.1f} /{statistics.median(p95s):>7.1f}"
-              f"{' '.join(f'{r[2]:.2f}' for r in runs):>24}")
+              f"{statistics.median(p95s):>11.1f} ({min(p95s):.1f}-{max(p95s):.1f})".ljust(106)
+              + "  " + " ".join(f"{r[2]:.2f}" for r in runs))
     print(f"{GOAL}; {load_average()} at the end")
 
 
