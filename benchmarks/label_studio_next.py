@@ -144,7 +144,7 @@ def main():
                         help="minutes to wait for the template to be free (its seeding to end)")
     parser.add_argument("--ls-database", default=LABEL_STUDIO_DATABASE, help="Label Studio's database, (re)created")
     parser.add_argument("--reuse-label-studio", action="store_true",
-                        help="keep --ls-database as an earlier run seeded it (its project loses the tasks runs annotated)")
+                        help="keep --ls-database as a run before seeded it (less the tasks runs annotated)")
     parser.add_argument("--tasks", type=int, default=100_000, help="Label Studio's project size")
     parser.add_argument("--labeled", type=int, default=95_000, help="of them, tasks annotated already")
     parser.add_argument("--server", default=os.environ.get(
@@ -203,7 +203,8 @@ def main():
                       for participants, think, units in LOADS)
     print(f"gunicorn, {args.workers} sync workers each, DEBUG off, PostgreSQL on loopback, {os.cpu_count()} CPUs; "
           f"{loads}; {args.repeat} rounds, alternating")
-    print(f"{'participants, server':<40}{'p50 ms min/median':>20}{'p95 ms min/median':>20}{'load after each round':>26}")
+    print(f"{'participants, server':<40}{'p50 ms min/median':>20}{'p95 ms min/median':>20}"
+          f"{'load after each round':>26}")
     for (participants, name), rounds in results.items():
         p50s, p95s = [r[0] * 1000 for r in rounds], [r[1] * 1000 for r in rounds]
         print(f"{f'{participants:>3}, {name}':<40}{min(p50s):>9.1f} /{statistics.median(p50s):>7.1f}"
