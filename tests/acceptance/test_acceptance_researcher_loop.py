@@ -265,7 +265,10 @@ class Annotator(Person):
         self.open("/work/")
         card = self.page.locator("section, li, article, div").filter(
             has=self.page.get_by_text(task_title, exact=True)).last
-        card.get_by_role("link", name="Start").click()
+        # The task's page, not the list it was opened from, is read next: a click returns before
+        # the navigation it starts has finished, and a bare count() does not wait for anything.
+        with self.page.expect_navigation():
+            card.get_by_role("link", name="Start").click()
 
     def submit(self):
         with self.page.expect_navigation():
