@@ -1,6 +1,7 @@
 """The workflow of an instruction family: its collection stages in order, with counts, running jobs
 and the one next action."""
 
+import hashlib
 from urllib.parse import urlencode
 
 from django.db.models import Count, Q
@@ -38,6 +39,9 @@ from annotation.models import (
 )
 from annotation.models.benchmark import benchmark_instances
 from annotation.sql import KeysPresent
+from crowdbench import shared_cache
+
+HELD_REMEMBERED_SECONDS = 24 * 60 * 60
 
 
 def _tournaments_of(family):
@@ -181,14 +185,28 @@ def _snapshot_step(in_benchmark):
     latest = holding.order_by("-version").first()
     if latest is None:
         return Step("snapshot", "Snapshot", "todo", "no snapshot holds this family yet")
-    # Counted for the latest alone: PostgreSQL may compute a listed expression on every row it sorts.
-    held = (Snapshot.objects.filter(pk=latest.pk).annotate(held=KeysPresent("instance_digests", in_benchmark))
-            .values_list("held", flat=True).get())
+    held = _held_by(latest, in_benchmark)
     state = {Snapshot.Status.DONE: "done", Snapshot.Status.FAILED: "todo"}.get(latest.status, "active")
     return Step("snapshot", "Snapshot", state,
                 f"{latest}: {latest.get_status_display().lower()}, holds {held} of the "
                 f"{len(in_benchmark)} instance(s) in the benchmark now",
                 admin_url("snapshot_change", latest.pk), "Files")
+
+
+def _held_by(snapshot, instance_ids):
+    """How many of `instance_ids` `snapshot` holds. Reading a campaign's digest (7 MB, 90,000
+    keys) takes PostgreSQL 10 to 15 ms each time; a built snapshot never changes, so the count for
+    the same ids is remembered in the shared cache for a day."""
+    built = snapshot.status == Snapshot.Status.DONE
+    key = f"snapshot-holds:{snapshot.pk}:" + hashlib.sha256(",".join(map(str, instance_ids)).encode()).hexdigest()
+    held = shared_cache.get(key) if built else None
+    if held is None:
+        # Counted for the latest alone: PostgreSQL may compute a listed expression on every row it sorts.
+        held = (Snapshot.objects.filter(pk=snapshot.pk).annotate(held=KeysPresent("instance_digests", instance_ids))
+                .values_list("held", flat=True).get())
+        if built:
+            shared_cache.set(key, held, HELD_REMEMBERED_SECONDS)
+    return held
 
 
 def _asking(family):

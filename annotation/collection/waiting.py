@@ -87,19 +87,21 @@ def waits_for(family, *, instances_by_status=None):
     which spares counting them again."""
     configs = {config.stage: config for config in StageConfig.objects.filter(family=family)}
     launched = {stage for stage, config in configs.items() if config.launched_at is not None}
-    open_units = WorkUnit.objects.filter(family=family, status=WorkUnit.Status.OPEN)
-    open_caption_keys = set(open_units.filter(stage=Stage.CAPTION).values_list("key", flat=True))
-    # Answers in that the stage does not count until a reviewer accepts them.
-    unreviewed = Assignment.objects.answered().filter(unit=OuterRef("pk"), work_state=WorkState.PROVISIONAL)
-    caption_unreviewed = set(WorkUnit.objects.filter(family=family, stage=Stage.CAPTION).filter(
-        Exists(unreviewed)).values_list("key", flat=True))
     if instances_by_status is None:
         instances_by_status = dict(family.instances.filter(status__in=BY_STATUS).values_list("status")
                                    .annotate(n=Count("pk")).order_by())
     by_status = Counter({wait: instances_by_status.get(status, 0) for status, wait in BY_STATUS.items()})
     waits = {}
-    undecided = (family.instances.exclude(status__in=BY_STATUS).annotate(caption_key=CAPTION_KEY).order_by("pk")
-                 .values_list("pk", "status", "caption_key"))
+    undecided = list(family.instances.exclude(status__in=BY_STATUS).annotate(caption_key=CAPTION_KEY)
+                     .order_by("pk").values_list("pk", "status", "caption_key"))
+    # The caption units of the instances awaiting a caption only: a campaign's family has thousands
+    # of caption units, nearly all of instances long past their caption.
+    caption_units = WorkUnit.objects.filter(family=family, stage=Stage.CAPTION, key__in=[
+        caption_key for _, status, caption_key in undecided if status == Instance.Status.AWAITING_CAPTION])
+    open_caption_keys = set(caption_units.filter(status=WorkUnit.Status.OPEN).values_list("key", flat=True))
+    # Answers in that the stage does not count until a reviewer accepts them.
+    unreviewed = Assignment.objects.answered().filter(unit=OuterRef("pk"), work_state=WorkState.PROVISIONAL)
+    caption_unreviewed = set(caption_units.filter(Exists(unreviewed)).values_list("key", flat=True))
     awaiting_verification = []
     for pk, status, caption_key in undecided:
         if status == Instance.Status.AWAITING_CAPTION:

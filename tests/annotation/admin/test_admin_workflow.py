@@ -246,6 +246,39 @@ def test_the_family_workflow_counts_its_benchmark_instances_the_latest_snapshot_
     assert not [query for query in queries if '"instance_digests" FROM' in query["sql"]]
 
 
+def test_a_built_snapshots_count_is_remembered_and_follows_the_benchmark_as_it_changes(researcher, fresh_cache):
+    from annotation.models import Snapshot
+
+    family = FamilyFactory(target_instances=3)
+    instances = [verified_instance(family=family) for _ in range(2)]
+    Snapshot.objects.create(version=1, status=Snapshot.Status.DONE,
+                            instance_digests={str(instance.pk): "0" * 64 for instance in instances})
+    building = Snapshot.objects.create(version=2, status=Snapshot.Status.RUNNING,
+                                       instance_digests={str(instances[0].pk): "0" * 64})
+
+    def counted_from_digests(page_sql):
+        return [query for query in page_sql if "jsonb_object_keys" in query["sql"]]
+
+    def view():
+        with CaptureQueriesContext(connection) as queries:
+            page = researcher.get(workflow_url(family)).content.decode()
+        return page, counted_from_digests(queries)
+
+    # A snapshot still being built is counted on every view: its digests are not final.
+    page, counted = view()
+    assert "v2: running, holds 1 of the 2 instance(s) in the benchmark now" in page and counted
+    assert view()[1]
+    building.delete()
+    page, counted = view()
+    assert "v1: done, holds 2 of the 2 instance(s) in the benchmark now" in page and counted
+    page, counted = view()
+    assert "v1: done, holds 2 of the 2 instance(s) in the benchmark now" in page and not counted
+    # A third instance in the benchmark is not in the built snapshot: counted again, for the new list.
+    verified_instance(family=family)
+    page, counted = view()
+    assert "v1: done, holds 2 of the 3 instance(s) in the benchmark now" in page and counted
+
+
 def test_a_failed_reference_job_shows_its_reason_on_the_family_workflow(researcher, settings):
     settings.OPENAI_REFERENCE_MODEL = "gpt-4"
     family = FamilyFactory()
