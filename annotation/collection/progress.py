@@ -120,10 +120,13 @@ def verification_agreement(*, family):
     counts_provisional = StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION).values_list(
         "counts_provisional", flat=True).first()
     counted = counted_work(provisional_counts=True if counts_provisional is None else counts_provisional)
-    rows = list(Verification.objects.filter(counted, reference__instance__family=family)
-                .values_list("reference_id", "is_correct").annotate(n=Count("pk")).order_by())
-    units, values, counts = zip(*rows, strict=True) if rows else ((), (), ())
-    return agreement.nominal_alpha(units, values, counts=counts)
+    # Counted per reference in the database: a row per reference, its correct and incorrect votes.
+    value_counts = list(Verification.objects.filter(counted, reference__instance__family=family)
+                        .values("reference_id").order_by()
+                        .annotate(correct=Count("pk", filter=Q(is_correct=True)),
+                                  incorrect=Count("pk", filter=Q(is_correct=False)))
+                        .values_list("correct", "incorrect"))
+    return agreement.nominal_alpha_of_value_counts(value_counts)
 
 
 TABLE2_ROWS = (

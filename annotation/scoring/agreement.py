@@ -213,11 +213,20 @@ def nominal_alpha(units, values, *, counts=None) -> AlphaResult:
     frame = pd.DataFrame({"unit": np.asarray(units, dtype=object), "value": np.asarray(values, dtype=object)})
     frame["n"] = 1 if counts is None else np.asarray(counts, dtype=np.int64)
     table = frame.pivot_table(index="unit", columns="value", values="n", aggfunc="sum", fill_value=0)
+    return nominal_alpha_of_value_counts(table.to_numpy())
+
+
+def nominal_alpha_of_value_counts(value_counts) -> AlphaResult:
+    """`nominal_alpha` over a table counted already: a row per unit, a column per value, each cell
+    the answers giving that value on that unit (what a SQL count per unit of each value returns)."""
+    table = np.asarray(value_counts, dtype=np.int64)
+    if table.ndim != 2:  # no unit at all
+        return AlphaResult(None, 0, 0)
     table = table[table.sum(axis=1) >= 2]
-    found = AlphaResult(None, len(table), int(table.to_numpy().sum()))
+    found = AlphaResult(None, len(table), int(table.sum()))
     if not len(table) or (table.sum(axis=0) > 0).sum() < 2:
         return found
-    alpha = krippendorff.alpha(value_counts=table.to_numpy(), level_of_measurement="nominal")
+    alpha = krippendorff.alpha(value_counts=table, level_of_measurement="nominal")
     return found._replace(alpha=float(alpha))
 
 
