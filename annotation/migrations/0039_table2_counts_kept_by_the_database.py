@@ -92,10 +92,11 @@ def _postgresql(table, event, when, marks):
     return by_statement(table, event, when, marks)
 
 
-def by_statement(table, event, when, marks):
+def by_statement(table, event, when, marks, *, name=_name, mark=_mark):
     """The trigger marking over the statement's transition tables: a bulk update of thousands of
-    rows writes one mark per instance in one insert."""
-    name = _name(table, event)
+    rows writes one mark per instance in one insert. `name` and `mark` make another kept count's
+    trigger (migration 0041's)."""
+    name = name(table, event)
     rows = {"INSERT": "new_rows n", "DELETE": "old_rows o",
             "UPDATE": "new_rows n JOIN old_rows o ON o.id = n.id"}[event]
     referencing = {"INSERT": "NEW TABLE AS new_rows", "DELETE": "OLD TABLE AS old_rows",
@@ -106,24 +107,24 @@ def by_statement(table, event, when, marks):
     return [
         # Without JIT: the transition tables have no statistics, the planner takes a bulk update's
         # rows for millions, and compiled the mark for 1.5 s where it runs in 0.2 s.
-        f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$ BEGIN {_mark(select)}; "
+        f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$ BEGIN {mark(select)}; "
         "RETURN NULL; END $$",
         f"CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {referencing} FOR EACH STATEMENT "
         f"EXECUTE FUNCTION {name}()",
     ]
 
 
-def _sqlite(table, event, when, marks):
+def by_row_on_sqlite(table, event, when, marks, *, name=_name, mark=_mark):
     condition = when.format(old="OLD", new="NEW").replace("IS DISTINCT FROM", "IS NOT")
-    select = " UNION ALL ".join(mark.format(old="OLD", new="NEW") for mark in marks)
-    return [f"CREATE TRIGGER {_name(table, event)} AFTER {event} ON {table} FOR EACH ROW WHEN {condition} "
-            f"BEGIN {_mark(select)}; END"]
+    select = " UNION ALL ".join(marked.format(old="OLD", new="NEW") for marked in marks)
+    return [f"CREATE TRIGGER {name(table, event)} AFTER {event} ON {table} FOR EACH ROW WHEN {condition} "
+            f"BEGIN {mark(select)}; END"]
 
 
 def create_triggers(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     for spec in TRIGGERS:
-        for statement in {"postgresql": _postgresql, "sqlite": _sqlite}[vendor](*spec):
+        for statement in {"postgresql": _postgresql, "sqlite": by_row_on_sqlite}[vendor](*spec):
             schema_editor.execute(statement, params=None)
     # Counts kept from now on start from every instance with a decided reference marked: the first
     # reader counts them.
@@ -132,12 +133,16 @@ def create_triggers(apps, schema_editor):
                           params=None)
 
 
-def drop_triggers(apps, schema_editor):
+def drop(schema_editor, triggers, name=_name):
     postgresql = schema_editor.connection.vendor == "postgresql"
-    for table, event, _, _ in TRIGGERS:
-        schema_editor.execute(f"DROP TRIGGER IF EXISTS {_name(table, event)}" + (f" ON {table}" if postgresql else ""))
+    for table, event, _, _ in triggers:
+        schema_editor.execute(f"DROP TRIGGER IF EXISTS {name(table, event)}" + (f" ON {table}" if postgresql else ""))
         if postgresql:
-            schema_editor.execute(f"DROP FUNCTION IF EXISTS {_name(table, event)}()")
+            schema_editor.execute(f"DROP FUNCTION IF EXISTS {name(table, event)}()")
+
+
+def drop_triggers(apps, schema_editor):
+    drop(schema_editor, TRIGGERS)
 
 
 class Migration(migrations.Migration):

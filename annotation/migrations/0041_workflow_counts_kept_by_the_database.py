@@ -1,5 +1,10 @@
+from importlib import import_module
+
 import django.db.models.deletion
 from django.db import migrations, models
+
+# The trigger builders of Table 2's kept counts, given this count's name and mark.
+table2 = import_module("annotation.migrations.0039_table2_counts_kept_by_the_database")
 
 # The workflow pages' kept counts (annotation/collection/workflow_counts.py) are right only while
 # every change that reaches an instance's part in them marks the instance for counting again, as
@@ -44,29 +49,12 @@ def _mark(marked_select):
             f"FROM (SELECT DISTINCT family, instance FROM ({marked_select}) AS found) AS marked")
 
 
-def _postgresql(table, event, when, marks):
-    name = _name(table, event)
-    rows = {"INSERT": "new_rows n", "DELETE": "old_rows o",
-            "UPDATE": "new_rows n JOIN old_rows o ON o.id = n.id"}[event]
-    referencing = {"INSERT": "NEW TABLE AS new_rows", "DELETE": "OLD TABLE AS old_rows",
-                   "UPDATE": "OLD TABLE AS old_rows NEW TABLE AS new_rows"}[event]
-    condition = when.format(old="o", new="n")
-    select = " UNION ALL ".join(f"SELECT m.family, m.instance FROM {rows} CROSS JOIN LATERAL "
-                                f"({mark.format(old='o', new='n')}) AS m WHERE {condition}" for mark in marks)
-    return [
-        # Without JIT, as migration 0039's: the transition tables have no statistics.
-        f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$ BEGIN {_mark(select)}; "
-        "RETURN NULL; END $$",
-        f"CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {referencing} FOR EACH STATEMENT "
-        f"EXECUTE FUNCTION {name}()",
-    ]
+def _postgresql(*spec):
+    return table2.by_statement(*spec, name=_name, mark=_mark)
 
 
-def _sqlite(table, event, when, marks):
-    condition = when.format(old="OLD", new="NEW")
-    select = " UNION ALL ".join(mark.format(old="OLD", new="NEW") for mark in marks)
-    return [f"CREATE TRIGGER {_name(table, event)} AFTER {event} ON {table} FOR EACH ROW WHEN {condition} "
-            f"BEGIN {_mark(select)}; END"]
+def _sqlite(*spec):
+    return table2.by_row_on_sqlite(*spec, name=_name, mark=_mark)
 
 
 def create_triggers(apps, schema_editor):
@@ -80,11 +68,7 @@ def create_triggers(apps, schema_editor):
 
 
 def drop_triggers(apps, schema_editor):
-    postgresql = schema_editor.connection.vendor == "postgresql"
-    for table, event, _, _ in TRIGGERS:
-        schema_editor.execute(f"DROP TRIGGER IF EXISTS {_name(table, event)}" + (f" ON {table}" if postgresql else ""))
-        if postgresql:
-            schema_editor.execute(f"DROP FUNCTION IF EXISTS {_name(table, event)}()")
+    table2.drop(schema_editor, TRIGGERS, _name)
 
 
 class Migration(migrations.Migration):
