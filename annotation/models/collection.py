@@ -173,7 +173,41 @@ class DecisionChange(models.Model):
         return f"Reference #{self.reference_id}: {self.before} → {self.after} ({self.model})"
 
 
-class Table2Count(models.Model):
+class KeptCount(models.Model):
+    """The row of a count the database keeps (annotation/collection/kept_counts.py): a family's
+    sums (`instance` empty), one instance's part, or, with `stale`, a mark the triggers write in
+    the same transaction as a change that reaches the instance's part."""
+
+    # No database constraints: a trigger marks the instance of a row being deleted, which may be the
+    # instance (or family) being deleted, and its part is taken out of its family's when it is read.
+    family = models.ForeignKey(InstructionFamily, on_delete=models.CASCADE, db_constraint=False,
+                               related_name="+")
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.DO_NOTHING,
+                                 db_constraint=False, related_name="+")
+    stale = models.BooleanField(default=False)
+
+    class Meta:
+        abstract = True
+
+
+def kept_count_indexes(prefix):
+    # What a reader reads: the sums and the marks, not the instances' parts.
+    return [models.Index(fields=["family"], condition=Q(instance__isnull=True) | Q(stale=True),
+                         name=f"{prefix}_sums_and_marks")]
+
+
+def kept_count_constraints(prefix, *, sums_per, sums_name):
+    # Marks are written without reading, so a change never waits for another's commit.
+    return [
+        models.UniqueConstraint(fields=["family", *sums_per], condition=Q(instance__isnull=True),
+                                name=f"{prefix}_once_per_{sums_name}"),
+        models.UniqueConstraint(fields=["instance"], condition=Q(stale=False), name=f"{prefix}_once_per_instance"),
+        models.CheckConstraint(condition=Q(stale=False) | Q(instance__isnull=False),
+                               name=f"{prefix}_marks_an_instance"),
+    ]
+
+
+class Table2Count(KeptCount):
     """Table 2's counts kept by the database (annotation/collection/table2_counts.py), so Table 2
     is a sum of a few rows rather than a pass over every decided reference. Three kinds of row:
 
@@ -185,14 +219,7 @@ class Table2Count(models.Model):
       code made it (migration 0038), and the next reader counts the instance again.
     """
 
-    # No database constraints: a trigger marks the instance of a row being deleted, which may be the
-    # instance (or family) being deleted, and its part is taken out of its family's when it is read.
-    family = models.ForeignKey(InstructionFamily, on_delete=models.CASCADE, db_constraint=False,
-                               related_name="+")
-    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.DO_NOTHING,
-                                 db_constraint=False, related_name="+")
     multi = models.BooleanField(default=False)
-    stale = models.BooleanField(default=False)
     references = models.PositiveIntegerField(default=0)
     correct = models.PositiveIntegerField(default=0)
     problem_in_caption = models.PositiveIntegerField(default=0)
@@ -203,18 +230,8 @@ class Table2Count(models.Model):
     decided_by = models.JSONField(default=dict)
 
     class Meta:
-        # What a reader reads: the sums and the marks, not the instances' parts.
-        indexes = [models.Index(fields=["family"], condition=Q(instance__isnull=True) | Q(stale=True),
-                                name="table2_count_sums_and_marks")]
-        # Marks are written without reading, so a change never waits for another's commit.
-        constraints = [
-            models.UniqueConstraint(fields=["family", "multi"], condition=Q(instance__isnull=True),
-                                    name="table2_count_once_per_column"),
-            models.UniqueConstraint(fields=["instance"], condition=Q(stale=False),
-                                    name="table2_count_once_per_instance"),
-            models.CheckConstraint(condition=Q(stale=False) | Q(instance__isnull=False),
-                                   name="table2_count_marks_an_instance"),
-        ]
+        indexes = kept_count_indexes("table2_count")
+        constraints = kept_count_constraints("table2_count", sums_per=["multi"], sums_name="column")
 
     def __str__(self):
         if self.stale:
@@ -223,7 +240,7 @@ class Table2Count(models.Model):
         return f"Table 2 counts of {of} ({'multi' if self.multi else 'single'})"
 
 
-class WorkflowCount(models.Model):
+class WorkflowCount(KeptCount):
     """The workflow pages' counts kept by the database (annotation/collection/workflow_counts.py),
     so a family's or a tournament's workflow sums a few rows rather than passing over every
     instance and model response. Rows as `Table2Count`'s: a family's sums (`instance` empty), one
@@ -231,28 +248,14 @@ class WorkflowCount(models.Model):
     transaction as a change that reaches the part: an instance added, deleted, moved or its status
     changed, a model response added, deleted or renamed."""
 
-    # No database constraints, as Table2Count's: a mark may name the instance or family being deleted.
-    family = models.ForeignKey(InstructionFamily, on_delete=models.CASCADE, db_constraint=False,
-                               related_name="+")
-    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.DO_NOTHING,
-                                 db_constraint=False, related_name="+")
-    stale = models.BooleanField(default=False)
     # Instance.status -> instances.
     instances = models.JSONField(default=dict)
     # Model name -> responses on verified instances, the verified reference's own left out.
     responses = models.JSONField(default=dict)
 
     class Meta:
-        indexes = [models.Index(fields=["family"], condition=Q(instance__isnull=True) | Q(stale=True),
-                                name="workflow_count_sums_and_marks")]
-        constraints = [
-            models.UniqueConstraint(fields=["family"], condition=Q(instance__isnull=True),
-                                    name="workflow_count_once_per_family"),
-            models.UniqueConstraint(fields=["instance"], condition=Q(stale=False),
-                                    name="workflow_count_once_per_instance"),
-            models.CheckConstraint(condition=Q(stale=False) | Q(instance__isnull=False),
-                                   name="workflow_count_marks_an_instance"),
-        ]
+        indexes = kept_count_indexes("workflow_count")
+        constraints = kept_count_constraints("workflow_count", sums_per=[], sums_name="family")
 
     def __str__(self):
         if self.stale:
