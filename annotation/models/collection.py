@@ -216,7 +216,7 @@ class Table2Count(KeptCount):
     - with `stale`, a mark that a change reached an instance's part since it was counted (a
       decision, a rejected caption, the instance verified, discarded or moved, an image added, its
       family made multi-image): triggers write it in the same transaction as the change, whichever
-      code made it (migration 0038), and the next reader counts the instance again.
+      code made it (migration 0039), and the next reader counts the instance again.
     """
 
     multi = models.BooleanField(default=False)
