@@ -48,6 +48,8 @@ WORKER_AWARE = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99)
 # The stage's defaults (StageConfig.prior_accuracy, model_min_answers) and most answers asked.
 PRIOR_ACCURACY = 0.7
 ENOUGH = 5
+# Which items a share of the truth takes as gold, drawn alike in every replay of a file.
+GOLD_SEED = 41
 MOST = 5
 NEWLINE = b"\n"
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -202,6 +204,17 @@ def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED, worker_aware=WOR
     return found
 
 
+def gold_of(answers, gold_share):
+    """The truth taken as gold: every item's, or `gold_share` of the items with a truth, drawn with
+    GOLD_SEED, as a campaign mixes gold into its work."""
+    gold = answers.truth
+    if gold_share < 1:
+        drawn = np.random.default_rng(GOLD_SEED).choice(len(gold), max(1, round(gold_share * len(gold))),
+                                                         replace=False)
+        gold = gold.iloc[np.sort(drawn)]
+    return gold
+
+
 def accuracies(answers, *, gold_share=1.0):
     """Per answer (the frame's index), its worker's accuracy as a worker-aware rule weighs it: on
     the file's other items with a truth, taken as gold (`gold_share` of the items with a truth,
@@ -210,10 +223,7 @@ def accuracies(answers, *, gold_share=1.0):
     model). Returns (accuracies, what they rest on)."""
     frame = answers.frame
     if gold_share > 0 and len(answers.truth):
-        gold = answers.truth
-        if gold_share < 1:
-            drawn = np.random.default_rng(41).choice(len(gold), max(1, round(gold_share * len(gold))), replace=False)
-            gold = gold.iloc[np.sort(drawn)]
+        gold = gold_of(answers, gold_share)
         truth = frame["task"].map(gold)
         known = truth.notna()
         right = known & (frame["label"] == truth)

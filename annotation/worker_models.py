@@ -134,7 +134,20 @@ def fit_labels(frame, model):
     probas = fitted.probas_
     return LabelFit(model=str(model), labels=probas.idxmax(axis="columns"), posteriors=probas.max(axis="columns"),
                     reliability=reliability.astype(float), answers=frame.groupby("worker").size(),
-                    voters=frame.groupby("task")["worker"].agg(frozenset))
+                    voters=_workers_by_task(frame))
+
+
+def _workers_by_task(frame):
+    """Per task, the frozenset of its workers, from a frame in canonical order (each task's rows
+    together): sliced from arrays, where pandas' groupby aggregation built each set through a
+    Series of its own (0.7 s of the job's 33,000 references)."""
+    tasks, workers = frame["task"].to_numpy(), frame["worker"].tolist()
+    if not len(tasks):
+        return pd.Series(dtype=object)
+    starts = np.flatnonzero(np.r_[True, tasks[1:] != tasks[:-1]])
+    ends = [*starts[1:].tolist(), len(tasks)]
+    return pd.Series([frozenset(workers[start:end]) for start, end in zip(starts.tolist(), ends, strict=True)],
+                     index=tasks[starts], dtype=object)
 
 
 def _dawid_skene_accuracy(fitted):

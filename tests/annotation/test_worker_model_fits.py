@@ -37,6 +37,16 @@ def test_a_fits_labels_do_not_depend_on_the_order_of_its_rows(model):
         pd.testing.assert_series_equal(again.reliability.sort_index(), first.reliability.sort_index())
 
 
+def test_a_fit_knows_each_tasks_voters_whatever_the_order_of_its_rows():
+    """The job decides a reference only when the fit saw exactly its counted answers (`voters_of`)."""
+    frame = spammed_frame(tasks=120)
+    shuffled = frame.sample(frac=1, random_state=3)
+    fit = worker_models.fit_labels(shuffled, Aggregation.DAWID_SKENE)
+    expected = {task: frozenset(rows["worker"]) for task, rows in frame.groupby("task")}
+    assert {task: fit.voters_of(task) for task in expected} == expected
+    assert fit.voters_of(10_000) is None
+
+
 def test_mace_restarts_once_and_loses_nothing_to_crowd_kits_ten_seeded_restarts():
     from crowdkit.aggregation import MACE
 
