@@ -45,6 +45,8 @@ OPTIONAL = ("truth", "order")
 FIXED_OVERLAPS = (1, 2, 3, 4, 5, 6, 7)
 UNTIL_DECIDED = ((2, 3), (3, 5))
 WORKER_AWARE = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99)
+# The names of the weighed rules' rows: by one accuracy a worker, and by accuracy on each truth.
+WEIGHED, BY_TRUTH = "weighed", "by truth"
 # The stage's defaults (StageConfig.prior_accuracy, model_min_answers) and most answers asked.
 PRIOR_ACCURACY = 0.7
 ENOUGH = 5
@@ -184,23 +186,27 @@ class Rule:
     maximum: int
 
 
-def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED, worker_aware=WORKER_AWARE, most=MOST,
-          prior=PRIOR_ACCURACY):
+def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED, worker_aware=WORKER_AWARE, by_truth=WORKER_AWARE,
+          most=MOST, prior=PRIOR_ACCURACY):
     """The rules to replay: each fixed overlap, each (agree, most) of ask until decided, the
     verification stage's "agree to decide" and overlap, and each posterior threshold of ask until
-    decided weighed by worker accuracy, up to `most` (worker accuracy `prior` before evidence)."""
+    decided weighed by worker accuracy (`worker_aware`), and by accuracy on each truth from how
+    common each label is (`by_truth`: the stage's "by verdict"), up to `most` (worker accuracy
+    `prior` before evidence)."""
     found = [Rule(f"fixed overlap {overlap}", Fixed(), overlap) for overlap in fixed]
     for agree, most_asked in until_decided:
         if not 1 <= agree <= most_asked:
             raise ReplayError(f"Ask until decided needs 1 <= agree <= most answers; {agree} of up to {most_asked} "
                               "is not.")
         found.append(Rule(f"{agree} agreeing of up to {most_asked}", Agreement(agree), most_asked))
-    if worker_aware and not 0.5 < prior < 1:
+    if (worker_aware or by_truth) and not 0.5 < prior < 1:
         raise ReplayError(f"A prior accuracy is between 0.5 and 1; {prior} is not.")
-    for threshold in worker_aware:
-        if not 0.5 < threshold < 1:
-            raise ReplayError(f"A posterior threshold is between 0.5 and 1; {threshold} is not.")
-        found.append(Rule(f"weighed {threshold:g}, up to {most}", WorkerAware(threshold, prior, enough=ENOUGH), most))
+    for kind, thresholds in ((WEIGHED, worker_aware), (BY_TRUTH, by_truth)):
+        for threshold in thresholds:
+            if not 0.5 < threshold < 1:
+                raise ReplayError(f"A posterior threshold is between 0.5 and 1; {threshold} is not.")
+            found.append(Rule(f"{kind} {threshold:g}, up to {most}",
+                              WorkerAware(threshold, prior, enough=ENOUGH, by_truth=kind == BY_TRUTH), most))
     return found
 
 
@@ -215,29 +221,43 @@ def gold_of(answers, gold_share):
     return gold
 
 
-def accuracies(answers, *, gold_share=1.0):
-    """Per answer (the frame's index), its worker's accuracy as a worker-aware rule weighs it: on
-    the file's other items with a truth, taken as gold (`gold_share` of the items with a truth,
-    drawn with seed 41, as a campaign mixes gold into its work), or, without truth or with a share
-    of 0, Dawid-Skene's over every answer (the stage's order of evidence: gold, else the worker
-    model). Returns (accuracies, what they rest on)."""
+def accuracies(answers, *, gold_share=1.0, fit=None):
+    """Per answer (the frame's index), its worker's Accuracy as a worker-aware rule weighs it, with
+    their accuracy on items of each truth: on the file's other items with a truth, taken as gold
+    (`gold_share` of the items with a truth, `gold_of`), or, without truth or with a share of 0,
+    Dawid-Skene's over every answer (`fit`, fitted when not given: the stage's order of evidence,
+    gold, else the worker model). Returns (accuracies, what they rest on)."""
     frame = answers.frame
     if gold_share > 0 and len(answers.truth):
         gold = gold_of(answers, gold_share)
         truth = frame["task"].map(gold)
-        known = truth.notna()
-        right = known & (frame["label"] == truth)
-        # The worker's totals less this answer's own item: its truth never weighs its answers.
-        right_elsewhere = right.groupby(frame["worker"]).transform("sum") - right
-        known_elsewhere = known.groupby(frame["worker"]).transform("sum") - known
-        values = [accuracy_from(gold=(r, n), fitted=None, prior=PRIOR_ACCURACY, enough=ENOUGH).value
-                  for r, n in zip(right_elsewhere, known_elsewhere, strict=True)]
+
+        def elsewhere(seen):
+            # The worker's totals less this answer's own item: its truth never weighs its answers.
+            return (seen.groupby(frame["worker"]).transform("sum") - seen).tolist()
+
+        right = truth.notna() & (frame["label"] == truth)
+        overall = zip(elsewhere(right), elsewhere(truth.notna()), strict=True)
+        by_truth = {label: list(zip(elsewhere(right & (truth == label)), elsewhere(truth == label), strict=True))
+                    for label in sorted(gold.unique())}
+        values = [accuracy_from(gold=seen, fitted=None, prior=PRIOR_ACCURACY, enough=ENOUGH,
+                                gold_by_truth={label: counts[row] for label, counts in by_truth.items()})
+                  for row, seen in enumerate(overall)]
         share = "" if gold_share >= 1 else f" ({len(gold):,} of them, {gold_share:.0%}, taken as gold)"
-        return pd.Series(values, index=frame.index), f"the truth of the worker's other items{share}"
-    fit = worker_models.fit_labels(frame, Aggregation.DAWID_SKENE)
-    of_worker = {worker: accuracy_from(gold=(0, 0), fitted=(fit.reliability[worker], fit.answers[worker]),
-                                       prior=PRIOR_ACCURACY, enough=ENOUGH).value for worker in fit.answers.index}
+        return pd.Series(values, index=frame.index, dtype=object), f"the truth of the worker's other items{share}"
+    fit = fit if fit is not None else worker_models.fit_labels(frame, Aggregation.DAWID_SKENE)
+    of_worker = {worker: accuracy_from(
+        gold=(0, 0), fitted=(fit.reliability[worker], fit.answers[worker]), prior=PRIOR_ACCURACY, enough=ENOUGH,
+        fitted_by_truth={label: (accuracy, fit.answers[worker] * fit.shares[label])
+                         for label, accuracy in fit.by_truth.loc[worker].items()})
+        for worker in fit.answers.index}
     return frame["worker"].map(of_worker), "Dawid-Skene fitted on every answer (the item's own among them)"
+
+
+def label_shares(fit):
+    """How common each label is before any answer, as a stage weighing by accuracy starts from it:
+    the class priors of Dawid-Skene's `fit` on every answer (the worker-model job's, at a stage)."""
+    return {label: float(share) for label, share in fit.shares.items()}
 
 
 def _read_as(rule, labels, weights):
@@ -322,18 +342,24 @@ def replay(answers, *, model=Aggregation.DAWID_SKENE, chosen=None, gold_share=1.
         raise ReplayError(f"“{model}” is not a worker model; choose one of "
                           f"{', '.join(value for value in Aggregation.values if value != Aggregation.VOTES)}.")
     everything = answers.frame
-    reference = worker_models.fit_labels(everything, model).labels
+    fitted = worker_models.fit_labels(everything, model)
+    reference = fitted.labels
     rows = [_row_of("all answers", everything, 0, answers, model, reference)]
     chosen = rules() if chosen is None else chosen
-    weights, weighed_by = pd.Series(dtype=float), ""
+    weights, weighed_by, shares = pd.Series(dtype=object), "", {}
     if any(isinstance(rule.rule, WorkerAware) for rule in chosen):
-        weights, weighed_by = accuracies(answers, gold_share=gold_share)
+        dawid_skene = fitted if model == Aggregation.DAWID_SKENE else worker_models.fit_labels(
+            everything, Aggregation.DAWID_SKENE)
+        weights, weighed_by = accuracies(answers, gold_share=gold_share, fit=dawid_skene)
+        shares = label_shares(dawid_skene)
     labels = tuple(sorted(everything["label"].unique()))
     for rule in chosen:
         if isinstance(rule.rule, WorkerAware):
-            # Its posterior spreads a wrong answer over the file's other labels.
+            # Its posterior spreads a wrong answer over the file's other labels, and starts from
+            # how common each is.
             rule = replace(rule, rule=WorkerAware(rule.rule.threshold, rule.rule.prior, labels=labels,
-                                                  enough=rule.rule.enough))
+                                                  enough=rule.rule.enough, by_truth=rule.rule.by_truth,
+                                                  shares=shares))
         frame, ran_out = buy(answers, rule, weights)
         rows.append(_row_of(rule.name, frame, ran_out, answers, model, reference, votes(frame, rule, weights)))
     return Replay(answers=answers, model=str(model), rows=rows, weighed_by=weighed_by)
@@ -350,104 +376,3 @@ def _score(labels, truth, reference):
     known = truth.index.intersection(labels.index)
     accuracy = float((labels[known] == truth[known]).mean()) if len(known) else None
     return Decided(accuracy=accuracy, agreement=float((labels == reference.reindex(labels.index)).mean()))
-
-
-def format_replay(result):
-    """The replay as the command prints it: one line per rule."""
-    answers = result.answers
-    model_name = Aggregation(result.model).label
-    truths = len(answers.truth)
-    lines = [
-        f"Replayed {len(answers.frame):,} answers by {result.workers:,} workers on "
-        f"{answers.frame['task'].nunique():,} items, each item's answers in {answers.ordered_by}; "
-        + (f"truth given for {truths:,} items." if truths else "no truth given, so no accuracy."),
-        f"Agreement is with {model_name} fitted on every answer of the file.",
-    ]
-    if result.weighed_by:
-        lines.append(f"Weighed rules weigh each answer by its worker's accuracy from {result.weighed_by}; "
-                     "their votes are weighed the same way.")
-    lines.append("")
-    keys = list(result.rows[0].decided)
-    names = {Aggregation.VOTES.value: "votes", result.model: model_name.split(" worker model")[0]}
-    header = f"{'rule':<24} {'answers':>9} {'per item':>8} {'fewer':>6} {'ran out':>7}"
-    for key in keys:
-        if truths:
-            header += f"  {names[key] + ': accuracy':>20} {'agreement':>9}"
-        else:
-            header += f"  {names[key] + ': agreement':>22}"
-    lines.append(header)
-    everything = result.rows[0].answers
-    for row in result.rows:
-        fewer = "-" if row is result.rows[0] else f"{1 - row.answers / everything:.0%}"
-        line = f"{row.rule:<24} {row.answers:>9,} {row.per_item:>8.2f} {fewer:>6} {row.ran_out:>7,}"
-        for key in keys:
-            decided = row.decided[key]
-            if truths:
-                line += f"  {decided.accuracy:>20.3f} {decided.agreement:>9.3f}"
-            else:
-                line += f"  {decided.agreement:>22.3f}"
-        lines.append(line)
-    if any(row.ran_out for row in result.rows):
-        lines += ["", "Ran out: items whose rule would have asked for more answers than the file holds; the "
-                      "rule bought what there was."]
-    if truths:
-        lines += ["", *curves(result), *goals(result)]
-    return "\n".join(lines)
-
-
-KINDS = (("fixed overlap", "fixed overlap"), ("agreeing", "ask until agreed"), ("weighed", "weighed by accuracy"))
-
-
-def curves(result):
-    """Accuracy (the votes') against answers bought per item, one line per kind of rule, cheapest first."""
-    lines = ["Accuracy against answers bought per item (votes):"]
-    for marker, title in KINDS:
-        points = sorted((row.per_item, row.decided[Aggregation.VOTES.value].accuracy) for row in result.rows[1:]
-                        if marker in row.rule)
-        if points:
-            curve = "  ".join(f"{cost:.2f} → {accuracy:.3f}" for cost, accuracy in points)
-            lines.append(f"  {title + ':':<22}{curve}")
-    return lines
-
-
-def goals(result):
-    """Issue 41's goals for worker-aware stopping, where the replay has fixed overlaps 3 and 5 and a
-    weighed rule: reach the fixed five's accuracy with at least 35% fewer answers, and at the
-    answers a fixed three buys be at least as accurate as the fixed five."""
-    rows = {row.rule: row for row in result.rows}
-    five, three = rows.get("fixed overlap 5"), rows.get("fixed overlap 3")
-    weighed = [row for row in result.rows if row.rule.startswith("weighed")]
-    if five is None or three is None or not weighed:
-        return []
-
-    def accuracy(row):
-        return row.decided[Aggregation.VOTES.value].accuracy
-
-    reaching = [row for row in weighed if accuracy(row) >= accuracy(five)]
-    cheapest = min(reaching, key=lambda row: row.answers, default=None)
-    within = [row for row in weighed if row.answers <= three.answers]
-    best = max(within, key=accuracy, default=None)
-    first = f"Goal 1, fixed overlap 5's accuracy ({accuracy(five):.3f}, {five.answers:,} answers) with 35% fewer: "
-    if cheapest is None:
-        first += "not met, no weighed rule reaches it."
-    else:
-        fewer = 1 - cheapest.answers / five.answers
-        first += (f"{'met' if fewer >= 0.35 else 'not met'}, {cheapest.rule} reaches {accuracy(cheapest):.3f} "
-                  f"with {cheapest.answers:,} ({fewer:.0%} fewer).")
-    second = f"Goal 2, at fixed overlap 3's answers ({three.answers:,}) as accurate as fixed overlap 5: "
-    if best is None:
-        second += "not met, every weighed rule buys more."
-    else:
-        second += (f"{'met' if accuracy(best) >= accuracy(five) else 'not met'}, {best.rule} buys "
-                   f"{best.answers:,} and is right on {accuracy(best):.3f}")
-        points = sorted((row.answers, accuracy(row)) for row in weighed)
-        if accuracy(best) < accuracy(five) and points[0][0] <= three.answers <= points[-1][0]:
-            # A threshold between two of those replayed would buy about this: the curve, read linearly.
-            between = float(np.interp(three.answers, *zip(*points, strict=True)))
-            second += f"; between its thresholds the curve reads {between:.3f} at {three.answers:,} answers"
-        second += "."
-    notes = ["", first, second]
-    if five.ran_out:
-        notes.append("Fixed overlap 5 ran out of answers on some items: the file holds fewer, so it is not a "
-                     "full five.")
-    return notes

@@ -103,6 +103,7 @@ GROUP_PATHS = {
     "annotation.importedrow": "instance__family__group",
     "annotation.workunit": "family__group",
     "annotation.workerreliability": "family__group",
+    "annotation.labelshare": "family__group",
     "annotation.assignment": "unit__family__group",
     "annotation.answer": "unit__family__group",
     "annotation.caption": "instance__family__group",

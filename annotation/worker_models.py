@@ -20,6 +20,7 @@ from django.utils import timezone
 from annotation.models import (
     Aggregation,
     HumanJudgement,
+    LabelShare,
     Reference,
     Side,
     Stage,
@@ -51,6 +52,10 @@ class LabelFit:
     answers: pd.Series
     # Per task, the workers whose answers the fit saw.
     voters: pd.Series = field(default_factory=lambda: pd.Series(dtype=object))
+    # Dawid-Skene only: per worker (rows) how often right on items whose truth is each label
+    # (columns), and how common each label is (its class priors).
+    by_truth: pd.DataFrame = field(default_factory=pd.DataFrame)
+    shares: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
 
     def label_of(self, task):
         """(label, posterior) for one task, or None when the fit never saw it."""
@@ -112,9 +117,11 @@ def fit_labels(frame, model):
     from crowdkit.aggregation import GLAD, MACE, DawidSkene
 
     frame = canonical_order(frame)
+    by_truth, shares = pd.DataFrame(), pd.Series(dtype=float)
     if model == Aggregation.DAWID_SKENE:
         fitted = DawidSkene(n_iter=N_ITER).fit(frame)
-        reliability = _dawid_skene_accuracy(fitted)
+        by_truth, shares = _dawid_skene_by_truth(fitted), fitted.priors_.astype(float)
+        reliability = (by_truth * shares).sum(axis="columns")
     elif model == Aggregation.GLAD:
         # With one label seen (every answer "correct"), GLAD takes log(0) on its way to the
         # right answer; numpy's warning says nothing to a researcher.
@@ -134,7 +141,7 @@ def fit_labels(frame, model):
     probas = fitted.probas_
     return LabelFit(model=str(model), labels=probas.idxmax(axis="columns"), posteriors=probas.max(axis="columns"),
                     reliability=reliability.astype(float), answers=frame.groupby("worker").size(),
-                    voters=_workers_by_task(frame))
+                    voters=_workers_by_task(frame), by_truth=by_truth, shares=shares)
 
 
 def _workers_by_task(frame):
@@ -150,16 +157,15 @@ def _workers_by_task(frame):
                      index=tasks[starts], dtype=object)
 
 
-def _dawid_skene_accuracy(fitted):
-    """The probability that a worker's answer is right: the diagonal of their confusion matrix
-    (errors_[worker, observed, true]) weighted by the fitted class priors."""
+def _dawid_skene_by_truth(fitted):
+    """Per worker, the probability that their answer is right on a task of each true label: the
+    diagonal of their confusion matrix (errors_[worker, observed, true]); weighted by the class
+    priors, the probability that an answer of theirs is right."""
     errors = fitted.errors_
     workers = errors.index.get_level_values(0).unique()
-    accuracy = pd.Series(0.0, index=workers)
-    for label, prior in fitted.priors_.items():
-        # A worker who never gave `label` has no row for it: they never get it right.
-        accuracy += prior * errors.xs(label, level=1)[label].reindex(workers, fill_value=0.0)
-    return accuracy
+    # A worker who never gave `label` has no row for it: they never get it right.
+    return pd.DataFrame({label: errors.xs(label, level=1)[label].reindex(workers, fill_value=0.0)
+                         for label in fitted.priors_.index}, index=workers).astype(float)
 
 
 def pairwise_frame(*, tournament, criterion="overall"):
@@ -207,16 +213,24 @@ def fit_pairwise(frame, model):
                        skills=skills.astype(float), answers=frame.groupby("worker").size())
 
 
-def store_reliabilities(*, stage, model, reliability, answers, family=None):
+def store_reliabilities(*, stage, model, reliability, answers, family=None, by_truth=None, shares=None):
     """Replace the stored reliabilities of (stage, family, model) with a fit's: workers the fit no
-    longer saw (all their answers rejected) lose their row."""
+    longer saw (all their answers rejected) lose their row. A fit that tells labels apart
+    (Dawid-Skene) stores each worker's accuracy `by_truth` and each label's share."""
     now = timezone.now()
+    by_truth = {} if by_truth is None or by_truth.empty else {
+        worker: {str(label): float(value) for label, value in row.items()} for worker, row in by_truth.iterrows()}
     rows = [WorkerReliability(worker_id=int(worker), stage=stage, family=family, model=model,
-                              reliability=float(value), answers=int(answers[worker]), fitted_at=now)
+                              reliability=float(value), answers=int(answers[worker]),
+                              by_truth=by_truth.get(worker, {}), fitted_at=now)
             for worker, value in reliability.items()]
     with transaction.atomic():
         WorkerReliability.objects.filter(stage=stage, family=family, model=model).delete()
         WorkerReliability.objects.bulk_create(rows)
+        LabelShare.objects.filter(stage=stage, family=family, model=model).delete()
+        LabelShare.objects.bulk_create(
+            LabelShare(stage=stage, family=family, model=model, label=str(label), share=float(share), fitted_at=now)
+            for label, share in (shares if shares is not None else {}).items())
     return len(rows)
 
 

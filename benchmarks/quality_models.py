@@ -123,7 +123,8 @@ def through_services(*, references, workers, spammer_share, rng):
         row[model] = accuracy_of(fit.labels, truth)
         if model == "dawid_skene":
             worker_models.store_reliabilities(stage=Stage.VERIFICATION, model=model, reliability=fit.reliability,
-                                              answers=fit.answers, family=family)
+                                              answers=fit.answers, family=family, by_truth=fit.by_truth,
+                                              shares=fit.shares)
     stored = dict(WorkerReliability.objects.filter(family=family, model="dawid_skene")
                   .values_list("worker_id", "reliability"))
     estimated = np.array([stored[person.pk] for person in people])

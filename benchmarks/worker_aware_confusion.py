@@ -19,9 +19,13 @@ The one-coin arm is the replay's own code (`replay.accuracies`, `replay.buy`, `r
 the same source; the confusion arm pulls each row of a worker's confusion toward their one-coin
 row with the same weight of four answers (for Dawid-Skene, weighing its row by the worker's
 answers times the class's prior), and takes the labels' frequencies among the gold (Dawid-Skene's
-class priors) as the prior. It is an experiment, not a rule a stage can run (a stage keeps one
-accuracy a worker): each arm is averaged over `--seeds` random orders of each item's answers, up
-to seven answers.
+class priors) as the prior. A yes/no verification stage can now run a rule of this kind (its "by
+verdict", `WorkerAware(by_truth=True)`: for two labels a worker's accuracy on each truth is their
+whole confusion matrix), starting from Dawid-Skene's class priors whatever the source of the
+accuracies, and never counting an answer against its own label; for more labels the replay's "by
+truth" rows keep only the matrix's diagonal, a wrong answer spread evenly, where this keeps it
+whole. Each arm is averaged over `--seeds` random orders of each item's answers, up to seven
+answers.
 """
 
 import argparse
@@ -101,7 +105,7 @@ def evidence(answers, source, gold_share=1.0):
         priors = np.array([fitted.priors_.get(label, 0.0) for label in labels])
         errors = fitted.errors_
         answered = frame.groupby("worker").size()
-        accuracy = worker_models._dawid_skene_accuracy(fitted)
+        accuracy = (worker_models._dawid_skene_by_truth(fitted) * fitted.priors_).sum(axis="columns")
         rates_of = {}
         for code, name in enumerate(names):
             n = answered[name]

@@ -215,8 +215,10 @@ def _asking(family):
     if config is None:
         return ""
     bought = progress.answers_bought(family=family, stage=Stage.VERIFICATION)
-    if config.stopping == StageConfig.Stopping.WORKER_ACCURACY:
-        rule = (f"each verifier weighed by their accuracy, to a posterior of {config.posterior_threshold:.2f}, "
+    if config.stopping in StageConfig.WEIGHED_STOPPING:
+        by = (" on sound and on flawed references" if config.stopping == StageConfig.Stopping.WORKER_ACCURACY_BY_VERDICT
+              else "")
+        rule = (f"each verifier weighed by their accuracy{by}, to a posterior of {config.posterior_threshold:.2f}, "
                 f"up to {config.overlap}")
     else:
         rule = f"{config.agree_to_decide} agreeing of up to {config.overlap}"

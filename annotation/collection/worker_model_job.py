@@ -127,7 +127,7 @@ def decide_by_worker_models():
         for model in sorted(in_use | {Aggregation.DAWID_SKENE}):
             fit = worker_models.fit_labels(frame, model)
             worker_models.store_reliabilities(stage=Stage.VERIFICATION, model=model, reliability=fit.reliability,
-                                              answers=fit.answers)
+                                              answers=fit.answers, by_truth=fit.by_truth, shares=fit.shares)
             fits[model] = fit
     known, seen = workers_of_known_accuracy(), seen_votes(frame)
     started = timezone.now()

@@ -25,6 +25,9 @@ from annotation.workforce.accuracy import verifier_accuracies
 # spammer or misread the task, not a reliable contrarian, so their answer counts for nothing
 # rather than against itself; none counts as never wrong.
 MOST_TRUSTED = 0.99
+# The least a label's share may be, as a part of an even share: a yes/no stage starts from at most
+# 9 to 1 for the commoner verdict, however lopsided the fit that estimated it.
+LEAST_SHARE = 0.2
 
 
 class VoteRule:
@@ -57,32 +60,66 @@ class Agreement(VoteRule):
 
 class WorkerAware:
     """Decided once one label's posterior passes `threshold`, each answer weighed by its worker's
-    accuracy (one-coin: right with that probability, wrong answers spread over the other labels;
-    even prior over `labels`). Answers are (label, accuracy) pairs; an unknown worker's accuracy is
-    `prior`. One more answer could come from the most trusted worker, so while undecided a unit
-    mostly asks one more at a time."""
+    accuracy: right with that probability, a wrong answer spread over the other labels, even odds
+    before any answer. `by_truth` weighs instead by the worker's accuracy on items of each truth,
+    where their evidence tells those apart (`Accuracy.by_truth`), starting from how common each
+    label is (`shares`, the worker model's estimate): a verifier who passes most references is
+    believed when they fail one, and less when they pass it. Answers are (label, accuracy) pairs,
+    an accuracy being a probability or an Accuracy; an unknown worker's is `prior`. One more answer
+    could come from the most trusted worker, so while undecided a unit mostly asks one more at a
+    time."""
 
-    def __init__(self, threshold, prior, labels=(True, False), enough=5):
+    def __init__(self, threshold, prior, labels=(True, False), enough=5, by_truth=False, shares=None):
         self.threshold = threshold
         self.prior = prior
         self.labels = tuple(labels)
         self.enough = enough
+        self.by_truth = by_truth
+        self.shares = _bounded_shares(shares or {}, self.labels) if by_truth else {}
 
     def read(self, said):
-        """(label, worker id) pairs as (label, accuracy): one query for every worker's accuracy."""
-        known = verifier_accuracies([worker for _, worker in said], prior=self.prior, enough=self.enough)
-        return [(label, known[worker].value if worker in known else self.prior) for label, worker in said]
+        """(label, worker id) pairs as (label, Accuracy), in one query for every worker's evidence,
+        which also says how common each label is (kept as the rule's `shares` when it weighs by
+        truth)."""
+        evidence = verifier_accuracies([worker for _, worker in said], prior=self.prior, enough=self.enough)
+        if self.by_truth and evidence.shares:
+            self.shares = _bounded_shares(evidence.shares, self.labels)
+        return [(label, evidence.of.get(worker, self.prior)) for label, worker in said]
 
     def weight(self, accuracy):
-        """The log-odds an answer adds to its label against each other label."""
-        least = 1 / len(self.labels)
-        accuracy = min(max(accuracy, least), MOST_TRUSTED)
+        """The log-odds a one-accuracy answer adds to its label against each other label."""
+        accuracy = self._bounded(accuracy)
         return math.log(accuracy * (len(self.labels) - 1) / (1 - accuracy))
 
+    def _bounded(self, accuracy):
+        return min(max(accuracy, 1 / len(self.labels)), MOST_TRUSTED)
+
+    def _likelihood(self, said, accuracy, truth):
+        """How likely a worker of `accuracy` says `said` of an item whose truth is `truth`."""
+        if not self.by_truth:
+            right = self._bounded(accuracy.value if hasattr(accuracy, "on") else accuracy)
+            return right if said == truth else (1 - right) / (len(self.labels) - 1)
+        # By truth an answer is as likely as the worker's accuracy on its own label, and never less
+        # likely than under another truth: a worker who says "correct" of everything (right on every
+        # sound reference, on no flawed one) tells nothing, rather than their "correct" counting
+        # for it or their rare "incorrect" against it.
+        kept = self._on(accuracy, said)
+        if said == truth:
+            return kept
+        return min((1 - self._on(accuracy, truth)) / (len(self.labels) - 1), kept)
+
+    @staticmethod
+    def _on(accuracy, truth):
+        on = accuracy.on(truth) if hasattr(accuracy, "on") else accuracy
+        return min(max(on, 1 - MOST_TRUSTED), MOST_TRUSTED)
+
     def posteriors(self, answers):
-        scores = dict.fromkeys(self.labels, 0.0)
-        for label, accuracy in answers:
-            scores[label] = scores.get(label, 0.0) + self.weight(accuracy)
+        labels = list(self.labels) + [label for label, _ in answers if label not in self.labels]
+        even = 1 / len(self.labels)
+        scores = {label: math.log(self.shares.get(label, even)) for label in labels}
+        for said, accuracy in answers:
+            for truth in labels:
+                scores[truth] += math.log(self._likelihood(said, accuracy, truth))
         top = max(scores.values())
         odds = {label: math.exp(score - top) for label, score in scores.items()}
         total = sum(odds.values())
@@ -102,6 +139,21 @@ class WorkerAware:
 
     def more(self, label):
         return (label, MOST_TRUSTED)
+
+
+def _bounded_shares(shares, labels):
+    """`shares` of `labels`, none below LEAST_SHARE of an even share (what the others hold above
+    that is scaled to make room): a fit that finds a label (nearly) never the truth must not let
+    one answer for another decide alone."""
+    if not shares:
+        return {}
+    least = LEAST_SHARE / len(labels)
+    above = {label: max(shares.get(label, 0.0) - least, 0.0) for label in labels}
+    total = sum(above.values())
+    if total <= 0:
+        return {}
+    scale = (1 - least * len(labels)) / total
+    return {label: least + value * scale for label, value in above.items()}
 
 
 class _BattlePosterior(VoteRule):
@@ -229,8 +281,9 @@ def answers_to_ask(rule, answers, maximum):
 
 def verification_stopping(config):
     """The stopping rule of a verification stage that asks until decided (`config.adaptive`)."""
-    if config.stopping == StageConfig.Stopping.WORKER_ACCURACY:
-        return WorkerAware(config.posterior_threshold, config.prior_accuracy, enough=config.model_min_answers)
+    if config.stopping in StageConfig.WEIGHED_STOPPING:
+        return WorkerAware(config.posterior_threshold, config.prior_accuracy, enough=config.model_min_answers,
+                           by_truth=config.stopping == StageConfig.Stopping.WORKER_ACCURACY_BY_VERDICT)
     return Agreement(config.agree_to_decide)
 
 

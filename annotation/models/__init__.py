@@ -51,7 +51,7 @@ from annotation.models.work import (
     counted_verifications,
     counted_work,
 )
-from annotation.models.worker_models import WorkerModel, WorkerReliability
+from annotation.models.worker_models import LabelShare, WorkerModel, WorkerReliability
 from annotation.models.workers import Worker
 from annotation.models.workforce import (
     GoldAnswer,
@@ -69,6 +69,7 @@ __all__ = [
     "Answer",
     "WorkerModel",
     "WorkerReliability",
+    "LabelShare",
     "GoldAnswer",
     "GoldItem",
     "QualificationAttempt",

@@ -211,6 +211,12 @@ class StageConfig(models.Model):
     class Stopping(models.TextChoices):
         AGREEMENT = "agreement", "Enough verifiers agree"
         WORKER_ACCURACY = "worker_accuracy", "The verdict is probable enough, each verifier weighed by their accuracy"
+        WORKER_ACCURACY_BY_VERDICT = "accuracy_by_verdict", (
+            "The verdict is probable enough, each verifier weighed by their accuracy on sound and on flawed "
+            "references, from how common each is")
+
+    # The stopping rules that weigh each verifier by their accuracy (annotation/crowdwork/stopping.py).
+    WEIGHED_STOPPING = (Stopping.WORKER_ACCURACY, Stopping.WORKER_ACCURACY_BY_VERDICT)
 
     class IncorrectAction(models.TextChoices):
         DISCARD = "discard", "Discard the instance (as in the paper)"
@@ -236,7 +242,12 @@ class StageConfig(models.Model):
                   "worker model once it has seen enough of their answers, else the “prior accuracy”) and stop "
                   "once the verdict is at least as probable as the “posterior threshold”. Weighed, one answer "
                   "of a verifier known to be very good can decide, and a poor verifier's answers ask for more, "
-                  "up to the overlap; the verdict is the more probable one.")
+                  "up to the overlap; the verdict is the more probable one. Weighed by verdict, a verifier's "
+                  "accuracy on sound and on flawed references counts apart (many pass a flawed one more often "
+                  "than they fail a sound one), starting from how common sound references are, as the worker "
+                  "model estimates it: on real yes/no crowds it bought the same accuracy with fewer answers, "
+                  "and it is as good as that estimate. Replay your last campaign to choose "
+                  "(manage.py replay_answers --family NAME).")
     posterior_threshold = models.FloatField(
         default=0.95, help_text="With “ask until decided” weighed by accuracy: how probable the verdict must be "
                                 "to stop asking (between 0.5 and 1; 0.95 means wrong about one time in twenty, "
@@ -299,7 +310,7 @@ class StageConfig(models.Model):
         if self.stage != Stage.VERIFICATION:
             raise ValidationError({"adaptive": "“Ask until decided” is a verification setting; a tournament "
                                                "says when its battles are decided."})
-        if self.stopping == self.Stopping.WORKER_ACCURACY:
+        if self.stopping in self.WEIGHED_STOPPING:
             return
         if self.agree_to_decide < 2:
             raise ValidationError({"agree_to_decide": "At least two verifiers must agree to decide: one answer "

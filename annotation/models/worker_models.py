@@ -34,6 +34,10 @@ class WorkerReliability(models.Model):
     model = models.CharField(max_length=20, choices=WorkerModel.choices)
     reliability = models.FloatField()
     answers = models.PositiveIntegerField(help_text="Counted answers the fit used.")
+    by_truth = models.JSONField(
+        default=dict, blank=True,
+        help_text="Dawid-Skene only: how often the worker is right on items whose truth is each label "
+                  "(the diagonal of their confusion matrix), by label.")
     fitted_at = models.DateTimeField()
 
     class Meta:
@@ -46,3 +50,27 @@ class WorkerReliability(models.Model):
 
     def __str__(self):
         return f"{self.worker} {self.get_model_display()}: {self.reliability:.3f}"
+
+
+class LabelShare(models.Model):
+    """How common a label is among a stage's items, as a worker model's latest fit estimates it (its
+    class prior): a rule that weighs answers by label (annotation/workforce/accuracy.py) starts
+    from it. `family` is empty for a fit over every family's answers, as for WorkerReliability."""
+
+    stage = models.CharField(max_length=30, choices=Stage.choices)
+    family = models.ForeignKey(InstructionFamily, null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="+")
+    model = models.CharField(max_length=20, choices=WorkerModel.choices)
+    label = models.CharField(max_length=50)
+    share = models.FloatField()
+    fitted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["stage", "family", "model", "label"], nulls_distinct=False,
+                                    name="label_share_unique"),
+            models.CheckConstraint(condition=models.Q(share__gte=0, share__lte=1), name="label_share_is_a_share"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_stage_display()} {self.get_model_display()}: {self.label} {self.share:.3f}"

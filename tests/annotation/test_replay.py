@@ -245,16 +245,23 @@ def test_a_weighed_rule_stops_once_the_weighed_posterior_passes_its_threshold_or
 def test_with_a_truth_the_command_prints_each_kinds_curve_and_whether_issue_41s_goals_are_met(crowd, tmp_path):
     out = io.StringIO()
     call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "1", "3", "5",
-                 "--until-decided", "2:3", "--weighed", "0.8", "0.95", stdout=out)
+                 "--until-decided", "2:3", "--weighed", "0.8", "0.95", "--by-truth", "0.9", stdout=out)
     text = out.getvalue()
-    result = replayed(crowd, chosen=replay.rules(fixed=(1, 3, 5), until_decided=((2, 3),), worker_aware=(0.8, 0.95)))
-    curve = next(line for line in text.splitlines() if line.strip().startswith("weighed by accuracy:"))
-    for name in ("weighed 0.8, up to 5", "weighed 0.95, up to 5"):
-        row = row_named(result, name)
-        assert f"{row.per_item:.2f} → {row.decided['votes'].accuracy:.3f}" in curve
+    result = replayed(crowd, chosen=replay.rules(fixed=(1, 3, 5), until_decided=((2, 3),), worker_aware=(0.8, 0.95),
+                                                 by_truth=(0.9,)))
+    lines = text.splitlines()
+    for title, names in (("weighed by accuracy:", ("weighed 0.8, up to 5", "weighed 0.95, up to 5")),
+                         ("weighed by accuracy on each truth:", ("by truth 0.9, up to 5",))):
+        curve = next(line for line in lines if line.strip().startswith(title))
+        for name in names:
+            row = row_named(result, name)
+            assert f"{row.per_item:.2f} → {row.decided['votes'].accuracy:.3f}" in curve
     assert "from the truth of the worker's other items" in text
-    goals = [line for line in text.splitlines() if line.startswith("Goal ")]
-    assert len(goals) == 2 and all(": met, " in line or ": not met, " in line for line in goals)
+    # Each kind of weighed rule is held to both goals.
+    assert lines.count("Weighed by accuracy:") == lines.count("Weighed by accuracy on each truth:") == 1
+    goals = [line for line in lines if line.startswith("Goal ")]
+    assert len(goals) == 4 and all(": met, " in line or ": not met, " in line for line in goals)
+    assert "by truth 0.9, up to 5" in goals[2] + goals[3] and "by truth" not in goals[0] + goals[1]
 
 
 def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_every_answer(crowd):
@@ -266,4 +273,7 @@ def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_
     fit = worker_models.fit_labels(answers.frame, "dawid_skene")
     worker = answers.frame["worker"].iloc[0]
     reliability, count = fit.reliability[worker], fit.answers[worker]
-    assert weights.iloc[0] == pytest.approx(shrunk(reliability * count, count, replay.PRIOR_ACCURACY))
+    assert weights.iloc[0].value == pytest.approx(shrunk(reliability * count, count, replay.PRIOR_ACCURACY))
+    correct = fit.by_truth.loc[worker, "correct"]
+    assert weights.iloc[0].on("correct") == pytest.approx(
+        shrunk(correct * count * fit.shares["correct"], count * fit.shares["correct"], weights.iloc[0].value))

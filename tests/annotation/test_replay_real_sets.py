@@ -72,6 +72,7 @@ def test_a_four_label_set_replays_weighed_over_its_four_labels_with_the_truth_of
     # of a, so at 0.7 an item stops at its first answer exactly when that worker is weighed 0.7 or
     # more.
     weights, _ = replay.accuracies(answers)
+    weights = weights.map(lambda accuracy: accuracy.value)
     first = answers.frame.groupby("task", sort=False).head(1).index
     rule = replay.Rule("weighed 0.7", WorkerAware(0.7, replay.PRIOR_ACCURACY, labels=LABELS), 5)
     bought, _ = replay.buy(answers, rule, weights)

@@ -11,11 +11,12 @@ from django.urls import reverse
 
 from annotation.collection import references, verification
 from annotation.crowdwork import queue
-from annotation.crowdwork.stopping import WorkerAware, answers_to_ask
+from annotation.crowdwork.stopping import MOST_TRUSTED, WorkerAware, answers_to_ask
 from annotation.models import (
     GoldAnswer,
     GoldItem,
     Instance,
+    LabelShare,
     Reference,
     Stage,
     StageConfig,
@@ -25,7 +26,7 @@ from annotation.models import (
     WorkerReliability,
     WorkUnit,
 )
-from annotation.workforce.accuracy import PRIOR_ANSWERS, accuracy_from, shrunk, verifier_accuracies
+from annotation.workforce.accuracy import PRIOR_ANSWERS, Accuracy, accuracy_from, shrunk, verifier_accuracies
 from tests.factories import CaptionFactory, FamilyFactory, InstanceFactory, WorkerFactory, launch
 
 CORRECT = {"is_correct": True}
@@ -91,16 +92,83 @@ def test_an_accuracy_is_shrunk_toward_the_prior_and_rests_on_enough_answers():
     assert (by_model.source, by_model.value) == ("worker model", pytest.approx(shrunk(300, 500, 0.7)))
 
 
+# --- by truth: a verifier who passes flawed references, and how common each verdict is -----------
+
+
+def test_an_accuracy_without_labels_told_apart_weighs_as_one_accuracy_does():
+    rule = WorkerAware(0.9, 0.7, by_truth=True)
+    answers = [(True, 0.8), (False, 0.65), (True, 0.6)]
+    as_evidence = [(label, Accuracy(value, "gold", 10)) for label, value in answers]
+    assert rule.posteriors(as_evidence) == pytest.approx(rule.posteriors(answers))
+
+
+def test_a_verifier_who_passes_flawed_references_is_believed_when_they_fail_one_not_when_they_pass_it():
+    # Right on 0.95 of the sound references, 0.55 of the flawed ones: "correct" is what they say
+    # of most references either way, "incorrect" they say almost only of flawed ones.
+    lenient = Accuracy(0.75, "gold", 40, by_truth={True: 0.95, False: 0.55})
+    assert WorkerAware(0.9, 0.7).posteriors([(True, lenient)])[True] == pytest.approx(0.75)  # one accuracy
+    rule = WorkerAware(0.9, 0.7, by_truth=True)
+    passed, failed = rule.posteriors([(True, lenient)]), rule.posteriors([(False, lenient)])
+    assert passed[True] == pytest.approx(0.95 / (0.95 + 0.45))
+    assert failed[False] == pytest.approx(0.55 / (0.55 + 0.05))
+    assert rule.decision([(False, lenient)]) is False
+    assert rule.decision([(True, lenient)]) is None
+    assert answers_to_ask(rule, [(True, lenient)], 5) > answers_to_ask(rule, [(False, lenient)], 5)
+
+
+def test_by_truth_a_verifier_who_says_correct_of_everything_tells_nothing_either_way():
+    spammer = Accuracy(0.5, "worker model", 300, by_truth={True: 1.0, False: 0.0})
+    rule = WorkerAware(0.9, 0.7, by_truth=True)
+    assert rule.posteriors([(True, spammer)] * 3) == {True: pytest.approx(0.5), False: pytest.approx(0.5)}
+    assert rule.posteriors([(False, spammer)]) == {True: pytest.approx(0.5), False: pytest.approx(0.5)}
+
+
+def test_a_unit_starts_from_how_common_each_verdict_is_and_never_from_more_than_nine_to_one():
+    assert WorkerAware(0.9, 0.7, shares={True: 0.8, False: 0.2}).shares == {}  # one accuracy: even odds
+    usual = WorkerAware(0.9, 0.7, by_truth=True, shares={True: 0.8, False: 0.2})
+    # One answer of the prior's accuracy: 0.8 x 0.7 against 0.2 x 0.3.
+    assert usual.posteriors([(True, 0.7)])[True] == pytest.approx(0.56 / (0.56 + 0.06))
+    assert usual.decision([(True, 0.7)]) is True and usual.decision([(False, 0.7)]) is None
+    lopsided = WorkerAware(0.9, 0.7, by_truth=True, shares={True: 1.0, False: 0.0})
+    assert lopsided.shares == {True: pytest.approx(0.9), False: pytest.approx(0.1)}
+    assert lopsided.decision([]) is None
+    assert lopsided.posteriors([(False, MOST_TRUSTED)])[False] > 0.9
+
+
+def test_an_accuracy_by_truth_is_each_labels_evidence_pulled_toward_the_workers_one_accuracy():
+    accuracy = accuracy_from(gold=(17, 20), fitted=None, prior=0.7, enough=5,
+                             gold_by_truth={True: (15, 15), False: (2, 5), "never seen": (0, 0)})
+    assert accuracy.value == pytest.approx(shrunk(17, 20, 0.7))
+    assert accuracy.by_truth == {True: pytest.approx(shrunk(15, 15, accuracy.value)),
+                                 False: pytest.approx(shrunk(2, 5, accuracy.value))}
+    assert accuracy.on("never seen") == accuracy.value
+    fitted = accuracy_from(gold=(0, 0), fitted=(0.8, 100), prior=0.7, enough=5,
+                           fitted_by_truth={True: (0.9, 80), False: (0.4, 20)})
+    assert fitted.by_truth == {True: pytest.approx(shrunk(72, 80, fitted.value)),
+                               False: pytest.approx(shrunk(8, 20, fitted.value))}
+
+
 # --- on PostgreSQL, through the real submit -----------------------------------------------------
 
 
-def qualified_with_gold(worker, *, right, wrong):
-    """`worker` qualified for verification, with `right` and `wrong` checked gold answers."""
+def qualified_with_gold(worker, *, right, wrong, truth="correct"):
+    """`worker` qualified for verification, with `right` and `wrong` checked gold answers on a gold
+    item whose answer is `truth`."""
     qualification, _ = StageQualification.objects.get_or_create(
         stage=Stage.VERIFICATION, defaults={"name": "Verify", "description": "Is the reference right?"})
     WorkerQualification.objects.create(qualification=qualification, worker=worker, test_score="0.900")
     item = GoldItem.objects.create(qualification=qualification, content={}, question="Correct?",
-                                   options=["correct", "incorrect"], answer="correct")
+                                   options=["correct", "incorrect"], answer=truth)
+    for correct in [True] * right + [False] * wrong:
+        GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE, answer="x",
+                                  correct=correct)
+    return worker
+
+
+def with_gold(worker, *, right, wrong, truth):
+    """More checked gold answers of `worker` (qualified already) on an item whose answer is `truth`."""
+    item = GoldItem.objects.create(qualification=StageQualification.objects.get(stage=Stage.VERIFICATION),
+                                   content={}, question="Correct?", options=["correct", "incorrect"], answer=truth)
     for correct in [True] * right + [False] * wrong:
         GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE, answer="x",
                                   correct=correct)
@@ -151,6 +219,31 @@ def test_worker_aware_stopping_asks_more_of_a_poor_verifiers_items_than_of_a_goo
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("stopping", [StageConfig.Stopping.WORKER_ACCURACY,
+                                      StageConfig.Stopping.WORKER_ACCURACY_BY_VERDICT])
+def test_by_verdict_a_lenient_verifiers_fail_decides_alone_and_their_pass_asks_for_more(stopping):
+    """Right on all 20 sound gold references, on 4 of 10 flawed ones: by one accuracy (0.79 once
+    shrunk) neither verdict of theirs decides at 0.9; by verdict, their "incorrect" does (they say it
+    almost only of flawed references), and their "correct" asks for another verifier."""
+    family = FamilyFactory()
+    launch(family, Stage.VERIFICATION, overlap=3, adaptive=True, stopping=stopping, posterior_threshold=0.9,
+           prior_accuracy=0.7)
+    lenient = with_gold(qualified_with_gold(WorkerFactory(), right=20, wrong=0), right=4, wrong=6,
+                        truth="incorrect")
+    failed, passed = candidate(family), candidate(family)
+    for reference, answer in ((failed, WRONG), (passed, CORRECT)):
+        assignment = queue.next_assignment(worker=lenient, stage=Stage.VERIFICATION)
+        assert assignment.unit.reference_id == reference.pk
+        verification.submit_verification(assignment_id=assignment.pk, worker=lenient, **answer)
+    closed = {reference: WorkUnit.objects.get(reference=reference).status == WorkUnit.Status.DONE
+              for reference in (failed, passed)}
+    by_verdict = stopping == StageConfig.Stopping.WORKER_ACCURACY_BY_VERDICT
+    assert closed == {failed: by_verdict, passed: False}
+    failed.refresh_from_db()
+    assert failed.verdict == (Reference.Verdict.INCORRECT if by_verdict else Reference.Verdict.PENDING)
+
+
+@pytest.mark.django_db
 def test_undecided_at_the_most_it_asks_the_verdict_is_the_more_probable_one_not_the_votes():
     family = weighed_family(overlap=3)
     good = qualified_with_gold(WorkerFactory(), right=30, wrong=0)
@@ -171,7 +264,7 @@ def test_without_gold_a_verifier_weighs_by_the_worker_models_accuracy_else_the_p
     WorkerReliability.objects.create(worker=fitted, stage=Stage.VERIFICATION, family=None,
                                      model=WorkerModel.DAWID_SKENE, reliability=0.9, answers=200,
                                      fitted_at="2026-11-28T00:00:00Z")
-    known = verifier_accuracies([fitted.pk, unknown.pk], prior=0.7, enough=5)
+    known = verifier_accuracies([fitted.pk, unknown.pk], prior=0.7, enough=5).of
     assert known[fitted.pk].source == "worker model"
     assert known[fitted.pk].value == pytest.approx(shrunk(180, 200, 0.7))
     assert (known[unknown.pk].source, known[unknown.pk].value) == ("prior", 0.7)
@@ -180,9 +273,15 @@ def test_without_gold_a_verifier_weighs_by_the_worker_models_accuracy_else_the_p
 @pytest.mark.django_db
 def test_the_accuracies_of_a_units_verifiers_are_one_query_however_many(django_assert_num_queries):
     workers = [qualified_with_gold(WorkerFactory(), right=8, wrong=2) for _ in range(6)]
+    WorkerReliability.objects.create(worker=workers[0], stage=Stage.VERIFICATION, family=None,
+                                     model=WorkerModel.DAWID_SKENE, reliability=0.9, answers=200,
+                                     by_truth={"correct": 0.95, "incorrect": 0.7}, fitted_at="2026-11-28T00:00:00Z")
+    LabelShare.objects.create(stage=Stage.VERIFICATION, model=WorkerModel.DAWID_SKENE, label="correct", share=0.8,
+                              fitted_at="2026-11-28T00:00:00Z")
     with django_assert_num_queries(1):
         known = verifier_accuracies([worker.pk for worker in workers], prior=0.7, enough=5)
-    assert {accuracy.source for accuracy in known.values()} == {"gold"}
+    assert {accuracy.source for accuracy in known.of.values()} == {"gold"}
+    assert known.shares == {True: pytest.approx(0.8), False: pytest.approx(0.2)}
 
 
 @pytest.mark.django_db

@@ -1,6 +1,7 @@
 """Replay a past campaign's answers under the project's stopping rules and worker models
 (annotation/replay.py)."""
 
+import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import replay
@@ -18,7 +19,8 @@ def _until_decided(text):
 class Command(BaseCommand):
     help = ("Replay answers already collected (a CSV with the header item,worker,answer and optional truth and "
             "order columns, or a family's counted verification answers) under fixed overlaps and ask until "
-            "decided (by agreement, and weighed by each worker's accuracy at several posterior thresholds), each "
+            "decided (by agreement, and weighed by each worker's accuracy, one accuracy or one on each truth, at "
+            "several posterior thresholds), each "
             "decided by the votes and by a worker model: answers bought, accuracy against the truth where given, "
             "agreement with the worker model fitted on every answer, and with a truth the curve of accuracy "
             "against answers bought.")
@@ -39,6 +41,10 @@ class Command(BaseCommand):
         parser.add_argument("--weighed", type=float, nargs="*", default=list(replay.WORKER_AWARE), metavar="P",
                             help="ask until the verdict's posterior reaches P, each answer weighed by its worker's "
                                  "accuracy (default: 0.7 0.75 0.8 0.85 0.9 0.95 0.99)")
+        parser.add_argument("--by-truth", type=float, nargs="*", default=list(replay.WORKER_AWARE), metavar="P",
+                            help="the same, each answer weighed by its worker's accuracy on items of each truth, "
+                                 "starting from how common each label is (a verification stage's “by verdict”; "
+                                 "default: the same thresholds)")
         parser.add_argument("--most", type=int, default=replay.MOST,
                             help="the most answers a weighed rule asks (default: 5)")
         parser.add_argument("--prior-accuracy", type=float, default=replay.PRIOR_ACCURACY,
@@ -49,7 +55,7 @@ class Command(BaseCommand):
                                  "the one decided); 0, or a file without truth: from Dawid-Skene fitted on every "
                                  "answer")
 
-    def handle(self, *args, file, family, model, fixed, until_decided, weighed, most, prior_accuracy,
+    def handle(self, *args, file, family, model, fixed, until_decided, weighed, by_truth, most, prior_accuracy,
                gold_share, **options):
         if (file is None) == (family is None):
             raise CommandError("Give a CSV file or --family NAME (one of them).")
@@ -59,15 +65,15 @@ class Command(BaseCommand):
             raise CommandError("A fixed overlap, and the most a weighed rule asks, is at least one answer.")
         try:
             answers = self._campaign(family) if family is not None else self._file(file)
-            chosen = replay.rules(fixed=fixed, until_decided=until_decided, worker_aware=weighed, most=most,
-                                  prior=prior_accuracy)
+            chosen = replay.rules(fixed=fixed, until_decided=until_decided, worker_aware=weighed, by_truth=by_truth,
+                                  most=most, prior=prior_accuracy)
             result = replay.replay(answers, model=model, chosen=chosen,
                                    gold_share=gold_share)
         except OSError as error:
             raise CommandError(f"Cannot read {file}: {error.strerror}.") from None
         except replay.ReplayError as error:
             raise CommandError(f"{file}: {error}" if file else str(error)) from None
-        self.stdout.write(replay.format_replay(result))
+        self.stdout.write(format_replay(result))
 
     def _file(self, file):
         with open(file, "rb") as stream:
@@ -78,3 +84,127 @@ class Command(BaseCommand):
         if chosen is None:
             raise CommandError(f"No instruction family is named “{name}”.")
         return replay.campaign_answers(chosen)
+
+
+# --- what the command prints ----------------------------------------------------------------------
+
+
+def format_replay(result):
+    """The replay as the command prints it: one line per rule."""
+    answers = result.answers
+    model_name = Aggregation(result.model).label
+    truths = len(answers.truth)
+    lines = [
+        f"Replayed {len(answers.frame):,} answers by {result.workers:,} workers on "
+        f"{answers.frame['task'].nunique():,} items, each item's answers in {answers.ordered_by}; "
+        + (f"truth given for {truths:,} items." if truths else "no truth given, so no accuracy."),
+        f"Agreement is with {model_name} fitted on every answer of the file.",
+    ]
+    if result.weighed_by:
+        lines.append(f"Weighed rules weigh each answer by its worker's accuracy from {result.weighed_by}; "
+                     "their votes are weighed the same way. “By truth” rules (a verification stage's “by "
+                     "verdict”) weigh it by the worker's accuracy on items of each truth, starting from how "
+                     "common each label is as Dawid-Skene fitted on every answer estimates it.")
+    lines.append("")
+    keys = list(result.rows[0].decided)
+    names = {Aggregation.VOTES.value: "votes", result.model: model_name.split(" worker model")[0]}
+    header = f"{'rule':<24} {'answers':>9} {'per item':>8} {'fewer':>6} {'ran out':>7}"
+    for key in keys:
+        if truths:
+            header += f"  {names[key] + ': accuracy':>20} {'agreement':>9}"
+        else:
+            header += f"  {names[key] + ': agreement':>22}"
+    lines.append(header)
+    everything = result.rows[0].answers
+    for row in result.rows:
+        fewer = "-" if row is result.rows[0] else f"{1 - row.answers / everything:.0%}"
+        line = f"{row.rule:<24} {row.answers:>9,} {row.per_item:>8.2f} {fewer:>6} {row.ran_out:>7,}"
+        for key in keys:
+            decided = row.decided[key]
+            if truths:
+                line += f"  {decided.accuracy:>20.3f} {decided.agreement:>9.3f}"
+            else:
+                line += f"  {decided.agreement:>22.3f}"
+        lines.append(line)
+    if any(row.ran_out for row in result.rows):
+        lines += ["", "Ran out: items whose rule would have asked for more answers than the file holds; the "
+                      "rule bought what there was."]
+    if truths:
+        lines += ["", *curves(result), *goals(result)]
+    return "\n".join(lines)
+
+
+KINDS = (("fixed overlap", "fixed overlap"), ("agreeing", "ask until agreed"), (replay.WEIGHED, "weighed by accuracy"),
+         (replay.BY_TRUTH, "weighed by accuracy on each truth"))
+
+
+def kind_of(name):
+    """The kind of rule (a KINDS marker) a replayed rule's name says."""
+    if name.startswith(replay.BY_TRUTH):
+        return replay.BY_TRUTH
+    if name.startswith(replay.WEIGHED):
+        return replay.WEIGHED
+    return "agreeing" if "agreeing" in name else "fixed overlap"
+
+
+def curves(result):
+    """Accuracy (the votes') against answers bought per item, one line per kind of rule, cheapest first."""
+    lines = ["Accuracy against answers bought per item (votes):"]
+    for marker, title in KINDS:
+        points = sorted((row.per_item, row.decided[Aggregation.VOTES.value].accuracy) for row in result.rows[1:]
+                        if kind_of(row.rule) == marker)
+        if points:
+            curve = "  ".join(f"{cost:.2f} → {accuracy:.3f}" for cost, accuracy in points)
+            lines.append(f"  {title + ':':<22}{curve}")
+    return lines
+
+
+def goals(result):
+    """Issue 41's goals for worker-aware stopping, where the replay has fixed overlaps 3 and 5 and
+    weighed rules, for each kind of them: reach the fixed five's accuracy with at least 35% fewer
+    answers, and at the answers a fixed three buys be at least as accurate as the fixed five."""
+    rows = {row.rule: row for row in result.rows}
+    five, three = rows.get("fixed overlap 5"), rows.get("fixed overlap 3")
+    if five is None or three is None:
+        return []
+    notes = []
+    for kind, title in KINDS[2:]:
+        weighed = [row for row in result.rows if kind_of(row.rule) == kind]
+        if weighed:
+            notes += ["", f"{title[0].upper()}{title[1:]}:", *_goals_of(weighed, five, three)]
+    if notes and five.ran_out:
+        notes.append("Fixed overlap 5 ran out of answers on some items: the file holds fewer, so it is not a "
+                     "full five.")
+    return notes
+
+
+def _goals_of(weighed, five, three):
+    """Goal 1 and goal 2's lines for one kind of weighed rule (`weighed`, its rows)."""
+
+    def accuracy(row):
+        return row.decided[Aggregation.VOTES.value].accuracy
+
+    reaching = [row for row in weighed if accuracy(row) >= accuracy(five)]
+    cheapest = min(reaching, key=lambda row: row.answers, default=None)
+    within = [row for row in weighed if row.answers <= three.answers]
+    best = max(within, key=accuracy, default=None)
+    first = f"Goal 1, fixed overlap 5's accuracy ({accuracy(five):.3f}, {five.answers:,} answers) with 35% fewer: "
+    if cheapest is None:
+        first += "not met, no weighed rule reaches it."
+    else:
+        fewer = 1 - cheapest.answers / five.answers
+        first += (f"{'met' if fewer >= 0.35 else 'not met'}, {cheapest.rule} reaches {accuracy(cheapest):.3f} "
+                  f"with {cheapest.answers:,} ({fewer:.0%} fewer).")
+    second = f"Goal 2, at fixed overlap 3's answers ({three.answers:,}) as accurate as fixed overlap 5: "
+    if best is None:
+        second += "not met, every weighed rule buys more."
+    else:
+        second += (f"{'met' if accuracy(best) >= accuracy(five) else 'not met'}, {best.rule} buys "
+                   f"{best.answers:,} and is right on {accuracy(best):.3f}")
+        points = sorted((row.answers, accuracy(row)) for row in weighed)
+        if accuracy(best) < accuracy(five) and points[0][0] <= three.answers <= points[-1][0]:
+            # A threshold between two of those replayed would buy about this: the curve, read linearly.
+            between = float(np.interp(three.answers, *zip(*points, strict=True)))
+            second += f"; between its thresholds the curve reads {between:.3f} at {three.answers:,} answers"
+        second += "."
+    return [first, second]

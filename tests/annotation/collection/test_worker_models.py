@@ -19,6 +19,7 @@ from annotation.models import (
     Aggregation,
     Assignment,
     Instance,
+    LabelShare,
     Reference,
     Stage,
     Verification,
@@ -124,6 +125,28 @@ def test_stored_reliabilities_rank_spammers_below_good_workers(spammed_crowd):
     stored = dict(WorkerReliability.objects.filter(stage=Stage.VERIFICATION, model="dawid_skene", family=None)
                   .values_list("worker_id", "reliability"))
     assert max(stored[worker.pk] for worker in spammers) < min(stored[worker.pk] for worker in good)
+
+
+def test_the_job_stores_each_workers_accuracy_on_either_verdict_and_how_common_each_is(spammed_crowd):
+    """Spammers say "correct" whatever the truth: right on every sound reference, never on a flawed
+    one; a worker-aware stage weighs their "correct" by that (annotation/workforce/accuracy.py)."""
+    truth, good, spammers = spammed_crowd
+    worker_model_job.decide_by_worker_models()
+    stored = {row.worker_id: row for row in WorkerReliability.objects.filter(
+        stage=Stage.VERIFICATION, model="dawid_skene", family=None)}
+    shares = dict(LabelShare.objects.filter(stage=Stage.VERIFICATION, model="dawid_skene", family=None)
+                  .values_list("label", "share"))
+    assert set(shares) == {"correct", "incorrect"} and sum(shares.values()) == pytest.approx(1)
+    # The spammers' "correct" weighs less in the fit than in the answers' own count.
+    sound = sum(truth.values()) / len(truth)
+    said = Verification.objects.filter(reference__in=truth, is_correct=True).count() / (3 * len(truth))
+    assert sound < shares["correct"] < said
+    for spammer in spammers:
+        on = stored[spammer.pk].by_truth
+        assert on["correct"] > 0.9 and on["incorrect"] < 0.1
+        assert stored[spammer.pk].reliability == pytest.approx(
+            on["correct"] * shares["correct"] + on["incorrect"] * shares["incorrect"])
+    assert all(min(stored[worker.pk].by_truth.values()) > 0.5 for worker in good)
 
 
 def test_the_job_decides_each_reference_once(spammed_crowd):
