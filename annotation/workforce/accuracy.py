@@ -88,20 +88,20 @@ def verifier_accuracies(worker_ids, *, prior, enough):
     share of references that fit takes to be correct."""
     fit = WorkerReliability.objects.filter(worker=OuterRef("pk"), stage=Stage.VERIFICATION, family=None,
                                            model=WorkerModel.DAWID_SKENE)
-    share = LabelShare.objects.filter(stage=Stage.VERIFICATION, model=WorkerModel.DAWID_SKENE, label="correct")
+    share = LabelShare.objects.filter(stage=Stage.VERIFICATION, family=None, model=WorkerModel.DAWID_SKENE,
+                                      label="correct")
     gold = Q(gold_answers__item__qualification__stage=Stage.VERIFICATION, gold_answers__correct__isnull=False)
     right = Q(gold_answers__correct=True)
     on = {label: Q(gold_answers__item__answer=label) for label in VERIFICATION_LABELS}
-    rows = (Worker.objects.filter(pk__in=set(worker_ids)).order_by()
-            .annotate(gold_checked=Count("gold_answers", filter=gold),
-                      gold_right=Count("gold_answers", filter=gold & right),
-                      **{f"checked_{label}": Count("gold_answers", filter=gold & on[label]) for label in on},
-                      **{f"right_{label}": Count("gold_answers", filter=gold & on[label] & right) for label in on},
-                      fitted=Subquery(fit.values("reliability")[:1]),
-                      fitted_answers=Subquery(fit.values("answers")[:1]),
-                      fitted_by_truth=Subquery(fit.values("by_truth")[:1]),
-                      correct_share=Subquery(share.values("share")[:1]))
-            .values())
+    read = {"gold_checked": Count("gold_answers", filter=gold),
+            "gold_right": Count("gold_answers", filter=gold & right),
+            **{f"checked_{label}": Count("gold_answers", filter=gold & on[label]) for label in on},
+            **{f"right_{label}": Count("gold_answers", filter=gold & on[label] & right) for label in on},
+            "fitted": Subquery(fit.values("reliability")[:1]),
+            "fitted_answers": Subquery(fit.values("answers")[:1]),
+            "fitted_by_truth": Subquery(fit.values("by_truth")[:1]),
+            "correct_share": Subquery(share.values("share")[:1])}
+    rows = Worker.objects.filter(pk__in=set(worker_ids)).order_by().annotate(**read).values("id", *read)
     accuracies, correct_share = {}, None
     for row in rows:
         correct_share = row["correct_share"]

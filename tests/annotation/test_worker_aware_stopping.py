@@ -268,6 +268,24 @@ def test_without_gold_a_verifier_weighs_by_the_worker_models_accuracy_else_the_p
     assert known[fitted.pk].source == "worker model"
     assert known[fitted.pk].value == pytest.approx(shrunk(180, 200, 0.7))
     assert (known[unknown.pk].source, known[unknown.pk].value) == ("prior", 0.7)
+    assert known[fitted.pk].by_truth == {}  # a fit from before the job kept accuracies by truth
+
+
+@pytest.mark.django_db
+def test_without_gold_a_verifiers_accuracy_on_each_verdict_is_the_worker_models_with_its_share():
+    fitted = WorkerFactory()
+    WorkerReliability.objects.create(worker=fitted, stage=Stage.VERIFICATION, family=None,
+                                     model=WorkerModel.DAWID_SKENE, reliability=0.9, answers=200,
+                                     by_truth={"correct": 0.95, "incorrect": 0.7}, fitted_at="2026-11-28T00:00:00Z")
+    for label, share in (("correct", 0.8), ("incorrect", 0.2)):
+        LabelShare.objects.create(stage=Stage.VERIFICATION, model=WorkerModel.DAWID_SKENE, label=label, share=share,
+                                  fitted_at="2026-11-28T00:00:00Z")
+    evidence = verifier_accuracies([fitted.pk], prior=0.7, enough=5)
+    accuracy = evidence.of[fitted.pk]
+    # 160 of the worker's 200 answers were on sound references by the fit's share, 40 on flawed ones.
+    assert accuracy.by_truth == {True: pytest.approx(shrunk(0.95 * 160, 160, accuracy.value)),
+                                 False: pytest.approx(shrunk(0.7 * 40, 40, accuracy.value))}
+    assert evidence.shares == {True: pytest.approx(0.8), False: pytest.approx(0.2)}
 
 
 @pytest.mark.django_db
