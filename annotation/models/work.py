@@ -210,10 +210,8 @@ class StageConfig(models.Model):
 
     class Stopping(models.TextChoices):
         AGREEMENT = "agreement", "Enough verifiers agree"
-        WORKER_ACCURACY = "worker_accuracy", "The verdict is probable enough, each verifier weighed by their accuracy"
-        WORKER_ACCURACY_BY_VERDICT = "accuracy_by_verdict", (
-            "The verdict is probable enough, each verifier weighed by their accuracy on sound and on flawed "
-            "references, from how common each is")
+        WORKER_ACCURACY = "worker_accuracy", "Probable enough, each verifier weighed by their accuracy"
+        WORKER_ACCURACY_BY_VERDICT = "accuracy_by_verdict", "Probable enough, weighed by accuracy on each verdict"
 
     # The stopping rules that weigh each verifier by their accuracy (annotation/crowdwork/stopping.py).
     WEIGHED_STOPPING = (Stopping.WORKER_ACCURACY, Stopping.WORKER_ACCURACY_BY_VERDICT)
