@@ -150,12 +150,13 @@ def kind_of(name):
 def curves(result):
     """Accuracy (the votes') against answers bought per item, one line per kind of rule, cheapest first."""
     lines = ["Accuracy against answers bought per item (votes):"]
+    width = max(len(title) for _, title in KINDS) + 2
     for marker, title in KINDS:
         points = sorted((row.per_item, row.decided[Aggregation.VOTES.value].accuracy) for row in result.rows[1:]
                         if kind_of(row.rule) == marker)
         if points:
             curve = "  ".join(f"{cost:.2f} → {accuracy:.3f}" for cost, accuracy in points)
-            lines.append(f"  {title + ':':<22}{curve}")
+            lines.append(f"  {title + ':':<{width}}{curve}")
     return lines
 
 
