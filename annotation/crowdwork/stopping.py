@@ -25,6 +25,11 @@ from annotation.workforce.accuracy import verifier_accuracies
 # spammer or misread the task, not a reliable contrarian, so their answer counts for nothing
 # rather than against itself; none counts as never wrong.
 MOST_TRUSTED = 0.99
+# How far below its threshold a posterior may fall from rounding alone and still have reached it:
+# one answer of a worker right 0.7 of the time is worth exactly 0.7, which the sums of logs put a
+# hair above or below 0.7 as they happen to round, so a threshold of 0.7 decided on some machines'
+# arithmetic and not on others.
+ROUNDING = 1e-9
 # The least a label's share may be, as a part of an even share: a yes/no stage starts from at most
 # 9 to 1 for the commoner verdict, however lopsided the fit that estimated it.
 LEAST_SHARE = 0.2
@@ -135,7 +140,7 @@ class WorkerAware:
         if not answers:
             return None
         label = self.leading(answers)
-        return label if self.posteriors(answers)[label] >= self.threshold else None
+        return label if self.posteriors(answers)[label] >= self.threshold - ROUNDING else None
 
     def more(self, label):
         return (label, MOST_TRUSTED)
@@ -164,9 +169,9 @@ class _BattlePosterior(VoteRule):
 
     def decision(self, answers):
         p = self.preferred_a(answers)
-        if p >= self.threshold:
+        if p >= self.threshold - ROUNDING:
             return "model_a"
-        if 1 - p >= self.threshold:
+        if 1 - p >= self.threshold - ROUNDING:
             return "model_b"
         return None
 

@@ -61,6 +61,16 @@ def test_an_answer_below_a_coin_toss_counts_for_nothing_rather_than_against_itse
     assert rule.posteriors([(True, 0.2)]) == {True: 0.5, False: 0.5}
 
 
+@pytest.mark.parametrize("labels", [(True, False), ("1", "2", "3", "4")])
+@pytest.mark.parametrize("by_truth", [False, True])
+def test_a_posterior_exactly_at_the_threshold_decides_however_its_sums_round(labels, by_truth):
+    # One answer of a worker right 0.7 of the time is worth a posterior of exactly 0.7.
+    rule = WorkerAware(0.7, 0.7, labels=labels, by_truth=by_truth)
+    for said in labels:
+        assert rule.decision([(said, 0.7)]) == said
+        assert rule.decision([(said, Accuracy(0.7, "prior"))]) == said
+
+
 def test_no_answer_is_taken_as_never_wrong():
     rule = WorkerAware(0.999, 0.7)
     assert rule.decision([(True, 1.0)]) is None
