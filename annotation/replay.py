@@ -246,10 +246,10 @@ def accuracies(answers, *, gold_share=1.0, fit=None):
         share = "" if gold_share >= 1 else f" ({len(gold):,} of them, {gold_share:.0%}, taken as gold)"
         return pd.Series(values, index=frame.index, dtype=object), f"the truth of the worker's other items{share}"
     fit = fit if fit is not None else worker_models.fit_labels(frame, Aggregation.DAWID_SKENE)
+    shares = label_shares(fit)
     of_worker = {worker: accuracy_from(
         gold=(0, 0), fitted=(fit.reliability[worker], fit.answers[worker]), prior=PRIOR_ACCURACY, enough=ENOUGH,
-        fitted_by_truth={label: (accuracy, fit.answers[worker] * fit.shares[label])
-                         for label, accuracy in fit.by_truth.loc[worker].items()})
+        fitted_by_truth=fit.by_truth.loc[worker].to_dict(), shares=shares)
         for worker in fit.answers.index}
     return frame["worker"].map(of_worker), "Dawid-Skene fitted on every answer (the item's own among them)"
 

@@ -59,11 +59,12 @@ def shrunk(right, answered, prior):
     return (right + PRIOR_ANSWERS * prior) / (answered + PRIOR_ANSWERS)
 
 
-def accuracy_from(*, gold, fitted, prior, enough, gold_by_truth=None, fitted_by_truth=None):
+def accuracy_from(*, gold, fitted, prior, enough, gold_by_truth=None, fitted_by_truth=None, shares=None):
     """A worker's Accuracy from `gold` ((right, checked)) and `fitted` ((accuracy, answers) of the
     worker model, or None): the first with at least `enough` answers, else the prior. Each source
     may tell labels apart: `gold_by_truth` ({label: (right, checked)}) and `fitted_by_truth`
-    ({label: (accuracy, answers on items of that truth)})."""
+    ({label: accuracy on items of that truth}), which rests on the worker's answers times the
+    label's share of the items (`shares`, the same fit's; a label without one is left out)."""
     right, checked = gold
     if checked >= enough:
         value = shrunk(right, checked, prior)
@@ -71,8 +72,9 @@ def accuracy_from(*, gold, fitted, prior, enough, gold_by_truth=None, fitted_by_
     if fitted is not None and fitted[1] >= enough:
         reliability, answers = fitted
         value = shrunk(reliability * answers, answers, prior)
-        by_truth = {label: (accuracy * answered, answered)
-                    for label, (accuracy, answered) in (fitted_by_truth or {}).items()}
+        shares = shares or {}
+        by_truth = {label: (accuracy * answers * shares[label], answers * shares[label])
+                    for label, accuracy in (fitted_by_truth or {}).items() if label in shares}
         return Accuracy(value, "worker model", answers, _by_truth(by_truth, value))
     return Accuracy(prior, "prior")
 
@@ -101,19 +103,15 @@ def verifier_accuracies(worker_ids, *, prior, enough):
             "fitted_answers": Subquery(fit.values("answers")[:1]),
             "fitted_by_truth": Subquery(fit.values("by_truth")[:1]),
             "correct_share": Subquery(share.values("share")[:1])}
-    rows = Worker.objects.filter(pk__in=set(worker_ids)).order_by().annotate(**read).values("id", *read)
-    accuracies, correct_share = {}, None
-    for row in rows:
-        correct_share = row["correct_share"]
-        shares = {"correct": correct_share, "incorrect": 1 - correct_share} if correct_share is not None else {}
-        fitted_by_truth = {VERIFICATION_LABELS[label]: (accuracy, row["fitted_answers"] * shares[label])
-                           for label, accuracy in (row["fitted_by_truth"] or {}).items()
-                           if label in VERIFICATION_LABELS and label in shares}
-        accuracies[row["id"]] = accuracy_from(
-            gold=(row["gold_right"], row["gold_checked"]), prior=prior, enough=enough,
-            gold_by_truth={VERIFICATION_LABELS[label]: (row[f"right_{label}"], row[f"checked_{label}"])
-                           for label in on},
-            fitted=None if row["fitted"] is None else (row["fitted"], row["fitted_answers"]),
-            fitted_by_truth=fitted_by_truth)
+    rows = list(Worker.objects.filter(pk__in=set(worker_ids)).order_by().annotate(**read).values("id", *read))
+    # The same share on every row: the subquery names no worker.
+    correct_share = rows[0]["correct_share"] if rows else None
     shares = {} if correct_share is None else {True: correct_share, False: 1 - correct_share}
+    accuracies = {row["id"]: accuracy_from(
+        gold=(row["gold_right"], row["gold_checked"]), prior=prior, enough=enough,
+        gold_by_truth={VERIFICATION_LABELS[label]: (row[f"right_{label}"], row[f"checked_{label}"]) for label in on},
+        fitted=None if row["fitted"] is None else (row["fitted"], row["fitted_answers"]),
+        fitted_by_truth={VERIFICATION_LABELS[label]: accuracy
+                         for label, accuracy in (row["fitted_by_truth"] or {}).items() if label in VERIFICATION_LABELS},
+        shares=shares) for row in rows}
     return Evidence(of=accuracies, shares=shares)

@@ -153,7 +153,7 @@ def test_an_accuracy_by_truth_is_each_labels_evidence_pulled_toward_the_workers_
                                  False: pytest.approx(shrunk(2, 5, accuracy.value))}
     assert accuracy.on("never seen") == accuracy.value
     fitted = accuracy_from(gold=(0, 0), fitted=(0.8, 100), prior=0.7, enough=5,
-                           fitted_by_truth={True: (0.9, 80), False: (0.4, 20)})
+                           fitted_by_truth={True: 0.9, False: 0.4}, shares={True: 0.8, False: 0.2})
     assert fitted.by_truth == {True: pytest.approx(shrunk(72, 80, fitted.value)),
                                False: pytest.approx(shrunk(8, 20, fitted.value))}
 
