@@ -14,12 +14,13 @@ Each rule is scored against the truth where the file gives one, and against the 
 fitted on every answer in the file, which is what a campaign that bought everything would decide.
 
 Worker-aware rules (ask until decided weighed by each worker's accuracy, at several posterior
-thresholds) need each worker's accuracy, which the stage takes from gold items. A file's gold is
-its truth: an answer is weighed by its worker's accuracy on every *other* item of the file with a
-truth (the item's own truth never weighs the answers that decide it), shrunk toward a prior as the
-stage shrinks it (annotation/workforce/accuracy.py). A file without truth takes each worker's
-accuracy from Dawid-Skene fitted on all its answers, the item's own among them, which flatters
-the rule somewhat; the output says which it used.
+thresholds) need each worker's accuracy, which the stage takes from gold items where a worker has
+enough, else from the worker model (annotation/workforce/accuracy.py). A file's gold is its truth:
+an answer is weighed by its worker's accuracy on every *other* item of the file with a truth (the
+item's own truth never weighs the answers that decide it), or on a share of them, shrunk toward a
+prior as the stage shrinks it. A worker with too little of it, and every worker of a file without
+truth, is weighed by Dawid-Skene fitted on all the file's answers, the item's own among them, which
+flatters the rule somewhat; the output says which it used.
 
 A file can only replay answers it holds: an item whose rule would ask for more than it has stops
 there, and the rule's row counts such items as "ran out".
@@ -223,35 +224,41 @@ def gold_of(answers, gold_share):
 
 def accuracies(answers, *, gold_share=1.0, fit=None):
     """Per answer (the frame's index), its worker's Accuracy as a worker-aware rule weighs it, with
-    their accuracy on items of each truth: on the file's other items with a truth, taken as gold
-    (`gold_share` of the items with a truth, `gold_of`), or, without truth or with a share of 0,
-    Dawid-Skene's over every answer (`fit`, fitted when not given: the stage's order of evidence,
-    gold, else the worker model). Returns (accuracies, what they rest on)."""
+    their accuracy on items of each truth, in the stage's order of evidence (`accuracy_from`): gold,
+    here the truth of the file's other items (`gold_share` of the items with a truth, `gold_of`;
+    none without truth or at a share of 0), where the worker has enough of it, else Dawid-Skene's
+    over every answer (`fit`, fitted when not given), as the worker-model job's fit stands in at a
+    stage. Returns (accuracies, what they rest on)."""
     frame = answers.frame
-    if gold_share > 0 and len(answers.truth):
-        gold = gold_of(answers, gold_share)
-        truth = frame["task"].map(gold)
-
-        def elsewhere(seen):
-            # The worker's totals less this answer's own item: its truth never weighs its answers.
-            return (seen.groupby(frame["worker"]).transform("sum") - seen).tolist()
-
-        right = truth.notna() & (frame["label"] == truth)
-        overall = zip(elsewhere(right), elsewhere(truth.notna()), strict=True)
-        by_truth = {label: list(zip(elsewhere(right & (truth == label)), elsewhere(truth == label), strict=True))
-                    for label in sorted(gold.unique())}
-        values = [accuracy_from(gold=seen, fitted=None, prior=PRIOR_ACCURACY, enough=ENOUGH,
-                                gold_by_truth={label: counts[row] for label, counts in by_truth.items()})
-                  for row, seen in enumerate(overall)]
-        share = "" if gold_share >= 1 else f" ({len(gold):,} of them, {gold_share:.0%}, taken as gold)"
-        return pd.Series(values, index=frame.index, dtype=object), f"the truth of the worker's other items{share}"
     fit = fit if fit is not None else worker_models.fit_labels(frame, Aggregation.DAWID_SKENE)
     shares = label_shares(fit)
-    of_worker = {worker: accuracy_from(
-        gold=(0, 0), fitted=(fit.reliability[worker], fit.answers[worker]), prior=PRIOR_ACCURACY, enough=ENOUGH,
-        fitted_by_truth=fit.by_truth.loc[worker].to_dict(), shares=shares)
-        for worker in fit.answers.index}
-    return frame["worker"].map(of_worker), "Dawid-Skene fitted on every answer (the item's own among them)"
+    fitted = {worker: ((fit.reliability[worker], fit.answers[worker]), fit.by_truth.loc[worker].to_dict())
+              for worker in fit.answers.index}
+    fitted_on_every_answer = "Dawid-Skene fitted on every answer (the item's own among them)"
+    if not (gold_share > 0 and len(answers.truth)):
+        of_worker = {worker: accuracy_from(gold=(0, 0), fitted=accuracy, prior=PRIOR_ACCURACY, enough=ENOUGH,
+                                           fitted_by_truth=by_truth, shares=shares)
+                     for worker, (accuracy, by_truth) in fitted.items()}
+        return frame["worker"].map(of_worker), fitted_on_every_answer
+    gold = gold_of(answers, gold_share)
+    truth = frame["task"].map(gold)
+
+    def elsewhere(seen):
+        # The worker's totals less this answer's own item: its truth never weighs its answers.
+        return (seen.groupby(frame["worker"]).transform("sum") - seen).tolist()
+
+    right = truth.notna() & (frame["label"] == truth)
+    overall = zip(frame["worker"], elsewhere(right), elsewhere(truth.notna()), strict=True)
+    by_truth = {label: list(zip(elsewhere(right & (truth == label)), elsewhere(truth == label), strict=True))
+                for label in sorted(gold.unique())}
+    values = [accuracy_from(gold=seen, fitted=fitted[worker][0], prior=PRIOR_ACCURACY, enough=ENOUGH,
+                            gold_by_truth={label: counts[row] for label, counts in by_truth.items()},
+                            fitted_by_truth=fitted[worker][1], shares=shares)
+              for row, (worker, *seen) in enumerate(overall)]
+    share = "" if gold_share >= 1 else f" ({len(gold):,} of them, {gold_share:.0%}, taken as gold)"
+    return (pd.Series(values, index=frame.index, dtype=object),
+            f"the truth of the worker's other items{share} where they have {ENOUGH} or more, else "
+            + fitted_on_every_answer)
 
 
 def label_shares(fit):

@@ -267,7 +267,8 @@ def test_with_a_truth_the_command_prints_each_kinds_curve_and_whether_issue_41s_
 def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_every_answer(crowd):
     answers = replay.read_answers(as_csv(crowd))
     _, said = replay.accuracies(answers, gold_share=0.1)
-    assert said == f"the truth of the worker's other items ({ITEMS // 10} of them, 10%, taken as gold)"
+    assert said.startswith(f"the truth of the worker's other items ({ITEMS // 10} of them, 10%, taken as gold) "
+                           f"where they have {replay.ENOUGH} or more, else Dawid-Skene fitted on every answer")
     weights, said = replay.accuracies(answers, gold_share=0)
     assert said.startswith("Dawid-Skene fitted on every answer")
     fit = worker_models.fit_labels(answers.frame, "dawid_skene")
@@ -277,3 +278,28 @@ def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_
     correct = fit.by_truth.loc[worker, "correct"]
     assert weights.iloc[0].on("correct") == pytest.approx(
         shrunk(correct * count * fit.shares["correct"], count * fit.shares["correct"], weights.iloc[0].value))
+
+
+def test_a_worker_with_too_little_gold_is_weighed_by_the_worker_model_as_the_stage_weighs_them(crowd):
+    # The stage's order of evidence (accuracy_from): gold where a worker has enough, else the worker
+    # model, else the prior. A thin share of gold leaves most workers to the worker model, not the prior.
+    answers = replay.read_answers(as_csv(crowd))
+    frame = answers.frame
+    gold = replay.gold_of(answers, 0.05)
+    weights, _ = replay.accuracies(answers, gold_share=0.05)
+    fit = worker_models.fit_labels(frame, "dawid_skene")
+    checked = frame["task"].isin(gold.index)
+    # Gold checked elsewhere: the worker's answers on gold items, less this answer's own item.
+    elsewhere = checked.groupby(frame["worker"]).transform("sum") - checked
+    sources = Counter()
+    for row, accuracy in enumerate(weights):
+        worker = frame["worker"].iloc[row]
+        if elsewhere.iloc[row] >= replay.ENOUGH:
+            assert accuracy.source == "gold"
+        else:
+            count = fit.answers[worker]
+            assert accuracy.source == "worker model"
+            assert accuracy.value == pytest.approx(
+                shrunk(fit.reliability[worker] * count, count, replay.PRIOR_ACCURACY))
+        sources[accuracy.source] += 1
+    assert sources["worker model"] > sources["gold"] > 0
