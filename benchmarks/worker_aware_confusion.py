@@ -145,7 +145,8 @@ def evidence(answers, source, gold_share=1.0):
             if known[row]:
                 own[true[row], said[row]] -= 1
             if own.sum() < ENOUGH:
-                # Too little gold: the prior alone, as `accuracy_from` gives it.
+                # Too little gold: the prior alone. The stage (`accuracy_from`) and the one-coin arm
+                # fall back to the worker model instead; this arm measures gold on its own.
                 own[:] = 0
             one = (np.trace(own) + PRIOR_ANSWERS * PRIOR_ACCURACY) / (own.sum() + PRIOR_ANSWERS)
             rates = (own + PRIOR_ANSWERS * coin_of(one)) / (own.sum(axis=1, keepdims=True) + PRIOR_ANSWERS)
