@@ -46,8 +46,9 @@ OPTIONAL = ("truth", "order")
 FIXED_OVERLAPS = (1, 2, 3, 4, 5, 6, 7)
 UNTIL_DECIDED = ((2, 3), (3, 5))
 WORKER_AWARE = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99)
-# The names of the weighed rules' rows: by one accuracy a worker, and by accuracy on each truth.
-WEIGHED, BY_TRUTH = "weighed", "by truth"
+# The kinds of rule, which also begin their rows' names: a fixed overlap, ask until agreed, and ask
+# until decided weighed by one accuracy a worker, or by accuracy on each truth.
+FIXED, AGREEING, WEIGHED, BY_TRUTH = "fixed overlap", "agreeing", "weighed", "by truth"
 # The stage's defaults (StageConfig.prior_accuracy, model_min_answers) and most answers asked.
 PRIOR_ACCURACY = 0.7
 ENOUGH = 5
@@ -186,6 +187,13 @@ class Rule:
     rule: object
     maximum: int
 
+    @property
+    def kind(self):
+        """FIXED, AGREEING, WEIGHED or BY_TRUTH, as the rule itself says."""
+        if isinstance(self.rule, WorkerAware):
+            return BY_TRUTH if self.rule.by_truth else WEIGHED
+        return AGREEING if isinstance(self.rule, Agreement) else FIXED
+
 
 def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED, worker_aware=WORKER_AWARE, by_truth=WORKER_AWARE,
           most=MOST, prior=PRIOR_ACCURACY):
@@ -194,12 +202,12 @@ def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED, worker_aware=WOR
     decided weighed by worker accuracy (`worker_aware`), and by accuracy on each truth from how
     common each label is (`by_truth`: the stage's "by verdict"), up to `most` (worker accuracy
     `prior` before evidence)."""
-    found = [Rule(f"fixed overlap {overlap}", Fixed(), overlap) for overlap in fixed]
+    found = [Rule(f"{FIXED} {overlap}", Fixed(), overlap) for overlap in fixed]
     for agree, most_asked in until_decided:
         if not 1 <= agree <= most_asked:
             raise ReplayError(f"Ask until decided needs 1 <= agree <= most answers; {agree} of up to {most_asked} "
                               "is not.")
-        found.append(Rule(f"{agree} agreeing of up to {most_asked}", Agreement(agree), most_asked))
+        found.append(Rule(f"{agree} {AGREEING} of up to {most_asked}", Agreement(agree), most_asked))
     if (worker_aware or by_truth) and not 0.5 < prior < 1:
         raise ReplayError(f"A prior accuracy is between 0.5 and 1; {prior} is not.")
     for kind, thresholds in ((WEIGHED, worker_aware), (BY_TRUTH, by_truth)):
@@ -323,6 +331,8 @@ class Row:
     items: int
     ran_out: int
     decided: dict
+    kind: str = ""
+    """The replayed Rule's kind; "" for every answer the file holds."""
 
     @property
     def per_item(self):
@@ -368,15 +378,16 @@ def replay(answers, *, model=Aggregation.DAWID_SKENE, chosen=None, gold_share=1.
                                                   enough=rule.rule.enough, by_truth=rule.rule.by_truth,
                                                   shares=shares))
         frame, ran_out = buy(answers, rule, weights)
-        rows.append(_row_of(rule.name, frame, ran_out, answers, model, reference, votes(frame, rule, weights)))
+        rows.append(_row_of(rule.name, frame, ran_out, answers, model, reference, votes(frame, rule, weights),
+                            kind=rule.kind))
     return Replay(answers=answers, model=str(model), rows=rows, weighed_by=weighed_by)
 
 
-def _row_of(name, frame, ran_out, answers, model, reference, decided_by_votes=None):
+def _row_of(name, frame, ran_out, answers, model, reference, decided_by_votes=None, kind=""):
     decided = {Aggregation.VOTES.value: votes(frame) if decided_by_votes is None else decided_by_votes,
                str(model): worker_models.fit_labels(frame, model).labels}
     return Row(rule=name, answers=len(frame), items=frame["task"].nunique(), ran_out=ran_out,
-               decided={key: _score(labels, answers.truth, reference) for key, labels in decided.items()})
+               decided={key: _score(labels, answers.truth, reference) for key, labels in decided.items()}, kind=kind)
 
 
 def _score(labels, truth, reference):

@@ -91,11 +91,6 @@ class WorkerAware:
             self.shares = _bounded_shares(evidence.shares, self.labels)
         return [(label, evidence.of.get(worker, self.prior)) for label, worker in said]
 
-    def weight(self, accuracy):
-        """The log-odds a one-accuracy answer adds to its label against each other label."""
-        accuracy = self._bounded(accuracy)
-        return math.log(accuracy * (len(self.labels) - 1) / (1 - accuracy))
-
     def _bounded(self, accuracy):
         return min(max(accuracy, 1 / len(self.labels)), MOST_TRUSTED)
 

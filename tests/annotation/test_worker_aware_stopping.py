@@ -74,7 +74,13 @@ def test_a_posterior_exactly_at_the_threshold_decides_however_its_sums_round(lab
 def test_no_answer_is_taken_as_never_wrong():
     rule = WorkerAware(0.999, 0.7)
     assert rule.decision([(True, 1.0)]) is None
-    assert math.isfinite(rule.weight(1.0))
+    # Trusted at most MOST_TRUSTED, however sure the evidence: never odds of one to nothing.
+    for by_truth in (False, True):
+        rule = WorkerAware(0.999, 0.7, by_truth=by_truth)
+        for accuracy in (1.0, Accuracy(1.0, "gold", 50, {True: 1.0, False: 1.0})):
+            posteriors = rule.posteriors([(True, accuracy)])
+            assert all(math.isfinite(value) for value in posteriors.values())
+            assert posteriors[True] == pytest.approx(MOST_TRUSTED)
 
 
 def test_with_more_labels_a_wrong_answer_spreads_over_the_others():

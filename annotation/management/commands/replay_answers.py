@@ -134,17 +134,8 @@ def format_replay(result):
     return "\n".join(lines)
 
 
-KINDS = (("fixed overlap", "fixed overlap"), ("agreeing", "ask until agreed"), (replay.WEIGHED, "weighed by accuracy"),
-         (replay.BY_TRUTH, "weighed by accuracy on each truth"))
-
-
-def kind_of(name):
-    """The kind of rule (a KINDS marker) a replayed rule's name says."""
-    if name.startswith(replay.BY_TRUTH):
-        return replay.BY_TRUTH
-    if name.startswith(replay.WEIGHED):
-        return replay.WEIGHED
-    return "agreeing" if "agreeing" in name else "fixed overlap"
+KINDS = ((replay.FIXED, "fixed overlap"), (replay.AGREEING, "ask until agreed"),
+         (replay.WEIGHED, "weighed by accuracy"), (replay.BY_TRUTH, "weighed by accuracy on each truth"))
 
 
 def curves(result):
@@ -153,7 +144,7 @@ def curves(result):
     width = max(len(title) for _, title in KINDS) + 2
     for marker, title in KINDS:
         points = sorted((row.per_item, row.decided[Aggregation.VOTES.value].accuracy) for row in result.rows[1:]
-                        if kind_of(row.rule) == marker)
+                        if row.kind == marker)
         if points:
             curve = "  ".join(f"{cost:.2f} → {accuracy:.3f}" for cost, accuracy in points)
             lines.append(f"  {title + ':':<{width}}{curve}")
@@ -170,7 +161,7 @@ def goals(result):
         return []
     notes = []
     for kind, title in KINDS[2:]:
-        weighed = [row for row in result.rows if kind_of(row.rule) == kind]
+        weighed = [row for row in result.rows if row.kind == kind]
         if weighed:
             notes += ["", f"{title[0].upper()}{title[1:]}:", *_goals_of(weighed, five, three)]
     if notes and five.ran_out:
