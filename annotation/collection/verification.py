@@ -105,10 +105,15 @@ VERIFICATIONS = StageAnswers(stage=Stage.VERIFICATION, stored="verification", au
 def votes_complete(votes, config, unit):
     """Whether a reference's counted `votes` are all its stage asks: as many as its unit asks, or,
     under ask until decided, once they decide or reach the most it asks. The one definition the
-    submit, a review, the worker-model job and the benchmark check read."""
-    if config.adaptive:
-        return len(votes) >= config.overlap or _decided(votes, config)[0] is not None
-    return unit is not None and len(votes) >= unit.overlap
+    submit, a review, the worker-model job and the benchmark check read.
+
+    Under ask until decided a unit asks what its answers needed when they closed it (`overlap`),
+    and that stays enough: a weighed rule reads its verifiers' accuracies, which move with every
+    gold answer and every refit after, and a reference whose closed unit no longer "decides" on
+    them would wait for an answer nothing asks for."""
+    if unit is not None and len(votes) >= unit.overlap:
+        return True
+    return config.adaptive and (len(votes) >= config.overlap or _decided(votes, config)[0] is not None)
 
 
 def _decided(votes, config):

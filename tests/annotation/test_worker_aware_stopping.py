@@ -6,16 +6,20 @@ are asked more, up to the overlap."""
 import math
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from annotation.benchmark_check import violations
 from annotation.collection import references, verification
-from annotation.crowdwork import queue
+from annotation.crowdwork import queue, review
 from annotation.crowdwork.stopping import MOST_TRUSTED, WorkerAware, answers_to_ask
 from annotation.models import (
+    Assignment,
     GoldAnswer,
     GoldItem,
     Instance,
+    InstructionFamily,
     LabelShare,
     Reference,
     Stage,
@@ -348,3 +352,23 @@ def test_a_researcher_chooses_it_on_the_stage_settings_and_open_references_ask_w
     workflow = admin_client.get(reverse("admin:annotation_instructionfamily_workflow", args=[family.pk]))
     assert "ask until decided (each verifier weighed by their accuracy, to a posterior of 0.90, up to 5)" \
         in workflow.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_unit_its_answers_closed_stays_complete_when_its_verifiers_accuracy_moves_after():
+    """A unit closes once its answers decide, on its verifiers' accuracies then. Their accuracy moves
+    with every gold answer and every refit of the worker model; the answers that closed the unit
+    are still all it asked, so its reference is decided when they count (here: once a reviewer
+    accepts them), never left pending with nothing asking for another answer."""
+    family = weighed_family()
+    StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION).update(counts_provisional=False)
+    good = qualified_with_gold(WorkerFactory(), right=30, wrong=0)
+    reference = candidate(family)
+    assert verify_until_done(reference, [good], CORRECT) == 1
+    # Their gold since: 30 of 50 right, 0.61 once shrunk, which alone would no longer decide at 0.95.
+    with_gold(good, right=0, wrong=20, truth="correct")
+    review.accept_work(assignments=list(Assignment.objects.filter(unit__reference=reference)),
+                       reviewer=get_user_model().objects.create_user(username="reviewer"))
+    reference.refresh_from_db()
+    assert reference.verdict == Reference.Verdict.CORRECT
+    assert violations(families=InstructionFamily.objects.filter(pk=family.pk)) == []
