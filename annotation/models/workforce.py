@@ -11,6 +11,7 @@ did; their admin pages (now under /admin/annotation/) are registered beside the 
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -106,6 +107,34 @@ class GoldItem(models.Model):
 
     def __str__(self):
         return f"Gold #{self.pk}: {self.question[:60]}"
+
+    # The verdicts a verification gold item's answer names: what scores a verifier's gold answers
+    # and what a stage weighing verifiers by verdict counts them by.
+    VERDICTS = ("correct", "incorrect")
+
+    @staticmethod
+    def normalised(choice):
+        """A choice as answers are compared: a worker's "Correct " is the item's "correct"."""
+        return choice.strip().casefold() if isinstance(choice, str) else choice
+
+    def clean(self):
+        """A choice item's answer is one of its options, so that some worker can be right; on the
+        verification stage it is a verdict, kept as VERDICTS spell it, which the stage's weighing
+        of each verifier by verdict reads (annotation/workforce/accuracy.py)."""
+        super().clean()
+        if self.kind != self.Kind.CHOICE or self.answer is None:
+            return
+        options = [self.normalised(option) for option in self.options or []]
+        if options and self.normalised(self.answer) not in options:
+            named = ", ".join(map(str, self.options))
+            raise ValidationError({"answer": f"The answer must be one of the options ({named})."})
+        # Unset, the relation raises an AttributeError; in the admin's inline it may be unsaved yet.
+        qualification = getattr(self, "qualification", None)
+        if qualification is not None and qualification.stage == Stage.VERIFICATION:
+            if self.normalised(self.answer) not in self.VERDICTS:
+                raise ValidationError({"answer": "A verification gold item's answer is “correct” or “incorrect”: "
+                                                 "the verdict on the reference it shows."})
+            self.answer = self.normalised(self.answer)
 
 
 class QualificationAttempt(models.Model):

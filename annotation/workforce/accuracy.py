@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, OuterRef, Q, Subquery
 
-from annotation.models import LabelShare, Stage, Worker, WorkerModel, WorkerReliability
+from annotation.models import GoldItem, LabelShare, Stage, Worker, WorkerModel, WorkerReliability
 
 # How many answers the prior is worth: with a prior of 0.7, a worker right on 5 of 5 gold items
 # counts 0.87, on 50 of 50 0.98.
 PRIOR_ANSWERS = 4
 # A verification gold item's answer, as the stage's labels read it.
-VERIFICATION_LABELS = {"correct": True, "incorrect": False}
+VERIFICATION_LABELS = dict(zip(GoldItem.VERDICTS, (True, False), strict=True))
 
 
 @dataclass(frozen=True)

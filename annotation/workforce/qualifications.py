@@ -144,11 +144,7 @@ def submit_qualification_answers(worker, stage, answers):
 def _is_correct(item, answer):
     if item.kind == GoldItem.Kind.FREE_TEXT:
         return None
-    return _normalise(answer) == _normalise(item.answer)
-
-
-def _normalise(value):
-    return value.strip().casefold() if isinstance(value, str) else value
+    return GoldItem.normalised(answer) == GoldItem.normalised(item.answer)
 
 
 def _decide(attempt):

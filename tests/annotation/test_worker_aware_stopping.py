@@ -372,3 +372,51 @@ def test_a_unit_its_answers_closed_stays_complete_when_its_verifiers_accuracy_mo
     reference.refresh_from_db()
     assert reference.verdict == Reference.Verdict.CORRECT
     assert violations(families=InstructionFamily.objects.filter(pk=family.pk)) == []
+
+
+@pytest.mark.django_db
+def test_a_verification_gold_items_answer_is_kept_as_the_verdict_the_stage_weighs_verifiers_by(admin_client):
+    """Gold answers are scored case- and space-blind, and weighing by verdict counts them by the
+    item's answer: so the admin keeps a verification item's answer as the verdict it names, and
+    refuses one that names none, or an answer that is no option, rather than store what nobody can
+    answer right or the stage cannot read."""
+    qualification = StageQualification.objects.create(stage=Stage.VERIFICATION, name="Verify",
+                                                      description="Is the reference right?")
+    add = reverse("admin:annotation_golditem_add")
+
+    def posted(answer, options='["Correct", "Incorrect"]'):
+        return admin_client.post(add, {"qualification": qualification.pk, "kind": "choice",
+                                       "content": '{"instruction": "How many sheep?"}',
+                                       "question": "Is the reference right?", "options": options,
+                                       "answer": f'"{answer}"', "explanation": "", "in_test": "on",
+                                       "in_live_work": "on", "active": "on"})
+
+    for answer, problem in (("yes", "one of the options"), ("Fine", "“correct” or “incorrect”")):
+        options = '["Correct", "Incorrect"]' if answer == "yes" else '["Fine", "Flawed"]'
+        response = posted(answer, options)
+        assert response.status_code == 200 and problem in response.content.decode()
+    assert not GoldItem.objects.exists()
+    saved = posted(" Correct")
+    assert saved.status_code == 302, saved.context_data["adminform"].form.errors
+    item = GoldItem.objects.get()
+    assert item.answer == "correct"
+    worker = WorkerFactory()
+    for correct in (True, True, True, False, True):
+        GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE, answer="Correct",
+                                  correct=correct)
+    accuracy = verifier_accuracies([worker.pk], prior=0.7, enough=5).of[worker.pk]
+    assert (accuracy.source, set(accuracy.by_truth)) == ("gold", {True})
+
+
+@pytest.mark.django_db
+def test_gold_items_added_with_their_new_qualification_are_kept_as_verdicts_too(admin_client):
+    response = admin_client.post(reverse("admin:annotation_stagequalification_add"), {
+        "name": "Verify", "stage": Stage.VERIFICATION, "description": "Is the reference right?",
+        "test_size": 5, "pass_score": "0.8", "live_accuracy_bar": "0.7", "live_gold_every": 10,
+        "new_worker_gold_every": 3, "live_min_answers": 5, "live_window": 20, "retake_after_hours": 24,
+        "gold_items-TOTAL_FORMS": 1, "gold_items-INITIAL_FORMS": 0,
+        "gold_items-0-kind": "choice", "gold_items-0-content": '{"instruction": "How many sheep?"}',
+        "gold_items-0-question": "Is the reference right?", "gold_items-0-options": '["correct", "incorrect"]',
+        "gold_items-0-answer": '"Incorrect "', "gold_items-0-in_test": "on", "gold_items-0-active": "on"})
+    assert response.status_code == 302, response.context_data["errors"]
+    assert GoldItem.objects.get().answer == "incorrect"

@@ -309,3 +309,20 @@ def test_workflow_counts_start_with_every_instance_marked_and_the_first_read_cou
     assert sorted(marks.values_list("instance_id", flat=True)) == [instance.pk for instance in instances]
     assert_kept_counts_equal_a_count_from_scratch()
     assert_workflow_figures_equal_a_count_made_directly([family])
+
+
+def test_verification_gold_answers_are_kept_as_the_verdicts_they_name(latest_schema_afterwards):
+    apps = migrate_to(("annotation", "0045_accuracy_by_verdict"))
+    qualification = apps.get_model("annotation", "StageQualification").objects
+    items = apps.get_model("annotation", "GoldItem").objects
+
+    def item(stage, answer):
+        return items.create(qualification=qualification.get_or_create(
+            stage=stage, defaults={"name": stage, "description": "A test."})[0], content={}, question="?",
+            options=["Correct", "Incorrect"], answer=answer).pk
+
+    spelled = {item("verification", " Correct"): "correct", item("verification", "INCORRECT"): "incorrect",
+               item("verification", "correct"): "correct", item("caption", " Correct"): " Correct"}
+    items = migrate_to(("annotation", "0046_verification_gold_answers_as_verdicts")).get_model(
+        "annotation", "GoldItem").objects
+    assert dict(items.values_list("pk", "answer")) == spelled
