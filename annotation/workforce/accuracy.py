@@ -90,8 +90,7 @@ def verifier_accuracies(worker_ids, *, prior, enough):
     share of references that fit takes to be correct."""
     fit = WorkerReliability.objects.filter(worker=OuterRef("pk"), stage=Stage.VERIFICATION, family=None,
                                            model=WorkerModel.DAWID_SKENE)
-    share = LabelShare.objects.filter(stage=Stage.VERIFICATION, family=None, model=WorkerModel.DAWID_SKENE,
-                                      label="correct")
+    share = LabelShare.objects.filter(stage=Stage.VERIFICATION, family=None, model=WorkerModel.DAWID_SKENE)
     gold = Q(gold_answers__item__qualification__stage=Stage.VERIFICATION, gold_answers__correct__isnull=False)
     right = Q(gold_answers__correct=True)
     on = {label: Q(gold_answers__item__answer=label) for label in VERIFICATION_LABELS}
@@ -102,11 +101,13 @@ def verifier_accuracies(worker_ids, *, prior, enough):
             "fitted": Subquery(fit.values("reliability")[:1]),
             "fitted_answers": Subquery(fit.values("answers")[:1]),
             "fitted_by_truth": Subquery(fit.values("by_truth")[:1]),
-            "correct_share": Subquery(share.values("share")[:1])}
+            **{f"share_{label}": Subquery(share.filter(label=label).values("share")[:1]) for label in on}}
     rows = list(Worker.objects.filter(pk__in=set(worker_ids)).order_by().annotate(**read).values("id", *read))
-    # The same share on every row: the subquery names no worker.
-    correct_share = rows[0]["correct_share"] if rows else None
-    shares = {} if correct_share is None else {True: correct_share, False: 1 - correct_share}
+    # The same shares on every row: the subqueries name no worker. A fit that saw one verdict only
+    # keeps a share of that one, which says the other's too.
+    fitted_shares = {VERIFICATION_LABELS[label]: rows[0][f"share_{label}"] for label in on} if rows else {}
+    known = {label: share for label, share in fitted_shares.items() if share is not None}
+    shares = {} if not known else {label: known.get(label, 1 - sum(known.values())) for label in fitted_shares}
     accuracies = {row["id"]: accuracy_from(
         gold=(row["gold_right"], row["gold_checked"]), prior=prior, enough=enough,
         gold_by_truth={VERIFICATION_LABELS[label]: (row[f"right_{label}"], row[f"checked_{label}"]) for label in on},

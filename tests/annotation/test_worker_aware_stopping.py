@@ -420,3 +420,11 @@ def test_gold_items_added_with_their_new_qualification_are_kept_as_verdicts_too(
         "gold_items-0-answer": '"Incorrect "', "gold_items-0-in_test": "on", "gold_items-0-active": "on"})
     assert response.status_code == 302, response.context_data["errors"]
     assert GoldItem.objects.get().answer == "incorrect"
+
+
+@pytest.mark.django_db
+def test_a_fit_that_saw_one_verdict_only_still_says_how_common_each_is():
+    # Every answer the job fitted said "incorrect": Dawid-Skene's priors name that verdict alone.
+    LabelShare.objects.create(stage=Stage.VERIFICATION, model=WorkerModel.DAWID_SKENE, label="incorrect", share=1.0,
+                              fitted_at="2026-11-28T00:00:00Z")
+    assert verifier_accuracies([WorkerFactory().pk], prior=0.7, enough=5).shares == {True: 0.0, False: 1.0}
