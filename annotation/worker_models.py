@@ -129,19 +129,33 @@ def fit_labels(frame, model):
             fitted = GLAD(n_iter=N_ITER).fit(frame)
         reliability = fitted.alphas_
     elif model == Aggregation.MACE:
-        # An integer random_state starts every restart from the same point (crowd-kit draws each
-        # with random_state=self.random_state), so its default ten restarts are one fit done ten
-        # times: one restart gives the same posteriors at a tenth of the time.
-        fitted = MACE(n_restarts=MACE_RESTARTS, random_state=SEED).fit(frame)
-        # spamming_ rows follow pd.factorize's order of the workers; its column 1 is "knows the
-        # answer", MACE's competence.
-        reliability = pd.Series(fitted.spamming_[:, 1], index=pd.factorize(frame["worker"])[1])
+        fitted, reliability = _mace(frame, MACE)
     else:
         raise ValueError(f"{model!r} is not a worker model of labels.")
     probas = fitted.probas_
     return LabelFit(model=str(model), labels=probas.idxmax(axis="columns"), posteriors=probas.max(axis="columns"),
                     reliability=reliability.astype(float), answers=frame.groupby("worker").size(),
                     voters=_workers_by_task(frame), by_truth=by_truth, shares=shares)
+
+
+def _mace(frame, MACE):  # noqa: N803 (crowd-kit's class, imported by the caller)
+    """crowd-kit's MACE fitted on `frame` (in canonical order), and each worker's competence.
+
+    An integer random_state starts every restart from the same point (crowd-kit draws each with
+    random_state=self.random_state), so its default ten restarts are one fit done ten times: one
+    restart gives the same posteriors at a tenth of the time. crowd-kit 1.4 keeps each worker's
+    strategy in the sorted order of worker and label names and reads it in their order of first
+    appearance, so fitted on the names it mixed workers up, and swapped the labels' columns when the
+    first answer was "incorrect" (renaming one task changed 163 of 400 labels). Fitted on the codes
+    of those names in their order of first appearance, the two orders are one, and the fit no longer
+    depends on what the names are."""
+    workers, worker_names = pd.factorize(frame["worker"])
+    labels, label_names = pd.factorize(frame["label"])
+    fitted = MACE(n_restarts=MACE_RESTARTS, random_state=SEED).fit(frame.assign(worker=workers, label=labels))
+    fitted.probas_ = fitted.probas_.rename(columns=dict(enumerate(label_names)))
+    fitted.probas_.columns.name = None
+    # spamming_ rows follow the workers' codes; its column 1 is "knows the answer", MACE's competence.
+    return fitted, pd.Series(fitted.spamming_[:, 1], index=worker_names)
 
 
 def _workers_by_task(frame):

@@ -51,10 +51,29 @@ def test_mace_restarts_once_and_loses_nothing_to_crowd_kits_ten_seeded_restarts(
     from crowdkit.aggregation import MACE
 
     frame = worker_models.canonical_order(spammed_frame(tasks=150))
-    ten = MACE(random_state=worker_models.SEED).fit(frame).probas_
+    # Fitted as fit_labels fits it: on the codes of the workers and labels (`_mace`).
+    labels, label_names = pd.factorize(frame["label"])
+    coded = frame.assign(worker=pd.factorize(frame["worker"])[0], label=labels)
+    ten = MACE(random_state=worker_models.SEED).fit(coded).probas_.rename(columns=dict(enumerate(label_names)))
     ours = worker_models.fit_labels(frame, Aggregation.MACE)
     pd.testing.assert_series_equal(ours.posteriors, ten.max(axis="columns"))
-    pd.testing.assert_series_equal(ours.labels, ten.idxmax(axis="columns"))
+    pd.testing.assert_series_equal(ours.labels, ten.idxmax(axis="columns"), check_names=False)
+
+
+@pytest.mark.parametrize("model", LABEL_MODELS)
+def test_a_fits_labels_do_not_depend_on_what_the_tasks_and_labels_are_called(model):
+    # crowd-kit's MACE kept each worker's strategy in the sorted order of the names and read it in
+    # their order of first appearance: renaming one task, or naming the labels so that they sort
+    # the other way, changed 163 of these 400 labels.
+    frame = spammed_frame()
+    first = worker_models.fit_labels(frame, model)
+    renamed = frame.assign(task=frame["task"].replace({0: -1}))
+    again = worker_models.fit_labels(renamed, model)
+    pd.testing.assert_series_equal(again.labels.rename({-1: 0}).sort_index(), first.labels.sort_index())
+    for spelled in ({"correct": "b-sound", "incorrect": "a-flawed"}, {"correct": "a-sound", "incorrect": "b-flawed"}):
+        named = worker_models.fit_labels(frame.assign(label=frame["label"].map(spelled)), model)
+        pd.testing.assert_series_equal(named.labels.map({name: label for label, name in spelled.items()}),
+                                       first.labels)
 
 
 @pytest.mark.parametrize("model", ["bradley_terry", WorkerModel.NOISY_BT])
