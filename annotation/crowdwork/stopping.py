@@ -249,13 +249,20 @@ def stated_accuracy_warning(tournament):
     interval = binomtest(right, answers).proportion_ci(confidence_level=0.95, method="wilson")
     if interval.low <= stated <= interval.high:
         return ""
+    seen = right / answers
+    # A tournament states an accuracy strictly between a coin toss and never wrong: the one-coin
+    # rule means nothing at a half and divides by nothing at one.
+    advice = ("Their judgements are no better than a coin toss on gold: leave the judgement accuracy empty to ask "
+              "whether the crowd prefers one side instead, and look at who is judging."
+              if seen <= 0.5 else
+              f"Set the judgement accuracy to about {min(max(seen, 0.51), 0.99):.2f}, or leave it empty to ask "
+              "whether the crowd prefers one side instead.")
     return (f"This tournament calls a battle decided taking each judgement to be right {stated:.0%} of the time, "
             f"but {whose} gold answers on the pairwise stage were right {right} of {answers} times "
-            f"({right / answers:.0%}, 95% interval {interval.low:.0%} to {interval.high:.0%}): "
+            f"({seen:.0%}, 95% interval {interval.low:.0%} to {interval.high:.0%}): "
             + ("battles are called decided too early. " if stated > interval.high
                else "battles are asked more judgements than they need. ")
-            + f"Set the judgement accuracy to about {right / answers:.2f}, or leave it empty to ask "
-              "whether the crowd prefers one side instead.")
+            + advice)
 
 
 def locked_unit(*, pk, stage):

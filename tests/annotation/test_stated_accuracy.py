@@ -75,3 +75,12 @@ def test_the_workflow_page_shows_the_warning(tournament, admin_client):
     gold_answers(WorkerFactory(), right=20, wrong=20)
     page = admin_client.get(reverse("admin:annotation_tournament_workflow", args=[tournament.pk])).content.decode()
     assert "workflow-warning" in page and "right 20 of 40 times (50%" in page
+
+
+def test_the_advice_is_an_accuracy_a_tournament_takes_or_none_at_all(tournament):
+    # A tournament states an accuracy strictly between 0.5 and 1 (its constraint).
+    gold_answers(WorkerFactory(), right=40, wrong=0)
+    assert "about 0.99" in stated_accuracy_warning(tournament)
+    gold_answers(WorkerFactory(), right=0, wrong=60)  # 40%
+    warning = stated_accuracy_warning(tournament)
+    assert "no better than a coin toss" in warning and "about" not in warning
