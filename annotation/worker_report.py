@@ -268,6 +268,7 @@ def _verification(worker, user):
                   no=_others_count(Verification, "reference", Q(is_correct=False)))
         .aggregate(answers=Count("pk"), compared=Count("pk", filter=~Q(yes=F("no"))),
                    agreed=Count("pk", filter=Q(is_correct=True) & crowd_yes | Q(is_correct=False) & crowd_no),
+                   crowd_said_correct=Count("pk", filter=crowd_yes), crowd_said_incorrect=Count("pk", filter=crowd_no),
                    correct_where_crowd_not=Count("pk", filter=Q(is_correct=True) & crowd_no),
                    incorrect_where_crowd_not=Count("pk", filter=Q(is_correct=False) & crowd_yes))
     )
@@ -278,30 +279,33 @@ def _verification(worker, user):
 
 def _one_option(verification):
     """A lean to one option, "Correct" or "Incorrect", tested against the crowd's decisions on the
-    same references rather than against how often the other verifiers choose it: a crowd that
-    under-says "Correct" would make every careful verifier look biased, and a test of one
-    direction never sees a verifier who answers "Incorrect" to everything. A verifier without a
-    lean who disagrees with the crowd's majority does so either way alike, so the two kinds of
-    disagreement are compared (McNemar's exact test: a binomial test of one kind among both at
-    1/2, two-sided); answers where the others split evenly, or nobody else answered, say nothing."""
+    same references, each way: of the references the other verifiers' majority called "Incorrect",
+    the verifier said "Correct" of most (a binomial test at 1/2, one-sided), or the other way round.
+    Not against how often the others choose it, nor by setting one kind of disagreement against the
+    other: a crowd that under-says "Correct" disagrees with a careful verifier mostly one way, and
+    either test flagged them; but a careful verifier agrees with the crowd on most of what it
+    decides, unless the crowd is wrong on most of it. One who answers one option to everything
+    contradicts it on all of the other's. Answers where the others split evenly, or nobody else
+    answered, say nothing."""
     from scipy.stats import binomtest
 
-    said_correct = verification["correct_where_crowd_not"]
-    said_incorrect = verification["incorrect_where_crowd_not"]
-    disagreed = said_correct + said_incorrect
-    if verification["compared"] < MIN_ANSWERS or not disagreed:
+    if verification["compared"] < MIN_ANSWERS:
         return
-    test = binomtest(said_correct, disagreed, 0.5)
-    if test.pvalue < P_VALUE:
-        leaned, against, times = (("Correct", "Incorrect", said_correct) if said_correct > said_incorrect
-                                  else ("Incorrect", "Correct", said_incorrect))
-        yield Flag(
-            "one_option", f"Leans to “{leaned}”",
-            f"Verification: answered “{leaned}” where the other verifiers' majority said “{against}” {times} "
-            f"times, and the other way round {disagreed - times} times, over {verification['compared']} answers "
-            f"compared with theirs; a verifier without a lean disagrees either way alike (McNemar's exact test "
-            f"p = {test.pvalue:.2g}).",
-            stage=Stage.VERIFICATION)
+    leans = []
+    for leaned, against, times, among in (
+            ("Correct", "Incorrect", verification["correct_where_crowd_not"], verification["crowd_said_incorrect"]),
+            ("Incorrect", "Correct", verification["incorrect_where_crowd_not"], verification["crowd_said_correct"])):
+        if among:
+            leans.append((binomtest(times, among, 0.5, alternative="greater").pvalue, leaned, against, times, among))
+    if not leans or min(leans)[0] >= P_VALUE:
+        return
+    pvalue, leaned, against, times, among = min(leans)
+    yield Flag(
+        "one_option", f"Leans to “{leaned}”",
+        f"Verification: said “{leaned}” of {times} of the {among} references the other verifiers' majority "
+        f"called “{against}”, over {verification['compared']} answers compared with theirs; a verifier without a "
+        f"lean agrees with that majority on most of them (binomial test p = {pvalue:.2g}).",
+        stage=Stage.VERIFICATION)
 
 
 _CHOSE_A = Q(choice=Side.LEFT, shown_left=HumanJudgement.ShownLeft.A) | Q(choice=Side.RIGHT,

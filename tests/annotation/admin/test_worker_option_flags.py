@@ -3,6 +3,7 @@ everything is flagged as one who answers "Correct" to everything is, a judge who
 right-hand response as one who always clicks the left, and a careful verifier beside a crowd that
 under-says "Correct" is not flagged for saying it more often than they do."""
 
+import numpy as np
 import pytest
 from scipy.stats import binomtest
 
@@ -52,9 +53,9 @@ def test_a_verifier_who_gives_one_answer_to_everything_is_flagged_whichever_answ
     assert flags_in(text) == {"one_option"}
     said, crowd_said, times = ("Correct", "Incorrect", 12) if always else ("Incorrect", "Correct", 28)
     assert f"Leans to “{said}”" in text
-    assert (f"answered “{said}” where the other verifiers' majority said “{crowd_said}” {times} times, and the "
-            f"other way round 0 times, over {REFERENCES} answers compared with theirs") in text
-    assert f"p = {2 / 2 ** times:.2g}" in text
+    assert (f"said “{said}” of {times} of the {times} references the other verifiers' majority called "
+            f"“{crowd_said}”, over {REFERENCES} answers compared with theirs") in text
+    assert f"p = {1 / 2 ** times:.2g}" in text
 
 
 def test_a_careful_verifier_is_not_flagged_for_saying_correct_more_often_than_a_crowd_that_under_says_it(researcher):
@@ -80,6 +81,27 @@ def test_a_careful_verifier_is_not_flagged_for_saying_correct_more_often_than_a_
     said_correct = Verification.objects.filter(worker=careful, is_correct=True).count()
     assert binomtest(said_correct, REFERENCES, others_rate, alternative="greater").pvalue < worker_report.P_VALUE
 
+    assert flags_in(page_of(researcher, careful)) == set()
+
+
+def test_a_careful_verifier_beside_a_crowd_whose_majority_misses_sound_references_is_not_flagged(researcher):
+    # Three others each miss 45% of the correct references, at random and apart: their majority
+    # calls 13 correct references "Incorrect". The careful verifier is right on all 40, so they
+    # disagree with that majority 13 times one way and never the other, which setting the two kinds
+    # of disagreement against each other (McNemar's test) took for a lean. But of the 25 references
+    # the majority called "Incorrect" they said "Correct" of 13, about half.
+    rng = np.random.default_rng(7)
+    misses = rng.random((3, REFERENCES)) < 0.45
+    others = [WorkerFactory() for _ in range(3)]
+    careful = WorkerFactory()
+
+    def under_says(index):
+        return lambda number: correct(number) and not misses[index, number]
+
+    verified({**{worker: under_says(index) for index, worker in enumerate(others)}, careful: correct})
+
+    crowd_missed = sum(correct(number) and misses[:, number].sum() >= 2 for number in range(REFERENCES))
+    assert crowd_missed == 13 and binomtest(crowd_missed, crowd_missed, 0.5).pvalue < worker_report.P_VALUE
     assert flags_in(page_of(researcher, careful)) == set()
 
 

@@ -70,11 +70,11 @@ def test_a_worker_who_always_picks_left_is_flagged_with_a_binomial_test(the_crow
 def test_a_worker_who_always_answers_correct_is_flagged_for_leaning_to_it(the_crowd, researcher):
     text = page_of(researcher, the_crowd.always_correct)
     assert flags_in(text) == {"one_option"}
-    # The three others decide 15 of the 20 references incorrect: 15 disagreements one way, none the
-    # other, two-sided p = 2 / 2**15.
-    assert ("Leans to “Correct”" in text and "answered “Correct” where the other verifiers' majority said "
-            "“Incorrect” 15 times, and the other way round 0 times, over 20 answers compared with theirs"
-            in text and f"p = {2 / 2 ** 15:.2g}" in text)
+    # The three others decide 15 of the 20 references incorrect, and they said "Correct" of all 15:
+    # one-sided p = 1 / 2**15.
+    assert ("Leans to “Correct”" in text and "said “Correct” of 15 of the 15 references the other verifiers' "
+            "majority called “Incorrect”, over 20 answers compared with theirs" in text
+            and f"p = {1 / 2 ** 15:.2g}" in text)
 
 
 def test_a_worker_who_copies_captions_is_flagged_with_the_copied_text(the_crowd, researcher):
