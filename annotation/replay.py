@@ -276,9 +276,10 @@ def label_shares(fit):
 
 
 def _read_as(rule, labels, weights):
-    """An item's answers as `rule` reads them: bare labels, or (label, accuracy) when weighed."""
+    """An item's answers as `rule` reads them: bare labels, or (label, accuracy) when weighed, each
+    its worker's in `weights` (per answer; empty when no rule replayed is weighed)."""
     if isinstance(rule.rule, WorkerAware):
-        return list(zip(labels, weights, strict=True))
+        return list(zip(labels, weights[labels.index], strict=True))
     return list(labels)
 
 
@@ -297,7 +298,7 @@ def buy(answers, rule, weights):
     """The rows of `answers.frame` that `rule` buys, and how many items ran out."""
     keep, ran_out = [], 0
     for _, labels in answers.frame.groupby("task", sort=False)["label"]:
-        count, short = bought(rule, _read_as(rule, labels, weights[labels.index]))
+        count, short = bought(rule, _read_as(rule, labels, weights))
         keep.extend(labels.index[:count])
         ran_out += short
     return answers.frame.loc[keep], ran_out
@@ -308,7 +309,7 @@ def votes(frame, rule=None, weights=None):
     worker-aware `rule` its most probable one, each answer weighed by its worker's accuracy."""
     if rule is not None and isinstance(rule.rule, WorkerAware):
         return frame.groupby("task", sort=False)["label"].agg(
-            lambda said: rule.rule.leading(_read_as(rule, said, weights[said.index])))
+            lambda said: rule.rule.leading(_read_as(rule, said, weights)))
     return frame.groupby("task", sort=False)["label"].agg(lambda said: Counter(said).most_common(1)[0][0])
 
 

@@ -123,6 +123,16 @@ def test_the_command_prints_each_rule_with_answers_bought_accuracy_and_agreement
     assert "votes: accuracy" in text and "Dawid-Skene: accuracy" in text
 
 
+def test_the_command_replays_without_any_weighed_rule(crowd, tmp_path):
+    # `--weighed` and `--by-truth` with no threshold: no rule needs a worker's accuracy.
+    out = io.StringIO()
+    call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "1", "3",
+                 "--until-decided", "--weighed", "--by-truth", stdout=out)
+    rules = [line.split("  ")[0] for line in out.getvalue().splitlines()]
+    assert "fixed overlap 3" in rules and not [rule for rule in rules if rule.startswith(("weighed", "by truth"))]
+    assert "Weighed rules weigh" not in out.getvalue()
+
+
 def cells(text, rule):
     """The figures the command printed on `rule`'s line."""
     line = next(line for line in text.splitlines() if line.startswith(rule + "  "))
