@@ -55,8 +55,8 @@ ENOUGH = 5
 # Which items a share of the truth takes as gold, drawn alike in every replay of a file.
 GOLD_SEED = 41
 MOST = 5
-NEWLINE = b"\n"
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+LINE_BREAK = re.compile(r"[\r\n]")
 
 
 class ReplayError(AnnotationError):
@@ -80,20 +80,32 @@ def read_answers(stream):
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        row = data.count(NEWLINE, 0, error.start) + 1
+        # Lines as a spreadsheet counts them, whichever line ends the file uses.
+        row = len(data[:error.start].splitlines()) or 1
         raise ReplayError(f"Row {row}: the file is not UTF-8 text ({error.reason}).") from None
     reader = csv.reader(io.StringIO(text, newline=""))
+    # Rows are records, as a spreadsheet shows them: a quoted cell may hold line breaks. `row` is
+    # the last one read, so a record the reader fails on is the one after it.
+    row, rows = 0, []
     try:
         header = next(reader, None)
         if header is None:
             raise ReplayError("The file is empty: its first row must name the columns item, worker and answer.")
-        columns = _columns(header)
-        rows = [_row(cells, reader.line_num, columns, len(header)) for cells in reader]
+        row, columns = 1, _columns(header)
+        for row, cells in enumerate(reader, start=2):
+            rows.append(_row(cells, row, columns, len(header)))
     except csv.Error as error:
-        raise ReplayError(f"Row {reader.line_num}: {error}.") from None
+        raise ReplayError(f"Row {row + 1}: {_csv_problem(error)}.") from None
     if not rows:
         raise ReplayError("The file has a header but no answers.")
     return _answers(rows, has_order="order" in columns)
+
+
+def _csv_problem(error):
+    if "field larger than field limit" in str(error):
+        return (f"a cell is longer than {csv.field_size_limit():,} characters; a quote opened in this row may "
+                "not be closed")
+    return str(error)
 
 
 def _columns(header):
@@ -110,12 +122,16 @@ def _columns(header):
 
 def _row(cells, line, columns, width):
     if len(cells) != width:
-        raise ReplayError(f"Row {line} has {len(cells)} cells where the header names {width} columns.")
+        unclosed = "; a quote opened in this row may not be closed" if any(map(LINE_BREAK.search, cells)) else ""
+        raise ReplayError(f"Row {line} has {len(cells)} cells where the header names {width} columns{unclosed}.")
     row = {"line": line}
     for name, index in columns.items():
         value = cells[index].strip()
         if CONTROL.search(value):
             raise ReplayError(f"Row {line}, column “{name}”: a control character (such as NUL) is in the cell.")
+        if LINE_BREAK.search(value):
+            raise ReplayError(f"Row {line}, column “{name}”: a line break is in the cell; a quote opened in this row "
+                              "may not be closed.")
         if not value and name in REQUIRED:
             raise ReplayError(f"Row {line}, column “{name}”: empty; every answer needs an item, a worker and "
                               "an answer.")

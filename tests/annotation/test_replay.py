@@ -173,6 +173,17 @@ BAD_FILES = [
      "Row 3, columns “item” and “worker”: worker “w1” already answered item “q1” in row 2"),
     (b"item,worker,answer\nq1,w1,yes\nq1,w2,\xff\xfe\n", "Row 3: the file is not UTF-8 text"),
     (b"item,worker,answer\nq1,w1,yes\nq1,w2,n\x00o\n", "Row 3, column “answer”: a control character"),
+    # Rows are records, as a spreadsheet numbers them, whatever line breaks quoted cells hold.
+    (b'item,worker,answer,note\na,w1,yes,"line1\nline2\nline3"\nb,w1,no,x\na,w1,no,y\n',
+     "Row 4, columns “item” and “worker”: worker “w1” already answered item “a” in row 2"),
+    (b'item,worker,answer\r"a\rb",w1,yes\rc,w2,yes\rc,w2,no\r', "Row 2, column “item”: a line break is in the cell"),
+    (b"item,worker,answer\rc,w1,yes\rc,w2,caf\xe9\r", "Row 3: the file is not UTF-8 text"),
+    # A quote left open swallows the rows after it: the row it opened in is the one to look at.
+    (b"item,worker,answer,truth\n" + b"".join(b"i%d,w%d,yes,yes\n" % (n, n % 7) for n in range(4))
+     + b'i9,w3,"yes,yes\n' + b"".join(b"i%d,w%d,no,no\n" % (n, n % 7) for n in range(10, 200)),
+     "Row 6 has 3 cells where the header names 4 columns; a quote opened in this row may not be closed"),
+    (b"item,worker,answer\nq1,w1,yes\nq2,w2,\"" + b"no\n" * 50_000,
+     "Row 3: a cell is longer than 131,072 characters; a quote opened in this row may not be closed"),
 ]
 
 
@@ -183,6 +194,15 @@ def test_a_bad_file_is_refused_naming_the_row_and_the_column(tmp_path, content, 
     with pytest.raises(CommandError) as refused:
         call_command("replay_answers", str(path))
     assert message in str(refused.value)
+
+
+def test_a_malformed_option_is_a_usage_error_without_a_traceback(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"item,worker,answer\nq1,w1,yes\n")
+    done = subprocess.run([sys.executable, "manage.py", "replay_answers", str(path), "--until-decided", "a:b"],
+                          cwd=PROJECT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--until-decided takes AGREE:MOST, e.g. 2:3; “a:b” is not that." in done.stderr
 
 
 def test_manage_py_says_what_is_wrong_with_a_file_without_a_traceback(tmp_path):

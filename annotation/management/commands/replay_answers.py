@@ -1,6 +1,8 @@
 """Replay a past campaign's answers under the project's stopping rules and worker models
 (annotation/replay.py)."""
 
+import argparse
+
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
@@ -9,10 +11,11 @@ from annotation.models import Aggregation, InstructionFamily
 
 
 def _until_decided(text):
+    # Raised while the arguments are parsed, which only argparse's own error reports as a usage error.
     try:
         agree, most = (int(part) for part in text.split(":"))
     except ValueError:
-        raise CommandError(f"--until-decided takes AGREE:MOST, e.g. 2:3; “{text}” is not that.") from None
+        raise argparse.ArgumentTypeError(f"--until-decided takes AGREE:MOST, e.g. 2:3; “{text}” is not that.") from None
     return agree, most
 
 
