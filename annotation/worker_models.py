@@ -9,6 +9,7 @@ frame. Fitting reads every counted answer of a stage, which takes seconds at 100
 it runs in the worker-model job (tasks/pipeline.py), never in a request.
 """
 
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -207,6 +208,9 @@ class PairwiseFit:
     scores: pd.Series
     skills: pd.Series
     answers: pd.Series
+    diverged: bool = False
+    """The fit ran its scores off to their limits (numpy overflowed) instead of settling: they do
+    not rank the models."""
 
 
 def fit_pairwise(frame, model):
@@ -219,8 +223,17 @@ def fit_pairwise(frame, model):
         fitted = BradleyTerry(n_iter=N_ITER).fit(frame)
         skills = pd.Series(dtype=float)
     elif model == WorkerModel.NOISY_BT:
-        fitted = NoisyBradleyTerry(n_iter=N_ITER, random_state=SEED).fit(frame)
+        # Judgements that separate some models completely (one always beats another, as in a
+        # tournament's first few) have no best fit: its scores run off to their limits, numpy
+        # overflows on the way, and where they stop two models the judgements order tie at 1.0.
+        with warnings.catch_warnings(record=True) as caught, np.errstate(over="warn"):
+            warnings.simplefilter("always", RuntimeWarning)
+            fitted = NoisyBradleyTerry(n_iter=N_ITER, random_state=SEED).fit(frame)
         skills = fitted.skills_
+        diverged = any(issubclass(warning.category, RuntimeWarning) and "overflow" in str(warning.message)
+                       for warning in caught)
+        return PairwiseFit(model=model, scores=fitted.scores_.sort_values(ascending=False),
+                           skills=skills.astype(float), answers=frame.groupby("worker").size(), diverged=diverged)
     else:
         raise ValueError(f"{model!r} is not a pairwise worker model.")
     return PairwiseFit(model=model, scores=fitted.scores_.sort_values(ascending=False),

@@ -311,6 +311,9 @@ class LeaderboardSerializer(serializers.Serializer):
                   "and its rows empty.")
     worker_model_scores = WorkerModelScoreSerializer(
         many=True, help_text="A crowd-kit board's score per model, best first; empty on every other board.")
+    worker_model_warning = serializers.CharField(
+        help_text="Why a crowd-kit board has no scores although judgements are in (its fit did not settle), "
+                  "or empty.")
     rounds = serializers.IntegerField()
     data_key = serializers.CharField(help_text="sha256 of the judgements the result was computed from.")
     computed_at = serializers.DateTimeField()

@@ -166,6 +166,7 @@ class TournamentViewSet(ReadOnlyViewSet):
         data = [
             {"key": board.key, "title": board.title, "battles": board.battles, "judgements": board.judgements,
              "aggregation": board.aggregation, "worker_model_scores": board.worker_model_scores,
+             "worker_model_warning": board.worker_model_warning,
              "rounds": result.rounds, "data_key": result.data_key, "computed_at": result.computed_at,
              "status": state.status, "age_seconds": state.age_seconds, "computed_from": result.judgements,
              "min_matches": scoring.MIN_MATCHES,

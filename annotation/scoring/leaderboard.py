@@ -181,15 +181,25 @@ def rubric_correlation(crowd_scores, judge_scores):
     return found
 
 
+DIVERGED_WARNING = (
+    "No scores yet: the crowd's choices so far separate some models completely (one has always beaten "
+    "another), so noisy Bradley-Terry's scores run off to their limits instead of settling, and would tie "
+    "models the judgements order. They appear once judgements go both ways between the models.")
+
+
 def _worker_model_board(evaluator):
     """A board of crowd-kit's pairwise model: each model's score (0 to 1) from the crowd's choices,
     and, for noisy Bradley-Terry, the skill of the workers it weighed most and least."""
     board = {"key": evaluator.key, "title": evaluator.title, "battles": 0, "judgements": evaluator.judgements,
              "rows": [], "categories": [], "aggregation": evaluator.aggregation, "worker_model_scores": [],
-             **_rubric_part(None, pd.Series(dtype=float))}
+             "worker_model_warning": "", **_rubric_part(None, pd.Series(dtype=float))}
     if evaluator.battles.empty:
         return board
     fit = worker_models.fit_pairwise(evaluator.battles, evaluator.worker_model)
+    if fit.diverged:
+        # Scores at their limits would tie models the judgements order: a ranking that is not one.
+        board["worker_model_warning"] = DIVERGED_WARNING
+        return board
     board["worker_model_scores"] = [{"model": str(model), "score": float(score)} for model, score in fit.scores.items()]
     return board
 

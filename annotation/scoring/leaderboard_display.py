@@ -74,6 +74,7 @@ class Board:
     agreement: dict | None = None
     aggregation: str = ""
     worker_model_scores: list = field(default_factory=list)
+    worker_model_warning: str = ""
 
     @property
     def table(self):

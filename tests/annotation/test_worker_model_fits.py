@@ -91,3 +91,20 @@ def test_a_pairwise_fit_does_not_depend_on_the_order_of_its_rows(model):
     again = worker_models.fit_pairwise(frame.sample(frac=1, random_state=2), model)
     pd.testing.assert_series_equal(again.scores.sort_index(), first.scores.sort_index())
     pd.testing.assert_series_equal(again.skills.sort_index(), first.skills.sort_index())
+
+
+def test_noisy_bradley_terry_says_when_judgements_that_separate_the_models_run_its_scores_off():
+    # llava always beat otter and otter always beat blip: no scores fit best, and noisy
+    # Bradley-Terry's ran to their limits, scoring llava and otter 1.0 alike.
+    separated = pd.DataFrame([{"worker": worker, "left": left, "right": right, "label": left}
+                              for worker in range(3) for _ in range(4)
+                              for left, right in (("llava", "otter"), ("otter", "blip"))], columns=["worker", "left",
+                                                                                              "right", "label"])
+    assert worker_models.fit_pairwise(separated, WorkerModel.NOISY_BT).diverged
+    plain = worker_models.fit_pairwise(separated, "bradley_terry")
+    assert not plain.diverged and list(plain.scores.index) == ["llava", "otter", "blip"]
+    crossed = pd.concat([separated, pd.DataFrame([
+        {"worker": 0, "left": "otter", "right": "llava", "label": "otter"},
+        {"worker": 1, "left": "blip", "right": "otter", "label": "blip"}])], ignore_index=True)
+    fit = worker_models.fit_pairwise(crossed, WorkerModel.NOISY_BT)
+    assert not fit.diverged and list(fit.scores.index) == ["llava", "otter", "blip"]

@@ -117,7 +117,12 @@ def test_each_leaderboard_board_says_which_aggregation_its_figures_used(api, jud
     assert boards["human"]["worker_model_scores"] == []
     noisy = boards["human-noisy_bt"]
     assert noisy["aggregation"] == "Also crowd-kit's noisy Bradley-Terry, weighing workers by skill"
-    assert {row["model"] for row in noisy["worker_model_scores"]} >= {"llava", "otter"}
+    # The fixture's workers always click the left response, on sides drawn from ids: now and then
+    # one model won every judgement, and then the board says so instead of scoring it.
+    assert bool(noisy["worker_model_scores"]) != bool(noisy["worker_model_warning"])
+    if noisy["worker_model_scores"]:
+        assert {row["model"] for row in noisy["worker_model_scores"]} >= {"llava", "otter"}
+    assert boards["human"]["worker_model_warning"] == ""
     assert boards[f"run-{run.pk}"]["aggregation"] == "Each battle's two orderings combined by the VisIT-Bench tie rule"
 
 

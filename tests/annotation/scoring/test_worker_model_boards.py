@@ -18,7 +18,7 @@ from tests.scoring_factories import create_tournament, verified_instance, with_r
 pytestmark = pytest.mark.django_db
 
 
-def judged(aggregation):
+def judged(aggregation, *, careless=True):
     """Two instances with three models each; three careful workers choose the better response
     (llava over instructblip over otter), a fourth always the left one. Which side is left is
     drawn from the assignment's id, which depends on the tests run before: with three careful
@@ -29,8 +29,8 @@ def judged(aggregation):
     tournament = create_tournament(name="Crowd boards", judgements_per_pair=4, include_reference=False,
                                    aggregation=aggregation)
     launch_tournament(tournament=tournament)
-    careful, careless = WorkerFactory.create_batch(3), WorkerFactory()
-    for worker in (*careful, careless):
+    careful, careless = WorkerFactory.create_batch(3), (WorkerFactory() if careless else None)
+    for worker in (*careful, careless) if careless else careful:
         while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
             battle = assignment.unit.battle
             if worker == careless:
@@ -67,6 +67,18 @@ def test_a_noisy_bradley_terry_tournament_adds_crowd_kits_board(staff_client):
     assert "Aggregation: Also crowd-kit&#x27;s noisy Bradley-Terry, weighing workers by skill." in page
     board = page.split("board-human-noisy_bt")[1]
     assert board.index("llava") < board.index("instructblip") < board.index("otter")
+
+
+def test_a_noisy_bradley_terry_board_shows_no_scores_while_the_judgements_separate_the_models(staff_client):
+    # Only the careful workers: llava always beat instructblip, which always beat otter. Noisy
+    # Bradley-Terry's scores run off to their limits on such judgements and would tie the first two.
+    tournament, _, _ = judged(Tournament.Aggregation.NOISY_BT, careless=False)
+    refresh_leaderboard(tournament=tournament)
+    page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
+    board = page.split("board-human-noisy_bt")[1].split("<section")[0]
+    assert "No scores yet: the crowd&#x27;s choices so far separate some models completely" in board
+    assert "worker-model-scores" not in board
+    assert "Each judgement a battle" in page.split("board-human-noisy_bt")[0]  # the Elo board beside it stands
 
 
 def test_the_job_stores_each_workers_noisy_bradley_terry_skill():
