@@ -208,9 +208,9 @@ class PairwiseFit:
     scores: pd.Series
     skills: pd.Series
     answers: pd.Series
-    diverged: bool = False
-    """The fit ran its scores off to their limits (numpy overflowed) instead of settling: they do
-    not rank the models."""
+    unsettled: bool = False
+    """Noisy Bradley-Terry's optimiser overflowed or divided by zero on its way: its scores are where
+    it stopped, not a fit, and do not rank the models."""
 
 
 def fit_pairwise(frame, model):
@@ -223,17 +223,18 @@ def fit_pairwise(frame, model):
         fitted = BradleyTerry(n_iter=N_ITER).fit(frame)
         skills = pd.Series(dtype=float)
     elif model == WorkerModel.NOISY_BT:
-        # Judgements that separate some models completely (one always beats another, as in a
-        # tournament's first few) have no best fit: its scores run off to their limits, numpy
-        # overflows on the way, and where they stop two models the judgements order tie at 1.0.
-        with warnings.catch_warnings(record=True) as caught, np.errstate(over="warn"):
+        # On few judgements, above all ones that separate some models completely (one always beats
+        # another, as in a tournament's first few), its optimiser overflows or divides by zero and
+        # stops anywhere: it scored llava and otter 1.0 alike where llava always won, and otter far
+        # above a model that beat it three times in four. Said by `unsettled`, not by warnings in a
+        # job's log.
+        with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
             warnings.simplefilter("always", RuntimeWarning)
             fitted = NoisyBradleyTerry(n_iter=N_ITER, random_state=SEED).fit(frame)
-        skills = fitted.skills_
-        diverged = any(issubclass(warning.category, RuntimeWarning) and "overflow" in str(warning.message)
-                       for warning in caught)
+        unsettled = any(issubclass(warning.category, RuntimeWarning) for warning in caught)
         return PairwiseFit(model=model, scores=fitted.scores_.sort_values(ascending=False),
-                           skills=skills.astype(float), answers=frame.groupby("worker").size(), diverged=diverged)
+                           skills=fitted.skills_.astype(float), answers=frame.groupby("worker").size(),
+                           unsettled=unsettled)
     else:
         raise ValueError(f"{model!r} is not a pairwise worker model.")
     return PairwiseFit(model=model, scores=fitted.scores_.sort_values(ascending=False),
@@ -265,7 +266,8 @@ def store_pairwise_skills():
     """Fit noisy Bradley-Terry on the counted judgements of every tournament whose crowd board
     uses it, and store each worker's skill (stage pairwise). Models are items per tournament (a
     model's strength is the tournament's question), workers are shared: their care is the same
-    whichever tournament they judge in. Returns how many workers were stored."""
+    whichever tournament they judge in. Returns how many workers were stored: none when the fit
+    did not settle (`PairwiseFit.unsettled`)."""
     from annotation.models import Tournament
 
     frames = []
@@ -279,5 +281,8 @@ def store_pairwise_skills():
         return store_reliabilities(stage=Stage.PAIRWISE, model=WorkerModel.NOISY_BT, reliability=pd.Series(dtype=float),
                                    answers=pd.Series(dtype=int))
     fit = fit_pairwise(frame, WorkerModel.NOISY_BT)
+    if fit.unsettled:
+        # Where it stopped says nothing of the workers either: the skills of the last settled fit stand.
+        return 0
     return store_reliabilities(stage=Stage.PAIRWISE, model=WorkerModel.NOISY_BT, reliability=fit.skills,
                                answers=fit.answers)

@@ -181,10 +181,10 @@ def rubric_correlation(crowd_scores, judge_scores):
     return found
 
 
-DIVERGED_WARNING = (
-    "No scores yet: the crowd's choices so far separate some models completely (one has always beaten "
-    "another), so noisy Bradley-Terry's scores run off to their limits instead of settling, and would tie "
-    "models the judgements order. They appear once judgements go both ways between the models.")
+UNSETTLED_WARNING = (
+    "No scores yet: on the crowd's choices so far noisy Bradley-Terry does not settle (its optimiser "
+    "overflows, as it does while one model has always beaten another), and where it stops would rank the "
+    "models wrongly. Scores appear once more judgements, going both ways between the models, are in.")
 
 
 def _worker_model_board(evaluator):
@@ -196,9 +196,9 @@ def _worker_model_board(evaluator):
     if evaluator.battles.empty:
         return board
     fit = worker_models.fit_pairwise(evaluator.battles, evaluator.worker_model)
-    if fit.diverged:
-        # Scores at their limits would tie models the judgements order: a ranking that is not one.
-        board["worker_model_warning"] = DIVERGED_WARNING
+    if fit.unsettled:
+        # Where an optimiser stopped is no ranking.
+        board["worker_model_warning"] = UNSETTLED_WARNING
         return board
     board["worker_model_scores"] = [{"model": str(model), "score": float(score)} for model, score in fit.scores.items()]
     return board

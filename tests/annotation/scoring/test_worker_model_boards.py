@@ -18,27 +18,25 @@ from tests.scoring_factories import create_tournament, verified_instance, with_r
 pytestmark = pytest.mark.django_db
 
 
-def judged(aggregation, *, careless=True):
+def judged(aggregation, *, careless=True, name="Crowd boards"):
     """Two instances with three models each; three careful workers choose the better response
-    (llava over instructblip over otter), a fourth always the left one. Which side is left is
-    drawn from the assignment's id, which depends on the tests run before: with three careful
-    workers of four the order holds whichever sides the careless one's answers land on."""
+    (llava over instructblip over otter), a fourth (`careless`) the worse one. The choices are of
+    responses, not sides (which side is left is drawn from the assignment's id, which depends on
+    the tests run before), so every run makes the same choices."""
     order = {"llava": 0, "instructblip": 1, "otter": 2}
     for family in (FamilyFactory(), FamilyFactory()):
         with_responses(verified_instance(family=family), *order)
-    tournament = create_tournament(name="Crowd boards", judgements_per_pair=4, include_reference=False,
+    tournament = create_tournament(name=name, judgements_per_pair=4, include_reference=False,
                                    aggregation=aggregation)
     launch_tournament(tournament=tournament)
     careful, careless = WorkerFactory.create_batch(3), (WorkerFactory() if careless else None)
     for worker in (*careful, careless) if careless else careful:
         while (assignment := next_assignment(worker=worker, stage=Stage.PAIRWISE)) is not None:
             battle = assignment.unit.battle
-            if worker == careless:
-                choice = "left"
-            else:
-                better_is_a = order[battle.response_a.model_name] < order[battle.response_b.model_name]
-                shown_a_left = shown_left_for(assignment=assignment, tournament=tournament) == "a"
-                choice = "left" if better_is_a == shown_a_left else "right"
+            better_is_a = order[battle.response_a.model_name] < order[battle.response_b.model_name]
+            shown_a_left = shown_left_for(assignment=assignment, tournament=tournament) == "a"
+            better = "left" if better_is_a == shown_a_left else "right"
+            choice = better if worker != careless else {"left": "right", "right": "left"}[better]
             submit_pairwise_judgement(assignment_id=assignment.pk, worker=worker, choice=choice)
     return tournament, careful, careless
 
@@ -69,14 +67,14 @@ def test_a_noisy_bradley_terry_tournament_adds_crowd_kits_board(staff_client):
     assert board.index("llava") < board.index("instructblip") < board.index("otter")
 
 
-def test_a_noisy_bradley_terry_board_shows_no_scores_while_the_judgements_separate_the_models(staff_client):
+def test_a_noisy_bradley_terry_board_shows_no_scores_while_its_fit_does_not_settle(staff_client):
     # Only the careful workers: llava always beat instructblip, which always beat otter. Noisy
-    # Bradley-Terry's scores run off to their limits on such judgements and would tie the first two.
+    # Bradley-Terry's optimiser overflows on such judgements and stops anywhere.
     tournament, _, _ = judged(Tournament.Aggregation.NOISY_BT, careless=False)
     refresh_leaderboard(tournament=tournament)
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     board = page.split("board-human-noisy_bt")[1].split("<section")[0]
-    assert "No scores yet: the crowd&#x27;s choices so far separate some models completely" in board
+    assert "No scores yet: on the crowd&#x27;s choices so far noisy Bradley-Terry does not settle" in board
     assert "worker-model-scores" not in board
     assert "Each judgement a battle" in page.split("board-human-noisy_bt")[0]  # the Elo board beside it stands
 
@@ -89,3 +87,16 @@ def test_the_job_stores_each_workers_noisy_bradley_terry_skill():
     assert set(skills) == {worker.pk for worker in (*careful, careless)}
     answers = WorkerReliability.objects.get(worker=careless, stage=Stage.PAIRWISE).answers
     assert answers == tournament.battles.count()
+
+
+def test_a_fit_that_did_not_settle_stores_no_skills_and_keeps_the_last_settled_ones():
+    tournament, careful, careless = judged(Tournament.Aggregation.NOISY_BT)
+    assert worker_models.store_pairwise_skills() == 4
+    stored = dict(WorkerReliability.objects.filter(stage=Stage.PAIRWISE).values_list("worker_id", "reliability"))
+    # The first tournament leaves noisy Bradley-Terry, and one the careful workers alone judge takes
+    # it up: its models separate completely, and the fit does not settle.
+    Tournament.objects.filter(pk=tournament.pk).update(aggregation=Tournament.Aggregation.JUDGEMENTS)
+    judged(Tournament.Aggregation.NOISY_BT, careless=False, name="Careful only")
+    assert worker_models.store_pairwise_skills() == 0
+    assert dict(WorkerReliability.objects.filter(stage=Stage.PAIRWISE).values_list("worker_id", "reliability")) \
+        == stored
