@@ -80,9 +80,7 @@ def read_answers(stream):
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        # Lines as a spreadsheet counts them, whichever line ends the file uses.
-        row = len(data[:error.start].splitlines()) or 1
-        raise ReplayError(f"Row {row}: the file is not UTF-8 text ({error.reason}).") from None
+        raise ReplayError(f"Row {_row_at(data[:error.start])}: the file is not UTF-8 text ({error.reason}).") from None
     reader = csv.reader(io.StringIO(text, newline=""))
     # Rows are records, as a spreadsheet shows them: a quoted cell may hold line breaks. `row` is
     # the last one read, so a record the reader fails on is the one after it.
@@ -99,6 +97,17 @@ def read_answers(stream):
     if not rows:
         raise ReplayError("The file has a header but no answers.")
     return _answers(rows, has_order="order" in columns)
+
+
+def _row_at(before):
+    """The row (a record, the header row 1) in which a byte comes after `before`, the file's good
+    text up to it: its records, and one more when it starts a row of its own."""
+    text = before.decode("utf-8-sig")
+    try:
+        records = sum(1 for _ in csv.reader(io.StringIO(text, newline="")))
+    except csv.Error:
+        records = len(text.splitlines())
+    return records + 1 if not text or text.endswith(("\n", "\r")) else records
 
 
 def _csv_problem(error):

@@ -9,7 +9,6 @@ frame. Fitting reads every counted answer of a stage, which takes seconds at 100
 it runs in the worker-model job (tasks/pipeline.py), never in a request.
 """
 
-import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -202,6 +201,11 @@ def pairwise_frame(*, tournament, criterion="overall"):
     return pd.DataFrame(records, columns=PAIRWISE_COLUMNS)
 
 
+# How near 0 or 1 a noisy Bradley-Terry score is at its limit, where two scores tie whatever the
+# judgements say: settled fits on the tests' and the benchmarks' tournaments keep every score further off.
+AT_LIMIT = 1e-6
+
+
 @dataclass(frozen=True)
 class PairwiseFit:
     model: str
@@ -223,22 +227,36 @@ def fit_pairwise(frame, model):
         fitted = BradleyTerry(n_iter=N_ITER).fit(frame)
         skills = pd.Series(dtype=float)
     elif model == WorkerModel.NOISY_BT:
-        # On few judgements, above all ones that separate some models completely (one always beats
-        # another, as in a tournament's first few), its optimiser overflows or divides by zero and
-        # stops anywhere: it scored llava and otter 1.0 alike where llava always won, and otter far
-        # above a model that beat it three times in four. Said by `unsettled`, not by warnings in a
-        # job's log.
-        with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
-            warnings.simplefilter("always", RuntimeWarning)
+        # Bradley-Terry's scores have a best fit only when every model has beaten, through some
+        # chain of wins, every other one it was compared with (the win graph strongly connected,
+        # Zermelo 1929); while one model has always beaten another, as in a tournament's first few
+        # judgements, crowd-kit's optimiser runs off and stops anywhere: it scored llava and otter
+        # 1.0 alike where llava always won, and otter far above a model that beat it three times in
+        # four. Where a fit exists its result is judged too: no score missing, no two at one limit.
+        with np.errstate(all="ignore"):
             fitted = NoisyBradleyTerry(n_iter=N_ITER, random_state=SEED).fit(frame)
-        unsettled = any(issubclass(warning.category, RuntimeWarning) for warning in caught)
-        return PairwiseFit(model=model, scores=fitted.scores_.sort_values(ascending=False),
-                           skills=fitted.skills_.astype(float), answers=frame.groupby("worker").size(),
-                           unsettled=unsettled)
+        scores = fitted.scores_.sort_values(ascending=False)
+        top, bottom = (scores > 1 - AT_LIMIT).sum(), (scores < AT_LIMIT).sum()
+        unsettled = bool(not _wins_connect_every_model(frame) or scores.isna().any() or top > 1 or bottom > 1)
+        return PairwiseFit(model=model, scores=scores, skills=fitted.skills_.astype(float),
+                           answers=frame.groupby("worker").size(), unsettled=unsettled)
     else:
         raise ValueError(f"{model!r} is not a pairwise worker model.")
     return PairwiseFit(model=model, scores=fitted.scores_.sort_values(ascending=False),
                        skills=skills.astype(float), answers=frame.groupby("worker").size())
+
+
+def _wins_connect_every_model(frame):
+    """Whether every model of a pairwise frame reaches every other through a chain of wins."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    models, codes = np.unique(np.concatenate([frame["left"], frame["right"]]).astype(str), return_inverse=True)
+    left, right = codes[:len(frame)], codes[len(frame):]
+    winner = np.where(frame["label"].astype(str).to_numpy() == frame["left"].astype(str).to_numpy(), left, right)
+    loser = np.where(winner == left, right, left)
+    wins = coo_matrix((np.ones(len(frame)), (winner, loser)), shape=(len(models), len(models)))
+    return connected_components(wins, directed=True, connection="strong")[0] == 1
 
 
 def store_reliabilities(*, stage, model, reliability, answers, family=None, by_truth=None, shares=None):

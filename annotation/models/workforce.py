@@ -122,6 +122,8 @@ class GoldItem(models.Model):
         verification stage it is a verdict, kept as VERDICTS spell it, which the stage's weighing
         of each verifier by verdict reads (annotation/workforce/accuracy.py)."""
         super().clean()
+        if self.options and not isinstance(self.options, list):
+            raise ValidationError({"options": 'The options are a JSON list, e.g. ["correct", "incorrect"].'})
         if self.kind != self.Kind.CHOICE or self.answer is None:
             return
         options = [self.normalised(option) for option in self.options or []]

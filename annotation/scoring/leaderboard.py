@@ -182,9 +182,9 @@ def rubric_correlation(crowd_scores, judge_scores):
 
 
 UNSETTLED_WARNING = (
-    "No scores yet: on the crowd's choices so far noisy Bradley-Terry does not settle (its optimiser "
-    "overflows, as it does while one model has always beaten another), and where it stops would rank the "
-    "models wrongly. Scores appear once more judgements, going both ways between the models, are in.")
+    "No scores yet: on the crowd's choices so far noisy Bradley-Terry has no settled fit (as long as one "
+    "model has always beaten another, its scores run off and stop anywhere), and where it stopped would "
+    "rank the models wrongly. Scores appear once judgements go both ways between the models.")
 
 
 def _worker_model_board(evaluator):

@@ -178,6 +178,8 @@ BAD_FILES = [
      "Row 4, columns “item” and “worker”: worker “w1” already answered item “a” in row 2"),
     (b'item,worker,answer\r"a\rb",w1,yes\rc,w2,yes\rc,w2,no\r', "Row 2, column “item”: a line break is in the cell"),
     (b"item,worker,answer\rc,w1,yes\rc,w2,caf\xe9\r", "Row 3: the file is not UTF-8 text"),
+    (b"item,worker,answer\ni1,w1,yes\n\xe9i2,w2,no\n", "Row 3: the file is not UTF-8 text"),
+    (b'item,worker,answer,note\ni1,w1,yes,"a\nb"\ni2,w2,n\xe9\n', "Row 3: the file is not UTF-8 text"),
     # A quote left open swallows the rows after it: the row it opened in is the one to look at.
     (b"item,worker,answer,truth\n" + b"".join(b"i%d,w%d,yes,yes\n" % (n, n % 7) for n in range(4))
      + b'i9,w3,"yes,yes\n' + b"".join(b"i%d,w%d,no,no\n" % (n, n % 7) for n in range(10, 200)),

@@ -391,8 +391,9 @@ def test_a_verification_gold_items_answer_is_kept_as_the_verdict_the_stage_weigh
                                        "answer": f'"{answer}"', "explanation": "", "in_test": "on",
                                        "in_live_work": "on", "active": "on"})
 
-    for answer, problem in (("yes", "one of the options"), ("Fine", "“correct” or “incorrect”")):
-        options = '["Correct", "Incorrect"]' if answer == "yes" else '["Fine", "Flawed"]'
+    for answer, options, problem in (("yes", '["Correct", "Incorrect"]', "one of the options"),
+                                     ("Fine", '["Fine", "Flawed"]', "“correct” or “incorrect”"),
+                                     ("correct", "3", "The options are a JSON list")):
         response = posted(answer, options)
         assert response.status_code == 200 and problem in response.content.decode()
     assert not GoldItem.objects.exists()

@@ -94,16 +94,16 @@ def test_a_pairwise_fit_does_not_depend_on_the_order_of_its_rows(model):
 
 
 def test_noisy_bradley_terry_says_when_its_optimiser_did_not_settle():
-    # llava always beat otter and otter always beat blip: its optimiser overflowed and stopped with
-    # llava and otter at 1.0 alike. Plain Bradley-Terry still ranks them.
+    # llava always beat otter and otter always beat blip: no fit is best, and its optimiser stopped
+    # with llava and otter at 1.0 alike. Plain Bradley-Terry still ranks them.
     separated = pd.DataFrame([{"worker": worker, "left": left, "right": right, "label": left}
                               for worker in range(3) for _ in range(4)
                               for left, right in (("llava", "otter"), ("otter", "blip"))])
     assert worker_models.fit_pairwise(separated, WorkerModel.NOISY_BT).unsettled
     plain = worker_models.fit_pairwise(separated, "bradley_terry")
     assert not plain.unsettled and list(plain.scores.index) == ["llava", "otter", "blip"]
-    # Twelve judgements, one pair going both ways: it stopped with otter at 0.9999 and instructblip,
-    # which beat otter three times in four, at 0.0003.
+    # Twelve judgements, llava never beaten: it stopped with otter at 0.9999 and instructblip, which
+    # beat otter three times in four, at 0.0003.
     few = pd.DataFrame([{"worker": worker, "left": left, "right": right, "label": label}
                         for worker, left, right, label, times in (
                             (0, "llava", "instructblip", "llava", 2), (1, "llava", "instructblip", "llava", 2),

@@ -74,7 +74,7 @@ def test_a_noisy_bradley_terry_board_shows_no_scores_while_its_fit_does_not_sett
     refresh_leaderboard(tournament=tournament)
     page = staff_client.get(reverse("dashboard:leaderboard", args=[tournament.pk])).content.decode()
     board = page.split("board-human-noisy_bt")[1].split("<section")[0]
-    assert "No scores yet: on the crowd&#x27;s choices so far noisy Bradley-Terry does not settle" in board
+    assert "No scores yet: on the crowd&#x27;s choices so far noisy Bradley-Terry has no settled fit" in board
     assert "worker-model-scores" not in board
     assert "Each judgement a battle" in page.split("board-human-noisy_bt")[0]  # the Elo board beside it stands
 
