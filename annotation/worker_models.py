@@ -213,8 +213,9 @@ class PairwiseFit:
     skills: pd.Series
     answers: pd.Series
     unsettled: bool = False
-    """Noisy Bradley-Terry's optimiser overflowed or divided by zero on its way: its scores are where
-    it stopped, not a fit, and do not rank the models."""
+    """Noisy Bradley-Terry has no best fit on these judgements (some model was never beaten, through
+    any chain of wins, by another), or stopped with a score missing or two at one limit: its scores
+    are where the optimiser stopped, and do not rank the models."""
 
 
 def fit_pairwise(frame, model):
@@ -223,6 +224,7 @@ def fit_pairwise(frame, model):
     from crowdkit.aggregation import BradleyTerry, NoisyBradleyTerry
 
     frame = canonical_order(frame, PAIRWISE_COLUMNS)
+    unsettled = False
     if model == "bradley_terry":
         fitted = BradleyTerry(n_iter=N_ITER).fit(frame)
         skills = pd.Series(dtype=float)
@@ -235,15 +237,13 @@ def fit_pairwise(frame, model):
         # four. Where a fit exists its result is judged too: no score missing, no two at one limit.
         with np.errstate(all="ignore"):
             fitted = NoisyBradleyTerry(n_iter=N_ITER, random_state=SEED).fit(frame)
-        scores = fitted.scores_.sort_values(ascending=False)
+        skills, scores = fitted.skills_, fitted.scores_
         top, bottom = (scores > 1 - AT_LIMIT).sum(), (scores < AT_LIMIT).sum()
         unsettled = bool(not _wins_connect_every_model(frame) or scores.isna().any() or top > 1 or bottom > 1)
-        return PairwiseFit(model=model, scores=scores, skills=fitted.skills_.astype(float),
-                           answers=frame.groupby("worker").size(), unsettled=unsettled)
     else:
         raise ValueError(f"{model!r} is not a pairwise worker model.")
     return PairwiseFit(model=model, scores=fitted.scores_.sort_values(ascending=False),
-                       skills=skills.astype(float), answers=frame.groupby("worker").size())
+                       skills=skills.astype(float), answers=frame.groupby("worker").size(), unsettled=unsettled)
 
 
 def _wins_connect_every_model(frame):
