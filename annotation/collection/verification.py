@@ -11,6 +11,7 @@ reference whose answers are complete waits, pending, for the worker-model job
 """
 
 import logging
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -35,6 +36,7 @@ from annotation.models import (
     Stage,
     StageConfig,
     Verification,
+    WorkState,
     counted_work,
 )
 from annotation.typed_text import (
@@ -105,15 +107,34 @@ VERIFICATIONS = StageAnswers(stage=Stage.VERIFICATION, stored="verification", au
 def votes_complete(votes, config, unit):
     """Whether a reference's counted `votes` are all its stage asks: as many as its unit asks, or,
     under ask until decided, once they decide or reach the most it asks. The one definition the
-    submit, a review, the worker-model job and the benchmark check read.
+    submit, a review, the worker-model job and the benchmark check read. `unit`: its verification
+    unit, or what it asks (`Asked`).
 
     Under ask until decided a unit asks what its answers needed when they closed it (`overlap`),
-    and that stays enough: a weighed rule reads its verifiers' accuracies, which move with every
-    gold answer and every refit after, and a reference whose closed unit no longer "decides" on
-    them would wait for an answer nothing asks for."""
-    if unit is not None and len(votes) >= unit.overlap:
+    and those answers stay enough once they all count: a weighed rule reads its verifiers'
+    accuracies, which move with every gold answer and every refit after, and a reference whose
+    closed unit no longer "decides" on them would wait for an answer nothing asks for. As many
+    counted votes while some of its answers wait for a review are not the answers that closed it
+    (a rejected answer accepted again after another replaced it), and wait for the rule."""
+    if unit is not None and len(votes) >= unit.overlap and (
+            not config.adaptive or config.counts_provisional or not _unreviewed(unit)):
         return True
     return config.adaptive and (len(votes) >= config.overlap or _decided(votes, config)[0] is not None)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a reference's verification unit asks, as `votes_complete` reads it: how many answers,
+    and how many of those it holds wait for a review, read in bulk by the worker-model job."""
+
+    overlap: int
+    unreviewed: int
+
+
+def _unreviewed(unit):
+    if isinstance(unit, Asked):
+        return unit.unreviewed
+    return unit.assignments.answered().filter(work_state=WorkState.PROVISIONAL).count()
 
 
 def _decided(votes, config):

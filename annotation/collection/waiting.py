@@ -178,11 +178,12 @@ class Settled:
         return "; ".join(parts)
 
 
-def settle_family(family):
+def settle_family(family, *, rule_changed_of=None):
     """Give every undecided item of `family` its next step: make the units its launched stages owe
     (a raised target's instruction tasks, say), reopen the units of items whose counted answers no
-    longer suffice, and decide (or queue for the worker-model job) those whose answers now do.
-    Idempotent: run again on the same facts, it does nothing."""
+    longer suffice (on the stage `rule_changed_of`, whose stopping rule's settings changed, asked
+    again under the new rule), and decide (or queue for the worker-model job) those whose answers
+    now do. Idempotent: run again on the same facts, it does nothing."""
     settled = Settled()
     launched = StageConfig.objects.filter(family=family, launched_at__isnull=False).values_list("stage", flat=True)
     for stage in (Stage.INSTRUCTION_GENERATION, Stage.CAPTION, Stage.VERIFICATION):
@@ -199,7 +200,7 @@ def settle_family(family):
     for unit in in_flight.order_by("pk"):
         with transaction.atomic():
             unit = lock_unit_and_item(unit)
-            settled.units_reopened += reopen_if_needed(unit)
+            settled.units_reopened += reopen_if_needed(unit, rule_changed=unit.stage == rule_changed_of)
             settled.decided += settle_again(unit)[1]
     return settled
 

@@ -4,13 +4,13 @@ decided, their counted votes and units, their families' settings, the workers of
 and every counted answer as a fit saw it."""
 
 from collections import namedtuple
-from dataclasses import dataclass
 
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 
-from annotation.collection.verification import votes_complete
+from annotation.collection.verification import Asked, votes_complete
 from annotation.models import (
     Aggregation,
+    Assignment,
     Instance,
     Reference,
     Snapshot,
@@ -18,6 +18,7 @@ from annotation.models import (
     StageConfig,
     Verification,
     WorkerQualification,
+    WorkState,
     WorkUnit,
     counted_verifications,
 )
@@ -55,19 +56,15 @@ def waiting_for_a_model():
                                     instance__family__in=families.values("family_id"))
 
 
-@dataclass(frozen=True)
-class Asked:
-    """What a reference's verification unit asks, as `votes_complete` reads it."""
-
-    overlap: int
-
-
 def first_units(references):
-    """{reference id: what its first verification unit asks} of `references` (ids, or a query)."""
+    """{reference id: what its first verification unit asks (`Asked`)} of `references` (ids, or a query)."""
+    unreviewed = Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED,
+                                               assignments__work_state=WorkState.PROVISIONAL))
     units = {}
-    for reference_id, overlap in (WorkUnit.objects.filter(_among("reference_id", references), stage=Stage.VERIFICATION)
-                                  .order_by("pk").values_list("reference_id", "overlap")):
-        units.setdefault(reference_id, Asked(overlap))
+    for reference_id, overlap, waiting in (
+            WorkUnit.objects.filter(_among("reference_id", references), stage=Stage.VERIFICATION)
+            .annotate(unreviewed=unreviewed).order_by("pk").values_list("reference_id", "overlap", "unreviewed")):
+        units.setdefault(reference_id, Asked(overlap, waiting))
     return units
 
 

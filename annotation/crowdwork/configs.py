@@ -96,7 +96,7 @@ def apply_stage_config(*, config, before):
             ).update(lease_expires_at=Least(F("lease_expires_at"), longest))
         # Every undecided item is asked again under the new settings, done units too: answers that
         # now suffice decide, units whose answers no longer suffice reopen, missing units are made.
-        settled = settle_family(config.family)
+        settled = settle_family(config.family, rule_changed_of=config.stage if changed & ASKING_FIELDS else None)
         applied.decided += settled.decided
         applied.units_reopened += settled.units_reopened
         applied.units_made += settled.units_made

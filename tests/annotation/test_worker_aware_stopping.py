@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from annotation.benchmark_check import violations
 from annotation.collection import references, verification
-from annotation.crowdwork import queue, review
+from annotation.collection.waiting import settle_family
+from annotation.crowdwork import configs, queue, review
 from annotation.crowdwork.stopping import MOST_TRUSTED, WorkerAware, answers_to_ask
 from annotation.models import (
     Assignment,
@@ -369,6 +370,70 @@ def test_a_unit_its_answers_closed_stays_complete_when_its_verifiers_accuracy_mo
     with_gold(good, right=0, wrong=20, truth="correct")
     review.accept_work(assignments=list(Assignment.objects.filter(unit__reference=reference)),
                        reviewer=get_user_model().objects.create_user(username="reviewer"))
+    reference.refresh_from_db()
+    assert reference.verdict == Reference.Verdict.CORRECT
+    assert violations(families=InstructionFamily.objects.filter(pk=family.pk)) == []
+
+
+@pytest.mark.django_db
+def test_a_closed_unit_is_not_asked_again_because_its_verifiers_accuracy_moved_when_a_setting_elsewhere_changes():
+    """A change to a stage's settings asks every undecided item again. A unit its answers closed
+    keeps what it asked when only its verifiers' accuracies moved since: asking again on today's
+    accuracies would buy an answer at every save. Its rule's own settings changing does ask again."""
+    family = weighed_family()
+    config = StageConfig.objects.get(family=family, stage=Stage.VERIFICATION)
+    StageConfig.objects.filter(pk=config.pk).update(counts_provisional=False)
+    good = qualified_with_gold(WorkerFactory(), right=30, wrong=0)
+    reference = candidate(family)
+    assert verify_until_done(reference, [good], CORRECT) == 1
+    with_gold(good, right=0, wrong=20, truth="correct")  # alone, no longer enough to decide at 0.95
+
+    config.refresh_from_db()
+    before = {name: getattr(config, name) for name in configs.APPLIED_FIELDS}
+    config.lease_minutes += 10
+    config.save()
+    applied = configs.apply_stage_config(config=config, before=before)
+    unit = WorkUnit.objects.get(reference=reference)
+    assert (applied.units_reopened, unit.status, unit.overlap) == (0, WorkUnit.Status.DONE, 1)
+    assert settle_family(family).units_reopened == 0
+
+    before = {name: getattr(config, name) for name in configs.APPLIED_FIELDS}
+    config.posterior_threshold = 0.96
+    config.save()
+    assert configs.apply_stage_config(config=config, before=before).units_reopened == 1
+    assert WorkUnit.objects.get(reference=reference).status == WorkUnit.Status.OPEN
+
+
+@pytest.mark.django_db
+def test_a_decision_waits_for_the_answers_that_closed_its_unit_not_as_many_others():
+    """Under a stage that counts reviewed answers only, "as many answers as the unit asked" is
+    enough when they are the answers that closed it. A rejected answer accepted again after others
+    replaced it makes more answers than the unit asked; as many of them counted, with one that
+    closed it still waiting for its review, are not the set that decided, and wait for the rule, or
+    for the rest to count."""
+    family = weighed_family(overlap=7)
+    StageConfig.objects.filter(family=family, stage=Stage.VERIFICATION).update(counts_provisional=False)
+    fair = qualified_with_gold(WorkerFactory(), right=16, wrong=2)  # 0.85 once shrunk
+    poor = [qualified_with_gold(WorkerFactory(), right=6, wrong=4) for _ in range(6)]  # 0.63 each
+    reviewer = get_user_model().objects.create_user(username="reviewer")
+    reference = candidate(family)
+
+    def answer_of(worker):
+        return Assignment.objects.get(unit__reference=reference, worker=worker)
+
+    # 0.85 and three at 0.63 agreeing pass 0.95; two at 0.63 and one against them do not.
+    assert verify_until_done(reference, [fair, *poor[:3]], CORRECT) == 4
+    review.reject_work(assignments=[answer_of(poor[2])], reason="Answered too fast.", reviewer=reviewer)
+    assert verify_until_done(reference, [poor[3]], WRONG) == 1
+    assert verify_until_done(reference, poor[4:], CORRECT) == 2
+    assert WorkUnit.objects.get(reference=reference).overlap == 6
+
+    review.accept_work(assignments=[answer_of(poor[2])], reviewer=reviewer)
+    review.accept_work(assignments=[answer_of(worker) for worker in poor], reviewer=reviewer)
+    reference.refresh_from_db()
+    # Six counted, five poor verifiers' "correct" and one's "wrong", decide nothing at 0.95.
+    assert reference.verdict == Reference.Verdict.PENDING
+    review.accept_work(assignments=[answer_of(fair)], reviewer=reviewer)
     reference.refresh_from_db()
     assert reference.verdict == Reference.Verdict.CORRECT
     assert violations(families=InstructionFamily.objects.filter(pk=family.pk)) == []
