@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from annotation.crowdwork.queue import next_assignment
 from annotation.crowdwork.stopping import stated_accuracy_warning
-from annotation.models import GoldAnswer, GoldItem, Stage, StageQualification
+from annotation.models import GoldAnswer, GoldItem, Stage, StageQualification, WorkerQualification
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from tests.factories import WorkerFactory
@@ -24,14 +24,14 @@ def tournament():
         posterior_threshold=0.9, judgement_accuracy=0.8))
 
 
-def gold_answers(worker, *, right, wrong):
+def gold_answers(worker, *, right, wrong, source=GoldAnswer.Source.LIVE):
     qualification, _ = StageQualification.objects.get_or_create(
         stage=Stage.PAIRWISE, defaults={"name": "Which is better?", "description": "Pick the better answer."})
     item = GoldItem.objects.create(qualification=qualification, content={}, question="Which is better?",
                                    options=["left", "right"], answer="left")
     for correct in [True] * right + [False] * wrong:
-        GoldAnswer.objects.create(item=item, worker=worker, source=GoldAnswer.Source.LIVE, answer="x",
-                                  correct=correct)
+        GoldAnswer.objects.create(item=item, worker=worker, source=source, answer="x", correct=correct)
+    return qualification
 
 
 def test_a_crowd_right_less_often_than_stated_is_warned_of_with_its_own_figure(tournament):
@@ -42,6 +42,22 @@ def test_a_crowd_right_less_often_than_stated_is_warned_of_with_its_own_figure(t
     assert "right 80% of the time" in warning and "right 26 of 40 times (65%" in warning
     assert "called decided too early" in warning and "about 0.65" in warning
     assert "the crowd's gold answers" in warning
+
+
+def test_before_anybody_judged_the_tests_of_workers_who_failed_them_do_not_count(tournament):
+    """Workers who failed the stage's test never judge: their test answers say nothing of the crowd
+    that will."""
+    def tested(*, right, wrong, passed):
+        worker = WorkerFactory()
+        qualification = gold_answers(worker, right=right, wrong=wrong, source=GoldAnswer.Source.TEST)
+        if passed:
+            WorkerQualification.objects.create(qualification=qualification, worker=worker, test_score="0.800")
+
+    tested(right=33, wrong=7, passed=True)  # 82.5%
+    tested(right=2, wrong=38, passed=False)
+    assert stated_accuracy_warning(tournament) == ""
+    tested(right=12, wrong=28, passed=True)
+    assert "right 45 of 80 times" in stated_accuracy_warning(tournament)
 
 
 def test_a_crowd_whose_gold_allows_the_stated_accuracy_is_not_warned_of(tournament):
