@@ -49,13 +49,13 @@ MOST = 7
 def answers_of(folder, seed):
     import csv
 
-    from annotation import replay
+    from annotation import replay_input
 
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n")
     writer.writeheader()
     writer.writerows(replay_rows(folder, seed=seed))
-    return replay.read_answers(io.BytesIO(buffer.getvalue().encode()))
+    return replay_input.read_answers(io.BytesIO(buffer.getvalue().encode()))
 
 
 def one_coin(answers, threshold, gold_share=1.0):

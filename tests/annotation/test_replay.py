@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import replay, worker_models
+from annotation import replay, replay_input, worker_models
 from annotation.crowdwork import review
 from annotation.crowdwork.stopping import WorkerAware
 from annotation.models import Stage
@@ -42,7 +42,7 @@ def as_csv(rows):
 
 
 def replayed(rows, **options):
-    return replay.replay(replay.read_answers(as_csv(rows)), **options)
+    return replay.replay(replay_input.read_answers(as_csv(rows)), **options)
 
 
 def row_named(result, name):
@@ -97,7 +97,7 @@ def test_agreement_is_with_the_worker_model_fitted_on_every_answer(crowd):
     result = replayed(crowd, model="mace", chosen=[])
     everything = result.rows[0]
     assert everything.rule == "all answers" and everything.decided["mace"].agreement == 1.0
-    frame = replay.read_answers(as_csv(crowd)).frame
+    frame = replay_input.read_answers(as_csv(crowd)).frame
     fitted = worker_models.fit_labels(frame, "mace").labels
     truth = {row["item"]: row["truth"] for row in crowd}
     assert everything.decided["mace"].accuracy == pytest.approx(
@@ -249,11 +249,11 @@ def test_a_familys_last_campaign_replays_from_its_counted_verification_answers()
 
 
 def test_a_workers_weight_on_an_item_never_rests_on_that_items_own_truth(crowd):
-    answers = replay.read_answers(as_csv(crowd))
+    answers = replay_input.read_answers(as_csv(crowd))
     flipped = [{**row, "truth": "incorrect" if row["truth"] == "correct" else "correct"}
                if row["item"] == "item-0" else row for row in crowd]
     before, _ = replay.accuracies(answers)
-    after, _ = replay.accuracies(replay.read_answers(as_csv(flipped)))
+    after, _ = replay.accuracies(replay_input.read_answers(as_csv(flipped)))
     frame = answers.frame
     on_item = frame["task"] == "item-0"
     assert after[on_item].tolist() == before[on_item].tolist()
@@ -262,7 +262,7 @@ def test_a_workers_weight_on_an_item_never_rests_on_that_items_own_truth(crowd):
 
 
 def test_a_weighed_rule_stops_once_the_weighed_posterior_passes_its_threshold_or_at_its_most(crowd):
-    answers = replay.read_answers(as_csv(crowd))
+    answers = replay_input.read_answers(as_csv(crowd))
     weights, _ = replay.accuracies(answers)
     result = replay.replay(answers, chosen=replay.rules(fixed=(), until_decided=(), worker_aware=(0.9,), most=4))
     rule = WorkerAware(0.9, replay.PRIOR_ACCURACY, labels=("correct", "incorrect"))
@@ -277,7 +277,8 @@ def test_a_weighed_rule_stops_once_the_weighed_posterior_passes_its_threshold_or
 def test_with_a_truth_the_command_prints_each_kinds_curve_and_whether_issue_41s_goals_are_met(crowd, tmp_path):
     out = io.StringIO()
     call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "1", "3", "5",
-                 "--until-decided", "2:3", "--weighed", "0.8", "0.95", "--by-truth", "0.9", stdout=out)
+                 "--until-decided", "2:3", "--weighed", "0.8", "0.95", "--by-truth", "0.9", "--matching", "0",
+                 stdout=out)
     text = out.getvalue()
     result = replayed(crowd, chosen=replay.rules(fixed=(1, 3, 5), until_decided=((2, 3),), worker_aware=(0.8, 0.95),
                                                  by_truth=(0.9,)))
@@ -296,8 +297,40 @@ def test_with_a_truth_the_command_prints_each_kinds_curve_and_whether_issue_41s_
     assert "by truth 0.9, up to 5" in goals[2] + goals[3] and "by truth" not in goals[0] + goals[1]
 
 
+def test_each_kind_of_weighed_rule_is_replayed_at_the_highest_threshold_that_spends_what_a_fixed_three_does(
+        crowd, tmp_path):
+    """What a researcher sets to spend what they spend now: no threshold to 0.001 above it buys as
+    little, whichever thresholds were asked for."""
+    result = replayed(crowd, chosen=replay.rules(fixed=(3,), until_decided=(), worker_aware=(0.8,), by_truth=(0.9,)),
+                      matching=3)
+    budget = row_named(result, "fixed overlap 3").answers
+    answers = replay_input.read_answers(as_csv(crowd))
+    weights, _ = replay.accuracies(answers)
+    assert [name.split()[0] for name in result.matched] == ["weighed", "by"]
+    for name in result.matched:
+        row = row_named(result, name)
+        assert row.answers <= budget
+        threshold = float(name.split(",")[0].split()[-1])
+        if threshold >= 0.999:
+            continue
+        kind = replay.BY_TRUTH if name.startswith(replay.BY_TRUTH) else replay.WEIGHED
+        above = replay.rules(fixed=(), until_decided=(), worker_aware=(threshold + 0.001,) * (kind == replay.WEIGHED),
+                             by_truth=(threshold + 0.001,) * (kind == replay.BY_TRUTH))
+        bought_above = row_named(replayed(crowd, chosen=above), above[0].name).answers
+        assert bought_above > budget, name
+
+    out = io.StringIO()
+    call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "3", "5",
+                 "--until-decided", "--weighed", "0.8", "--by-truth", stdout=out)
+    assert f"{result.matched[0]}: the highest thresholds, to 0.001, that buy no more than fixed overlap 3" \
+        in out.getvalue()
+    with pytest.raises(CommandError, match="needs fixed overlap 4"):
+        call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "3",
+                     "--matching", "4", stdout=io.StringIO())
+
+
 def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_every_answer(crowd):
-    answers = replay.read_answers(as_csv(crowd))
+    answers = replay_input.read_answers(as_csv(crowd))
     _, said = replay.accuracies(answers, gold_share=0.1)
     assert said.startswith(f"the truth of the worker's other items ({ITEMS // 10} of them, 10%, taken as gold) "
                            f"where they have {replay.ENOUGH} or more, else Dawid-Skene fitted on every answer")
@@ -315,7 +348,7 @@ def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_
 def test_a_worker_with_too_little_gold_is_weighed_by_the_worker_model_as_the_stage_weighs_them(crowd):
     # The stage's order of evidence (accuracy_from): gold where a worker has enough, else the worker
     # model, else the prior. A thin share of gold leaves most workers to the worker model, not the prior.
-    answers = replay.read_answers(as_csv(crowd))
+    answers = replay_input.read_answers(as_csv(crowd))
     frame = answers.frame
     gold = replay.gold_of(answers, 0.05)
     weights, _ = replay.accuracies(answers, gold_share=0.05)

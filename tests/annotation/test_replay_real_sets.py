@@ -8,7 +8,7 @@ import csv
 import numpy as np
 import pytest
 
-from annotation import replay
+from annotation import replay, replay_input
 from annotation.crowdwork.stopping import WorkerAware
 from benchmarks.crowd_truth_sets import SETS, replay_rows, write_sets
 
@@ -62,7 +62,7 @@ def test_every_answer_keeps_its_items_truth_and_each_item_gets_an_order_of_its_o
 def test_a_four_label_set_replays_weighed_over_its_four_labels_with_the_truth_of_other_items(datasets, tmp_path):
     path = write_sets(datasets, tmp_path, names=("dog",))["dog"]
     with open(path, "rb") as stream:
-        answers = replay.read_answers(stream)
+        answers = replay_input.read_answers(stream)
     assert len(answers.truth) == ITEMS and answers.ordered_by == "the order column"
 
     result = replay.replay(answers, chosen=replay.rules(fixed=(), until_decided=(), worker_aware=(0.7, 0.95)))

@@ -6,7 +6,7 @@ import argparse
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import replay
+from annotation import replay, replay_input
 from annotation.models import Aggregation, InstructionFamily
 
 
@@ -50,6 +50,9 @@ class Command(BaseCommand):
                                  "default: the same thresholds)")
         parser.add_argument("--most", type=int, default=replay.MOST,
                             help="the most answers a weighed rule asks (default: 5)")
+        parser.add_argument("--matching", type=int, metavar="N",
+                            help="also replay each kind of weighed rule at the highest threshold that buys no more "
+                                 "than fixed overlap N (default: 3 when it is replayed; 0 for none)")
         parser.add_argument("--prior-accuracy", type=float, default=replay.PRIOR_ACCURACY,
                             help="a worker's accuracy before any evidence, under weighed rules (default: 0.7)")
         parser.add_argument("--gold-share", type=float, default=1.0, metavar="F",
@@ -59,34 +62,38 @@ class Command(BaseCommand):
                                  "answer")
 
     def handle(self, *args, file, family, model, fixed, until_decided, weighed, by_truth, most, prior_accuracy,
-               gold_share, **options):
+               gold_share, matching, **options):
         if (file is None) == (family is None):
             raise CommandError("Give a CSV file or --family NAME (one of them).")
         if not 0 <= gold_share <= 1:
             raise CommandError("--gold-share is a share of the items, between 0 and 1.")
         if any(overlap < 1 for overlap in [*fixed, most]):
             raise CommandError("A fixed overlap, and the most a weighed rule asks, is at least one answer.")
+        if matching is None:
+            matching = 3 if 3 in fixed else 0
+        if matching and matching not in fixed:
+            raise CommandError(f"--matching {matching} needs fixed overlap {matching} among those replayed (--fixed).")
         try:
             answers = self._campaign(family) if family is not None else self._file(file)
             chosen = replay.rules(fixed=fixed, until_decided=until_decided, worker_aware=weighed, by_truth=by_truth,
                                   most=most, prior=prior_accuracy)
-            result = replay.replay(answers, model=model, chosen=chosen,
-                                   gold_share=gold_share)
+            result = replay.replay(answers, model=model, chosen=chosen, gold_share=gold_share,
+                                   matching=matching or None)
         except OSError as error:
             raise CommandError(f"Cannot read {file}: {error.strerror}.") from None
-        except replay.ReplayError as error:
+        except replay_input.ReplayError as error:
             raise CommandError(f"{file}: {error}" if file else str(error)) from None
         self.stdout.write(format_replay(result))
 
     def _file(self, file):
         with open(file, "rb") as stream:
-            return replay.read_answers(stream)
+            return replay_input.read_answers(stream)
 
     def _campaign(self, name):
         chosen = InstructionFamily.objects.filter(name=name).first()
         if chosen is None:
             raise CommandError(f"No instruction family is named “{name}”.")
-        return replay.campaign_answers(chosen)
+        return replay_input.campaign_answers(chosen)
 
 
 # --- what the command prints ----------------------------------------------------------------------
@@ -129,6 +136,9 @@ def format_replay(result):
             else:
                 line += f"  {decided.agreement:>22.3f}"
         lines.append(line)
+    if result.matched:
+        lines += ["", f"{' and '.join(result.matched)}: the highest thresholds, to 0.001, that buy no more than fixed "
+                      f"overlap {result.matching} buys; what to set to spend what it spends."]
     if any(row.ran_out for row in result.rows):
         lines += ["", "Ran out: items whose rule would have asked for more answers than the file holds; the "
                       "rule bought what there was."]
