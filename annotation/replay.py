@@ -27,7 +27,7 @@ there, and the rule's row counts such items as "ran out".
 """
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -232,7 +232,8 @@ class Replay:
     rows: list
     weighed_by: str = ""
     matched: tuple = ()
-    """The names of the rows replayed at the threshold that buys what fixed overlap `matching` buys."""
+    """(kind, the name of its row replayed at the threshold that buys what fixed overlap `matching`
+    buys, or None where even the lowest buys more), for each kind of weighed rule."""
     matching: int | None = None
 
     @property
@@ -262,37 +263,38 @@ def replay(answers, *, model=Aggregation.DAWID_SKENE, chosen=None, gold_share=1.
         shares = label_shares(dawid_skene)
     labels = tuple(sorted(everything["label"].unique()))
     # Its posterior spreads a wrong answer over the file's other labels, and starts from how common each is.
-    chosen = [_weighed_at(rule, rule.rule.threshold, labels, shares) if isinstance(rule.rule, WorkerAware) else rule
-              for rule in chosen]
+    chosen = [replace(rule, rule=_weighed(rule.rule, rule.rule.threshold, labels, shares))
+              if isinstance(rule.rule, WorkerAware) else rule for rule in chosen]
     for rule in chosen:
         rows.append(_replayed(rule, answers, model, reference, weights))
     budget = next((row.answers for row in rows if row.rule == f"{FIXED} {matching}"), None)
+    if matching is not None and budget is None:
+        raise ReplayError(f"Matching fixed overlap {matching} needs it among the rules replayed.")
     matched = []
-    for kind in dict.fromkeys(rule.kind for rule in chosen if isinstance(rule.rule, WorkerAware)):
-        found = budget and threshold_buying(budget, next(rule for rule in chosen if rule.kind == kind),
-                                            answers, weights)
-        if found:
-            if found.name not in {row.rule for row in rows}:
-                rows.append(_replayed(found, answers, model, reference, weights))
-            matched.append(found.name)
+    for kind in dict.fromkeys(rule.kind for rule in chosen if isinstance(rule.rule, WorkerAware)) if budget else ():
+        found = threshold_buying(budget, next(rule for rule in chosen if rule.kind == kind), answers, weights,
+                                 labels=labels, shares=shares)
+        if found is not None and found.name not in {row.rule for row in rows}:
+            rows.append(_replayed(found, answers, model, reference, weights))
+        matched.append((kind, found.name if found is not None else None))
     return Replay(answers=answers, model=str(model), rows=rows, weighed_by=weighed_by, matched=tuple(matched),
                   matching=matching)
 
 
-def _weighed_at(rule, threshold, labels, shares):
-    kind, weighed = rule.kind, rule.rule
-    return Rule(f"{kind} {threshold:g}, up to {rule.maximum}",
-                WorkerAware(threshold, weighed.prior, labels=labels, enough=weighed.enough,
-                            by_truth=weighed.by_truth, shares=shares), rule.maximum)
+def _weighed(rule, threshold, labels, shares):
+    return WorkerAware(threshold, rule.prior, labels=labels, enough=rule.enough, by_truth=rule.by_truth,
+                       shares=shares)
 
 
-def threshold_buying(budget, rule, answers, weights):
+def threshold_buying(budget, rule, answers, weights, *, labels, shares):
     """`rule` (weighed) at the highest threshold, to 0.001, whose answers bought are at most
     `budget`, found by bisection (a higher threshold buys as many or more), or None when even the
     lowest buys more: what a researcher sets to spend what they spend now."""
 
     def at(thousandths):
-        return _weighed_at(rule, thousandths / 1000, rule.rule.labels, rule.rule.shares)
+        threshold = thousandths / 1000
+        return Rule(f"{rule.kind} {threshold:g}, up to {rule.maximum}",
+                    _weighed(rule.rule, threshold, labels, shares), rule.maximum)
 
     def affordable(thousandths):
         return len(buy(answers, at(thousandths), weights)[0]) <= budget

@@ -200,7 +200,7 @@ def settle_family(family, *, rule_changed_of=None):
     for unit in in_flight.order_by("pk"):
         with transaction.atomic():
             unit = lock_unit_and_item(unit)
-            settled.units_reopened += reopen_if_needed(unit, rule_changed=unit.stage == rule_changed_of)
+            settled.units_reopened += reopen_if_needed(unit, ask_again=unit.stage == rule_changed_of)
             settled.decided += settle_again(unit)[1]
     return settled
 

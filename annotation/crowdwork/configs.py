@@ -22,8 +22,10 @@ APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provi
                   "model_min_answers", "model_min_posterior")
 # What a worker model's decisions rest on: a change is fitted and decided again in its job.
 MODEL_FIELDS = {"aggregation", "model_min_answers", "model_min_posterior"}
-# What changes how many answers a unit asks.
-ASKING_FIELDS = {"overlap", "adaptive", "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy"}
+# What changes how many answers a unit asks (a weighed rule reads a worker's accuracy from the
+# worker model once it has `model_min_answers` of their answers).
+ASKING_FIELDS = {"overlap", "adaptive", "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy",
+                 "model_min_answers"}
 
 
 @dataclass

@@ -168,7 +168,7 @@ def _after_rejection(assignment, before, outcome):
     if stands:
         outcome.standing.append(stands)
     outcome.decisions_reopened += reopened
-    outcome.units_reopened += stages.reopen_if_needed(assignment.unit)
+    outcome.units_reopened += stages.reopen_if_needed(assignment.unit, ask_again=True)
     # Under ask until decided the answers left may decide again on their own (two agreeing of three).
     outcome.decided += settle_again(assignment.unit)[1]
 

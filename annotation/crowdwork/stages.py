@@ -258,18 +258,19 @@ def unit_still_needed(unit):
     return True
 
 
-def reopen_if_needed(unit, *, rule_changed=False):
-    """Open `unit` again when an answer it had was taken out (a rejection) and its item still needs
-    it, so the queue asks another worker. Under ask until decided it asks what its answers left need
-    (the answers left may decide on their own). A unit whose answers still fill what it asked is
-    asked again only when its stopping rule's settings changed (`rule_changed`): a weighed rule's
-    accuracies move with every gold answer and refit, and asking again on them would buy an answer
-    each time anything asks. Returns True when it opened."""
+def reopen_if_needed(unit, *, ask_again=False):
+    """Open `unit` again when its item still needs more answers than it holds, so the queue asks
+    another worker. Under ask until decided it asks what its answers in need now (they may decide
+    on their own). A unit whose answers fill what it asked is asked again only when `ask_again`:
+    an answer was taken out (a rejection: those left are not the set that closed it, however many
+    a re-accepted one makes them), or its stopping rule's settings changed. Otherwise not: a weighed
+    rule's accuracies move with every gold answer and refit, and asking again on them would buy an
+    answer each time anything asks. Returns True when it opened."""
     unit = locked_unit(pk=unit.pk, stage=unit.stage)
     if unit.status == WorkUnit.Status.OPEN:
         return False
     answered = unit.assignments.answered().count()
-    if answered >= unit.overlap and not rule_changed:
+    if answered >= unit.overlap and not ask_again:
         return False
     asked = asks_now(unit)
     if answered >= asked or not unit_still_needed(unit):

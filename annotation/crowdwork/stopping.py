@@ -23,6 +23,7 @@ from django.db.models import Exists, OuterRef, Q
 from annotation.models import (
     GoldAnswer,
     HumanJudgement,
+    QualificationAttempt,
     Stage,
     StageConfig,
     Verification,
@@ -237,9 +238,9 @@ def stated_accuracy_warning(tournament):
     real crowds right 64% and 69% of the time, battles decided at 0.9 with 0.8 stated were right 72%
     and 83% of the time). It is checked against the checked gold answers of the pairwise stage (its
     qualification test and the gold mixed into live work) by the workers who judged this
-    tournament, or before anybody has by the crowd that may judge it (a qualification test
-    answered by a worker who failed it is left out: they never judge): the warning stands while
-    the stated accuracy lies outside their 95% (Wilson) interval."""
+    tournament, or before anybody has by the crowd that may judge it (workers qualified and not
+    paused, their failed attempts at the test left out): the warning stands while the stated
+    accuracy lies outside their 95% (Wilson) interval."""
     stated = tournament.judgement_accuracy
     if stated is None or not tournament.adaptive:
         return ""
@@ -250,9 +251,12 @@ def stated_accuracy_warning(tournament):
         checked = checked.filter(worker__in=judges)
     else:
         whose = "the crowd's"
-        passed = WorkerQualification.objects.filter(worker=OuterRef("worker"),
-                                                    qualification=OuterRef("item__qualification"))
-        checked = checked.exclude(Q(source=GoldAnswer.Source.TEST) & ~Exists(passed))
+        may_judge = WorkerQualification.objects.filter(worker=OuterRef("worker"),
+                                                       qualification=OuterRef("item__qualification"),
+                                                       status=WorkerQualification.Status.QUALIFIED)
+        checked = checked.filter(Exists(may_judge)).exclude(
+            Q(source=GoldAnswer.Source.TEST, attempt__isnull=False)
+            & ~Q(attempt__status=QualificationAttempt.Status.PASSED))
     answers = checked.count()
     if not answers:
         return ""

@@ -306,8 +306,8 @@ def test_each_kind_of_weighed_rule_is_replayed_at_the_highest_threshold_that_spe
     budget = row_named(result, "fixed overlap 3").answers
     answers = replay_input.read_answers(as_csv(crowd))
     weights, _ = replay.accuracies(answers)
-    assert [name.split()[0] for name in result.matched] == ["weighed", "by"]
-    for name in result.matched:
+    assert [kind for kind, _ in result.matched] == [replay.WEIGHED, replay.BY_TRUTH]
+    for _, name in result.matched:
         row = row_named(result, name)
         assert row.answers <= budget
         threshold = float(name.split(",")[0].split()[-1])
@@ -322,8 +322,12 @@ def test_each_kind_of_weighed_rule_is_replayed_at_the_highest_threshold_that_spe
     out = io.StringIO()
     call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "3", "5",
                  "--until-decided", "--weighed", "0.8", "--by-truth", stdout=out)
-    assert f"{result.matched[0]}: the highest thresholds, to 0.001, that buy no more than fixed overlap 3" \
+    assert f"{result.matched[0][1]}: the highest thresholds, to 0.001, that buy no more than fixed overlap 3" \
         in out.getvalue()
+    out = io.StringIO()
+    call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "1",
+                 "--until-decided", "--weighed", "0.8", "--by-truth", "--matching", "1", stdout=out)
+    assert "No weighed rule buys as little as fixed overlap 1, even at a threshold of 0.501." in out.getvalue()
     with pytest.raises(CommandError, match="needs fixed overlap 4"):
         call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "3",
                      "--matching", "4", stdout=io.StringIO())

@@ -7,7 +7,14 @@ from django.urls import reverse
 
 from annotation.crowdwork.queue import next_assignment
 from annotation.crowdwork.stopping import stated_accuracy_warning
-from annotation.models import GoldAnswer, GoldItem, Stage, StageQualification, WorkerQualification
+from annotation.models import (
+    GoldAnswer,
+    GoldItem,
+    QualificationAttempt,
+    Stage,
+    StageQualification,
+    WorkerQualification,
+)
 from annotation.preferences.judgements import submit_pairwise_judgement
 from annotation.preferences.tournaments import launch_tournament
 from tests.factories import WorkerFactory
@@ -24,13 +31,20 @@ def tournament():
         posterior_threshold=0.9, judgement_accuracy=0.8))
 
 
-def gold_answers(worker, *, right, wrong, source=GoldAnswer.Source.LIVE):
+def gold_answers(worker, *, right, wrong, source=GoldAnswer.Source.LIVE, status=WorkerQualification.Status.QUALIFIED,
+                 attempt=None):
+    """`right` and `wrong` checked gold answers of `worker`, qualified for the pairwise stage with
+    `status` (None: not qualified), each on an item of its own."""
     qualification, _ = StageQualification.objects.get_or_create(
         stage=Stage.PAIRWISE, defaults={"name": "Which is better?", "description": "Pick the better answer."})
-    item = GoldItem.objects.create(qualification=qualification, content={}, question="Which is better?",
-                                   options=["left", "right"], answer="left")
+    if status:
+        WorkerQualification.objects.get_or_create(qualification=qualification, worker=worker,
+                                                  defaults={"test_score": "0.800", "status": status})
     for correct in [True] * right + [False] * wrong:
-        GoldAnswer.objects.create(item=item, worker=worker, source=source, answer="x", correct=correct)
+        item = GoldItem.objects.create(qualification=qualification, content={}, question="Which is better?",
+                                       options=["left", "right"], answer="left")
+        GoldAnswer.objects.create(item=item, worker=worker, source=source, answer="x", correct=correct,
+                                  attempt=attempt and attempt(qualification))
     return qualification
 
 
@@ -44,20 +58,31 @@ def test_a_crowd_right_less_often_than_stated_is_warned_of_with_its_own_figure(t
     assert "the crowd's gold answers" in warning
 
 
-def test_before_anybody_judged_the_tests_of_workers_who_failed_them_do_not_count(tournament):
-    """Workers who failed the stage's test never judge: their test answers say nothing of the crowd
-    that will."""
-    def tested(*, right, wrong, passed):
-        worker = WorkerFactory()
-        qualification = gold_answers(worker, right=right, wrong=wrong, source=GoldAnswer.Source.TEST)
-        if passed:
-            WorkerQualification.objects.create(qualification=qualification, worker=worker, test_score="0.800")
+def test_before_anybody_judged_only_the_gold_of_workers_who_may_judge_counts(tournament):
+    """Workers who failed the stage's test, or are paused, do not judge, and a failed attempt says
+    nothing of the worker who passed a retake: their answers say nothing of the crowd that will."""
 
-    tested(right=33, wrong=7, passed=True)  # 82.5%
-    tested(right=2, wrong=38, passed=False)
+    def tested(*, right, wrong, status=WorkerQualification.Status.QUALIFIED, worker=None, attempt=None):
+        gold_answers(worker or WorkerFactory(), right=right, wrong=wrong, source=GoldAnswer.Source.TEST,
+                     status=status, attempt=attempt)
+
+    tested(right=33, wrong=7)  # 82.5%
+    tested(right=2, wrong=38, status=None)
+    tested(right=2, wrong=38, status=WorkerQualification.Status.PAUSED)
     assert stated_accuracy_warning(tournament) == ""
-    tested(right=12, wrong=28, passed=True)
-    assert "right 45 of 80 times" in stated_accuracy_warning(tournament)
+    retaken = WorkerFactory()
+
+    def attempt_that(status):
+        def attempt(qualification):
+            return QualificationAttempt.objects.get_or_create(qualification=qualification, worker=retaken,
+                                                              status=status, defaults={"item_ids": []})[0]
+        return attempt
+
+    tested(right=2, wrong=38, worker=retaken, attempt=attempt_that(QualificationAttempt.Status.FAILED))
+    tested(right=5, wrong=0, worker=retaken, attempt=attempt_that(QualificationAttempt.Status.PASSED))
+    assert stated_accuracy_warning(tournament) == ""
+    tested(right=12, wrong=28)
+    assert "right 50 of 85 times" in stated_accuracy_warning(tournament)
 
 
 def test_a_crowd_whose_gold_allows_the_stated_accuracy_is_not_warned_of(tournament):

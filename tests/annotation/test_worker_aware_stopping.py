@@ -438,6 +438,14 @@ def test_a_decision_waits_for_the_answers_that_closed_its_unit_not_as_many_other
     assert reference.verdict == Reference.Verdict.CORRECT
     assert violations(families=InstructionFamily.objects.filter(pk=family.pk)) == []
 
+    # One of the answers that closed it rejected now leaves six, as many as it asked, that decide
+    # nothing: the unit asks again rather than the reference being decided on them.
+    outcome = review.reject_work(assignments=[answer_of(fair)], reason="Answered too fast.", reviewer=reviewer)
+    reference.refresh_from_db()
+    assert (outcome.units_reopened, reference.verdict) == (1, Reference.Verdict.PENDING)
+    assert WorkUnit.objects.get(reference=reference).status == WorkUnit.Status.OPEN
+    assert violations(families=InstructionFamily.objects.filter(pk=family.pk)) == []
+
 
 @pytest.mark.django_db
 def test_a_verification_gold_items_answer_is_kept_as_the_verdict_the_stage_weighs_verifiers_by(admin_client):

@@ -71,6 +71,8 @@ class Command(BaseCommand):
             raise CommandError("A fixed overlap, and the most a weighed rule asks, is at least one answer.")
         if matching is None:
             matching = 3 if 3 in fixed else 0
+        if matching < 0:
+            raise CommandError("--matching is a fixed overlap (at least one answer), or 0 for none.")
         if matching and matching not in fixed:
             raise CommandError(f"--matching {matching} needs fixed overlap {matching} among those replayed (--fixed).")
         try:
@@ -136,9 +138,14 @@ def format_replay(result):
             else:
                 line += f"  {decided.agreement:>22.3f}"
         lines.append(line)
-    if result.matched:
-        lines += ["", f"{' and '.join(result.matched)}: the highest thresholds, to 0.001, that buy no more than fixed "
+    found = [name for _, name in result.matched if name]
+    if found:
+        lines += ["", f"{' and '.join(found)}: the highest thresholds, to 0.001, that buy no more than fixed "
                       f"overlap {result.matching} buys; what to set to spend what it spends."]
+    for kind, name in result.matched:
+        if name is None:
+            lines += ["", f"No {kind} rule buys as little as fixed overlap {result.matching}, even at a threshold "
+                          "of 0.501."]
     if any(row.ran_out for row in result.rows):
         lines += ["", "Ran out: items whose rule would have asked for more answers than the file holds; the "
                       "rule bought what there was."]
