@@ -328,9 +328,19 @@ def test_each_kind_of_weighed_rule_is_replayed_at_the_highest_threshold_that_spe
     call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "1",
                  "--until-decided", "--weighed", "0.8", "--by-truth", "--matching", "1", stdout=out)
     assert "No weighed rule buys as little as fixed overlap 1, even at a threshold of 0.501." in out.getvalue()
+
     with pytest.raises(CommandError, match="needs fixed overlap 4"):
         call_command("replay_answers", str(write_csv(tmp_path / "campaign.csv", crowd)), "--fixed", "3",
                      "--matching", "4", stdout=io.StringIO())
+
+
+def test_a_matched_threshold_that_ran_out_of_answers_says_a_live_campaign_would_buy_more():
+    # The published sample holds three answers a sentence: every threshold buys no more than a fixed three.
+    out = io.StringIO()
+    call_command("replay_answers", str(REAL_SET), "--fixed", "3", "--until-decided", "--weighed", "0.8",
+                 "--by-truth", stdout=out)
+    assert "weighed 0.999, up to 5 ran out on " in out.getvalue()
+    assert "a live campaign at that threshold would buy more than the replay could" in out.getvalue()
 
 
 def test_a_share_of_gold_weighs_by_that_share_and_none_by_dawid_skene_fitted_on_every_answer(crowd):

@@ -142,7 +142,11 @@ def format_replay(result):
     if found:
         lines += ["", f"{' and '.join(found)}: the highest thresholds, to 0.001, that buy no more than fixed "
                       f"overlap {result.matching} buys; what to set to spend what it spends."]
+    rows = {row.rule: row for row in result.rows}
     for kind, name in result.matched:
+        if name is not None and rows[name].ran_out:
+            lines.append(f"{name} ran out on {rows[name].ran_out:,} items: the file holds no more answers for them, "
+                         "so a live campaign at that threshold would buy more than the replay could.")
         if name is None:
             lines += ["", f"No {kind} rule buys as little as fixed overlap {result.matching}, even at a threshold "
                           "of 0.501."]
