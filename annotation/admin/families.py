@@ -165,13 +165,15 @@ class InstructionFamilyForm(forms.ModelForm):
                   "source_dataset", "citation", "seed_instruction", "seed_response"]
 
 
-class StageConfigInline(WorkerModelChoiceMixin, admin.TabularInline):
+class StageConfigInline(WorkerModelChoiceMixin, admin.StackedInline):
+    # Stacked, in groups: sixteen settings in one table row made the family's page several screens wide.
     model = StageConfig
     extra = 0
-    fields = ["stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation", "adaptive",
-              "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy", "on_incorrect",
-              "max_caption_rounds", "counts_provisional", "model_min_answers",
-              "model_min_posterior"]
+    fieldsets = [(None, {"fields": [("stage", "launched_at"), ("overlap", "lease_minutes"), "counts_provisional"]}),
+                 ("Ask until decided", {"fields": [
+                     "adaptive", ("agree_to_decide", "stopping"), ("posterior_threshold", "prior_accuracy")]}),
+                 ("Deciding a verification", {"fields": [("verification_rule", "aggregation"), (
+                     "model_min_answers", "model_min_posterior"), ("on_incorrect", "max_caption_rounds")]})]
     readonly_fields = ["launched_at"]
 
 
