@@ -259,9 +259,6 @@ class InstructionFamilyAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdm
     ]
     actions = [_launch_action(stage) for stage in FAMILY_STAGES]
 
-    class Media:
-        css = {"all": ["annotation/admin.css"]}
-
     def build_workflow(self, family):
         return family_workflow(family)
 

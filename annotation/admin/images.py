@@ -70,9 +70,6 @@ class ImageAssetAdmin(LargeTableAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     search_help_text = "A word of the image's name, link, author or licence, or its SHA-256 whole."
     readonly_fields = ["thumbnail", "original_name", "width", "height", "sha256", "uploaded_by"]
 
-    class Media:
-        css = {"all": ["annotation/admin.css"]}
-
     @admin.display(description="image")
     def thumbnail(self, image):
         return thumbnail_html(image)

@@ -117,9 +117,6 @@ class InstanceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmin
         url = reverse("admin:annotation_instance_add_reference", args=[instance.pk])
         return format_html('<a class="button" href="{}">Paste a reference</a>', url)
 
-    class Media:
-        css = {"all": ["annotation/admin.css"]}
-
     def _model_note(self, extra_context):
         # A note in the page, not a message: messages pile up across the action's POST and the
         # redirect that follows, and the researcher would read the same paragraph three times.
