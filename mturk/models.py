@@ -12,6 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from annotation.model_checks import CheckedFields
 from annotation.models import Assignment, InstructionFamily, Stage, Worker, WorkUnit
 
 
@@ -104,7 +105,7 @@ class Environment(models.TextChoices):
     PRODUCTION = "production", "Production"
 
 
-class Hit(models.Model):
+class Hit(CheckedFields, models.Model):
     """An MTurk HIT: one work unit, its overlap as MaxAssignments."""
 
     class Status(models.TextChoices):
@@ -130,7 +131,8 @@ class Hit(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["study", "unit"], name="hit_one_per_study_unit"),
             models.UniqueConstraint(fields=["hit_id"], condition=~Q(hit_id=""), name="hit_id_unique"),
-            models.CheckConstraint(condition=Q(max_assignments__gte=1), name="hit_assignments_positive"),
+            models.CheckConstraint(condition=Q(max_assignments__gte=1), name="hit_assignments_positive",
+                                   violation_error_message="A HIT asks at least one assignment."),
         ]
 
     def __str__(self):
@@ -214,7 +216,7 @@ class StudyCompletion(models.Model):
         return f"{self.worker} finished {self.study}"
 
 
-class Bonus(models.Model):
+class Bonus(CheckedFields, models.Model):
     class Status(models.TextChoices):
         PENDING = "pending", "Not paid yet"
         SET_UP = "set_up", "Set up on Prolific, not paid yet"
@@ -238,7 +240,8 @@ class Bonus(models.Model):
         verbose_name_plural = "bonuses"
         ordering = ["id"]
         constraints = [
-            models.CheckConstraint(condition=Q(amount_usd__gt=0), name="bonus_amount_positive"),
+            models.CheckConstraint(condition=Q(amount_usd__gt=0), name="bonus_amount_positive",
+                                   violation_error_message="A bonus is more than $0."),
         ]
 
     def __str__(self):

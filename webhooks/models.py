@@ -7,6 +7,7 @@ from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 
+from annotation.model_checks import CheckedFields
 from crowdbench.events import EVENTS
 from crowdbench.outbound import PublicAddressValidator
 
@@ -17,7 +18,7 @@ def new_secret():
 
 
 
-class Endpoint(models.Model):
+class Endpoint(CheckedFields, models.Model):
     """A researcher's URL, told of the chosen events about one family, tournament or study (or,
     with none chosen, about everything)."""
 
@@ -46,6 +47,7 @@ class Endpoint(models.Model):
                            | Q(family__isnull=True, study__isnull=True)
                            | Q(tournament__isnull=True, study__isnull=True)),
                 name="webhook_endpoint_one_scope_at_most",
+                violation_error_message="An endpoint is scoped to one family, tournament or study at most.",
             ),
         ]
 

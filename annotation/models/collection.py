@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from annotation.model_checks import CheckedFields
 from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
 from annotation.models.work import Aggregation, Assignment
@@ -124,7 +125,7 @@ class Reference(models.Model):
         return text if self.posterior is None else f"{text} (posterior {self.posterior:.2f})"
 
 
-class Verification(models.Model):
+class Verification(CheckedFields, models.Model):
     """One verifier's judgement of a candidate reference (paper §2.1 'Model Output Evaluation')."""
 
     reference = models.ForeignKey(Reference, on_delete=models.CASCADE, related_name="verifications")
@@ -145,6 +146,7 @@ class Verification(models.Model):
             models.CheckConstraint(
                 condition=Q(is_correct=False) | Q(problem_in_caption=False, problem_in_response=False),
                 name="correct_verification_names_no_problem",
+                violation_error_message="A verification that finds the reference correct names no problem in it.",
             ),
         ]
 
@@ -173,7 +175,7 @@ class DecisionChange(models.Model):
         return f"Reference #{self.reference_id}: {self.before} → {self.after} ({self.model})"
 
 
-class KeptCount(models.Model):
+class KeptCount(CheckedFields, models.Model):
     """The row of a count the database keeps (annotation/collection/kept_counts.py): a family's
     sums (`instance` empty), one instance's part, or, with `stale`, a mark the triggers write in
     the same transaction as a change that reaches the instance's part."""
@@ -203,7 +205,8 @@ def kept_count_constraints(prefix, *, sums_per, sums_name):
                                 name=f"{prefix}_once_per_{sums_name}"),
         models.UniqueConstraint(fields=["instance"], condition=Q(stale=False), name=f"{prefix}_once_per_instance"),
         models.CheckConstraint(condition=Q(stale=False) | Q(instance__isnull=False),
-                               name=f"{prefix}_marks_an_instance"),
+                               name=f"{prefix}_marks_an_instance",
+                               violation_error_message="A current mark names its instance."),
     ]
 
 

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from annotation.model_checks import CheckedFields
 from annotation.models.instances import Instance
 from annotation.models.preferences import Tournament
 
@@ -16,7 +17,7 @@ class SnapshotManager(models.Manager):
         return super().get_queryset().defer("instance_digests")
 
 
-class Snapshot(models.Model):
+class Snapshot(CheckedFields, models.Model):
     """The verified benchmark and the judgements of chosen tournaments, frozen at one moment.
 
     A snapshot is written once: its rows may change only while it is being built (through
@@ -57,7 +58,8 @@ class Snapshot(models.Model):
     class Meta:
         ordering = ["-version"]
         constraints = [
-            models.CheckConstraint(condition=Q(version__gte=1), name="snapshot_version_positive"),
+            models.CheckConstraint(condition=Q(version__gte=1), name="snapshot_version_positive",
+                                   violation_error_message="A snapshot's version is 1 or more."),
         ]
 
     def __str__(self):

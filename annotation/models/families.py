@@ -4,10 +4,11 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.image_urls import image_url_allowed
+from annotation.model_checks import CheckedFields
 from crowdbench.scoped_models import UniqueInEveryScope
 
 
-class ImageAsset(models.Model):
+class ImageAsset(CheckedFields, models.Model):
     """An image with its licence; either stored by us (upload) or referenced by URL."""
 
     file = models.ImageField(upload_to="images/%Y/%m/", blank=True, width_field="width",
@@ -31,7 +32,8 @@ class ImageAsset(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=~Q(file="") | ~Q(url=""), name="image_has_file_or_url"),
+            models.CheckConstraint(condition=~Q(file="") | ~Q(url=""), name="image_has_file_or_url",
+                                   violation_error_message="An image needs a file or a URL."),
         ]
 
     def __str__(self):
@@ -50,7 +52,7 @@ class ImageAsset(models.Model):
         return self.url if image_url_allowed(self.url) else ""
 
 
-class InstructionFamily(UniqueInEveryScope):
+class InstructionFamily(CheckedFields, UniqueInEveryScope):
     class Source(models.TextChoices):
         NEW = "new", "New (written for this benchmark)"
         REFORMATTED = "reformatted", "Reformatted from an existing dataset"
@@ -80,6 +82,7 @@ class InstructionFamily(UniqueInEveryScope):
             models.CheckConstraint(
                 condition=Q(source="new") | ~Q(source_dataset=""),
                 name="reformatted_family_names_its_dataset",
+                violation_error_message="A family reformatted from another dataset names that dataset.",
             ),
         ]
 

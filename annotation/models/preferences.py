@@ -5,6 +5,7 @@ from django.db import models
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Upper
 
+from annotation.model_checks import CheckedFields
 from annotation.models.benchmark import benchmark_instances
 from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
@@ -78,7 +79,7 @@ def _count_per_tournament(model):
     return Coalesce(Subquery(rows.annotate(n=Count("*")).values("n")[:1]), 0)
 
 
-class Tournament(UniqueInEveryScope):
+class Tournament(CheckedFields, UniqueInEveryScope):
     """Which battles to sample, and how the crowd judges them (paper §4; CHIRP C.2.2)."""
 
     class Sampling(models.TextChoices):
@@ -164,12 +165,16 @@ class Tournament(UniqueInEveryScope):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(condition=Q(judgements_per_pair__gte=1),
-                                   name="tournament_judgements_per_pair_positive"),
+                                   name="tournament_judgements_per_pair_positive",
+                                   violation_error_message="A pair is judged at least once."),
             models.CheckConstraint(condition=Q(posterior_threshold__gt=0.5, posterior_threshold__lt=1),
-                                   name="tournament_posterior_threshold_between_half_and_one"),
+                                   name="tournament_posterior_threshold_between_half_and_one",
+                                   violation_error_message="The posterior threshold is between 0.5 and 1, e.g. 0.9."),
             models.CheckConstraint(condition=Q(judgement_accuracy__gt=0.5, judgement_accuracy__lt=1)
                                    | Q(judgement_accuracy__isnull=True),
-                                   name="tournament_judgement_accuracy_between_half_and_one"),
+                                   name="tournament_judgement_accuracy_between_half_and_one",
+                                   violation_error_message=("The judgement accuracy is between 0.5 and 1, or empty to "
+                                                            "ask whether the crowd prefers one side.")),
         ]
 
     def __str__(self):
@@ -213,7 +218,7 @@ class Tournament(UniqueInEveryScope):
         return rubric_for
 
 
-class Rubric(models.Model):
+class Rubric(CheckedFields, models.Model):
     """A score rubric for one family or one instance of a tournament (Prometheus-Vision §3)."""
 
     tournament = models.ForeignKey(Tournament, on_delete=models.CASCADE, related_name="rubrics")
@@ -227,6 +232,7 @@ class Rubric(models.Model):
                 condition=(Q(family__isnull=False, instance__isnull=True)
                            | Q(family__isnull=True, instance__isnull=False)),
                 name="rubric_for_family_or_instance",
+                violation_error_message="A rubric is for a family or for one instance: one of them, not both.",
             ),
             models.UniqueConstraint(fields=["tournament", "family"], name="rubric_family_unique"),
             models.UniqueConstraint(fields=["tournament", "instance"], name="rubric_instance_unique"),
@@ -236,7 +242,7 @@ class Rubric(models.Model):
         return f"Rubric of {self.instance or self.family} in {self.tournament}"
 
 
-class Battle(models.Model):
+class Battle(CheckedFields, models.Model):
     """Two responses to one instance, judged by the crowd and by LLM judges.
 
     A and B are fixed when the battle is sampled; the side each is shown on is drawn per human
@@ -257,7 +263,8 @@ class Battle(models.Model):
             models.UniqueConstraint(fields=["tournament", "response_a", "response_b"],
                                     name="battle_pair_unique"),
             models.CheckConstraint(condition=~Q(response_a=F("response_b")),
-                                   name="battle_two_different_responses"),
+                                   name="battle_two_different_responses",
+                                   violation_error_message="A battle compares two different responses."),
         ]
 
     def __str__(self):

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.model_checks import CheckedFields
 from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
 from annotation.models.workers import Worker
@@ -22,7 +23,7 @@ class Stage(models.TextChoices):
     PAIRWISE = "pairwise", "Pairwise preference"
 
 
-class WorkUnit(models.Model):
+class WorkUnit(CheckedFields, models.Model):
     """One item of crowd work in a stage, answered by `overlap` different workers.
 
     `key` is the unit's identity, made from facts that do not change while the unit is worked on
@@ -57,7 +58,8 @@ class WorkUnit(models.Model):
         ordering = ["id"]
         constraints = [
             models.UniqueConstraint(fields=["stage", "key"], name="work_unit_key_unique"),
-            models.CheckConstraint(condition=Q(overlap__gte=1), name="work_unit_overlap_positive"),
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="work_unit_overlap_positive",
+                                   violation_error_message="A task asks at least one answer."),
         ]
         indexes = [
             models.Index(fields=["stage", "status", "id"], name="work_unit_queue_idx"),
@@ -200,7 +202,7 @@ class Aggregation(models.TextChoices):
     MACE = "mace", "MACE worker model (crowd-kit)"
 
 
-class StageConfig(models.Model):
+class StageConfig(CheckedFields, models.Model):
     """How a crowd stage runs for one family: overlap, lease, and whether it is launched."""
 
     class VerificationRule(models.TextChoices):
@@ -285,12 +287,17 @@ class StageConfig(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["family", "stage"], name="stage_config_unique"),
-            models.CheckConstraint(condition=Q(overlap__gte=1), name="stage_config_overlap_positive"),
-            models.CheckConstraint(condition=Q(agree_to_decide__gte=1), name="stage_config_agree_to_decide_positive"),
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="stage_config_overlap_positive",
+                                   violation_error_message="A task asks at least one answer."),
+            models.CheckConstraint(condition=Q(agree_to_decide__gte=1), name="stage_config_agree_to_decide_positive",
+                                   violation_error_message="At least one verifier agrees to decide."),
             models.CheckConstraint(condition=Q(posterior_threshold__gt=0.5, posterior_threshold__lt=1),
-                                   name="stage_config_posterior_threshold_between"),
+                                   name="stage_config_posterior_threshold_between",
+                                   violation_error_message="The posterior threshold is between 0.5 and 1, e.g. 0.95."),
             models.CheckConstraint(condition=Q(prior_accuracy__gt=0.5, prior_accuracy__lt=1),
-                                   name="stage_config_prior_accuracy_between"),
+                                   name="stage_config_prior_accuracy_between",
+                                   violation_error_message=("The prior accuracy is between 0.5 and 1, e.g. 0.7: below "
+                                                            "a half, a verifier would count against what they said.")),
         ]
 
     def __str__(self):

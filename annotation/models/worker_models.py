@@ -10,6 +10,7 @@ workers within one model, never across models.
 
 from django.db import models
 
+from annotation.model_checks import CheckedFields
 from annotation.models.families import InstructionFamily
 from annotation.models.work import Stage
 from annotation.models.workers import Worker
@@ -52,7 +53,7 @@ class WorkerReliability(models.Model):
         return f"{self.worker} {self.get_model_display()}: {self.reliability:.3f}"
 
 
-class LabelShare(models.Model):
+class LabelShare(CheckedFields, models.Model):
     """How common a label is among a stage's items, as a worker model's latest fit estimates it (its
     class prior): a rule that weighs answers by label (annotation/workforce/accuracy.py) starts
     from it. `family` is empty for a fit over every family's answers, as for WorkerReliability."""
@@ -69,7 +70,8 @@ class LabelShare(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["stage", "family", "model", "label"], nulls_distinct=False,
                                     name="label_share_unique"),
-            models.CheckConstraint(condition=models.Q(share__gte=0, share__lte=1), name="label_share_is_a_share"),
+            models.CheckConstraint(condition=models.Q(share__gte=0, share__lte=1), name="label_share_is_a_share",
+                                   violation_error_message="A share is between 0 and 1."),
         ]
 
     def __str__(self):

@@ -16,6 +16,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from annotation.model_checks import CheckedFields
 from annotation.models.work import Stage
 from annotation.models.workers import Worker
 
@@ -36,7 +37,7 @@ class WorkerBlock(models.Model):
         return f"{self.worker} blocked"
 
 
-class StageQualification(models.Model):
+class StageQualification(CheckedFields, models.Model):
     """The qualification test of one stage and the bars that keep workers in it."""
 
     stage = models.CharField(max_length=30, choices=Stage.choices, unique=True)
@@ -68,14 +69,15 @@ class StageQualification(models.Model):
         db_table = "mturk_stagequalification"
         constraints = [
             models.CheckConstraint(condition=Q(test_size__gte=5, test_size__lte=10),
-                                   name="qualification_test_five_to_ten_items"),
+                                   name="qualification_test_five_to_ten_items",
+                                   violation_error_message="A qualification test has 5 to 10 items."),
         ]
 
     def __str__(self):
         return self.name
 
 
-class GoldItem(models.Model):
+class GoldItem(CheckedFields, models.Model):
     """A task with a known answer, or (free text) one a researcher reviews."""
 
     class Kind(models.TextChoices):
@@ -102,7 +104,8 @@ class GoldItem(models.Model):
         ordering = ["id"]
         constraints = [
             models.CheckConstraint(condition=Q(kind="free_text") | Q(answer__isnull=False),
-                                   name="choice_gold_item_has_answer"),
+                                   name="choice_gold_item_has_answer",
+                                   violation_error_message="A choice item needs its answer: the option to pick."),
         ]
 
     def __str__(self):
