@@ -1,7 +1,7 @@
 """Every admin page a researcher opens fits a small laptop's window (1024 pixels): nothing to
-scroll sideways for, and no field, choice or help text cut off at the edge of its form row. The pages are enumerated from the admin's own registry,
-each model's list, its add form and the change form of one of its rows from the demo, so a page
-added later is held to it the day it is added."""
+scroll sideways for, and no field, choice or help text cut off at the edge of its form row. The
+pages are enumerated from the admin's own registry, each model's list, its add form and the change
+form of one of its rows from the demo, so a page added later is held to it the day it is added."""
 
 import os
 
