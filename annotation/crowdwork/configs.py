@@ -59,8 +59,11 @@ class Applied:
         if self.rule_changed or self.aggregation:
             rule = f"by {self.aggregation}" if self.aggregation else "by the new rule"
             parts.append(f"{self.pending_decisions} reference(s) still undecided will be decided {rule} as their "
-                         "answers come in; those decided already keep their decision")
-        return "; ".join(parts) + "." if parts else "No open task needed changing."
+                         "answers come in; those decided already keep their decision" if self.pending_decisions else
+                         f"references will be decided {rule} as their answers come in; those decided already keep "
+                         "their decision")
+        said = "; ".join(parts) + "." if parts else "No open task needed changing."
+        return said[0].upper() + said[1:]
 
 
 def apply_stage_config(*, config, before):

@@ -266,3 +266,11 @@ def test_the_tournament_form_offers_how_often_a_judgement_is_right(admin_client)
     page = admin_client.get(reverse("admin:annotation_tournament_add")).content.decode()
     assert 'name="judgement_accuracy"' in page
     assert "a lead of two judgements passes 0.9 at 0.8" in page
+
+
+def test_a_changed_rule_is_told_without_a_count_of_nothing_when_no_reference_waits():
+    assert configs.Applied(rule_changed=True).message() == (
+        "References will be decided by the new rule as their answers come in; those decided already keep their "
+        "decision.")
+    assert configs.Applied(rule_changed=True, pending_decisions=2).message().startswith(
+        "2 reference(s) still undecided will be decided by the new rule")
