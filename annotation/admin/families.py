@@ -165,15 +165,19 @@ class InstructionFamilyForm(forms.ModelForm):
                   "source_dataset", "citation", "seed_instruction", "seed_response"]
 
 
+# A stage's settings in groups, on a family's page and on its own: sixteen settings in one table
+# row made the family's page several screens wide.
+STAGE_SETTINGS = [(None, {"fields": [("stage", "launched_at"), ("overlap", "lease_minutes"), "counts_provisional"]}),
+                  ("Ask until decided", {"fields": [
+                      "adaptive", ("agree_to_decide", "stopping"), ("posterior_threshold", "prior_accuracy")]}),
+                  ("Deciding a verification", {"fields": [("verification_rule", "aggregation"), (
+                      "model_min_answers", "model_min_posterior"), ("on_incorrect", "max_caption_rounds")]})]
+
+
 class StageConfigInline(WorkerModelChoiceMixin, admin.StackedInline):
-    # Stacked, in groups: sixteen settings in one table row made the family's page several screens wide.
     model = StageConfig
     extra = 0
-    fieldsets = [(None, {"fields": [("stage", "launched_at"), ("overlap", "lease_minutes"), "counts_provisional"]}),
-                 ("Ask until decided", {"fields": [
-                     "adaptive", ("agree_to_decide", "stopping"), ("posterior_threshold", "prior_accuracy")]}),
-                 ("Deciding a verification", {"fields": [("verification_rule", "aggregation"), (
-                     "model_min_answers", "model_min_posterior"), ("on_incorrect", "max_caption_rounds")]})]
+    fieldsets = STAGE_SETTINGS
     readonly_fields = ["launched_at"]
 
 
@@ -426,10 +430,7 @@ class StageConfigAdmin(WorkerModelChoiceMixin, GroupScopedAdminMixin, AuditTrail
     list_display = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule",
                     "adaptive", "aggregation", "on_incorrect"]
     list_filter = ["stage", "verification_rule", "aggregation"]
-    fields = ["family", "stage", "overlap", "lease_minutes", "launched_at", "verification_rule", "aggregation",
-              "adaptive", "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy", "on_incorrect",
-              "max_caption_rounds", "counts_provisional",
-              "model_min_answers", "model_min_posterior"]
+    fieldsets = [("Family", {"fields": ["family"]}), *STAGE_SETTINGS]
     readonly_fields = ["launched_at"]
     actions = ["refit_worker_models"]
 
