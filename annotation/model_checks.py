@@ -8,17 +8,34 @@ from django.db import models, router
 
 
 def fields_read(condition):
-    """The model fields a check constraint's condition (a Q) reads."""
+    """The model fields a check constraint's condition (a Q) reads, on either side of each lookup;
+    None when it reads through an expression this cannot follow (its error then stays the form's)."""
+    if not isinstance(condition, models.Q):
+        return None
     read = set()
     for child in condition.children:
-        read |= fields_read(child) if isinstance(child, models.Q) else {child[0].split("__")[0]}
+        if isinstance(child, models.Q):
+            inner = fields_read(child)
+            if inner is None:
+                return None
+            read |= inner
+            continue
+        if not isinstance(child, tuple):
+            return None
+        lookup, value = child
+        read.add(lookup.split("__")[0])
+        if isinstance(value, models.F):
+            read.add(value.name.split("__")[0])
+        elif hasattr(value, "resolve_expression"):
+            return None
     return read
 
 
 def _placed_at(constraint):
     if isinstance(constraint, models.CheckConstraint):
         read = fields_read(constraint.condition)
-        return next(iter(read)) if len(read) == 1 else NON_FIELD_ERRORS
+        # A form places an error at a field it has by name, never at "pk".
+        return next(iter(read)) if read and len(read) == 1 and read != {"pk"} else NON_FIELD_ERRORS
     if isinstance(constraint, models.UniqueConstraint) and len(constraint.fields) == 1:
         return constraint.fields[0]
     return NON_FIELD_ERRORS

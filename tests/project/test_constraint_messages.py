@@ -6,6 +6,7 @@ import pytest
 from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 
 from annotation.model_checks import CheckedFields, fields_read
@@ -36,6 +37,10 @@ def test_a_stage_setting_out_of_range_is_refused_at_its_field():
     assert errors["posterior_threshold"] == ["The posterior threshold is between 0.5 and 1, e.g. 0.95."]
     assert errors["prior_accuracy"][0].startswith("The prior accuracy is between 0.5 and 1")
     assert fields_read(models.Q(a__gt=1) | models.Q(b=2, a__lt=3)) == {"a", "b"}
+    assert fields_read(~models.Q(response_a=models.F("response_b"))) == {"response_a", "response_b"}
+    # Read through an expression it cannot follow, the error stays the form's, never a 500.
+    assert fields_read(GreaterThan(models.F("overlap"), 0)) is None
+    assert fields_read(models.Q(GreaterThan(models.F("overlap"), 0))) is None
 
 
 @pytest.mark.django_db
