@@ -36,8 +36,8 @@ from annotation.models import (
     Stage,
     StageConfig,
     Verification,
-    WorkState,
     counted_work,
+    unreviewed_answers,
 )
 from annotation.typed_text import (
     COMMENT_MAX_CHARS,
@@ -134,7 +134,7 @@ class Asked:
 def _unreviewed(unit):
     if isinstance(unit, Asked):
         return unit.unreviewed
-    return unit.assignments.answered().filter(work_state=WorkState.PROVISIONAL).count()
+    return unit.assignments.filter(unreviewed_answers()).count()
 
 
 def _decided(votes, config):

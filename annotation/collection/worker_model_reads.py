@@ -10,7 +10,6 @@ from django.db.models import Count, F, Q
 from annotation.collection.verification import Asked, votes_complete
 from annotation.models import (
     Aggregation,
-    Assignment,
     Instance,
     Reference,
     Snapshot,
@@ -18,9 +17,9 @@ from annotation.models import (
     StageConfig,
     Verification,
     WorkerQualification,
-    WorkState,
     WorkUnit,
     counted_verifications,
+    unreviewed_answers,
 )
 from annotation.sql import Among
 
@@ -58,8 +57,7 @@ def waiting_for_a_model():
 
 def first_units(references):
     """{reference id: what its first verification unit asks (`Asked`)} of `references` (ids, or a query)."""
-    unreviewed = Count("assignments", filter=Q(assignments__status=Assignment.Status.SUBMITTED,
-                                               assignments__work_state=WorkState.PROVISIONAL))
+    unreviewed = Count("assignments", filter=unreviewed_answers(path="assignments"))
     units = {}
     for reference_id, overlap, waiting in (
             WorkUnit.objects.filter(_among("reference_id", references), stage=Stage.VERIFICATION)

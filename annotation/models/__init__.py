@@ -50,6 +50,7 @@ from annotation.models.work import (
     WorkUnit,
     counted_verifications,
     counted_work,
+    unreviewed_answers,
 )
 from annotation.models.worker_models import LabelShare, WorkerModel, WorkerReliability
 from annotation.models.workers import Worker
@@ -114,5 +115,6 @@ __all__ = [
     "Worker",
     "counted_verifications",
     "counted_work",
+    "unreviewed_answers",
     "multi_image_q",
 ]

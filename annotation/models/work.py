@@ -100,6 +100,13 @@ def counted_work(*, assignment="assignment", provisional_counts):
     return counted | Q(**{f"{assignment}__work_state": WorkState.PROVISIONAL, provisional_counts: True})
 
 
+def unreviewed_answers(*, path=""):
+    """A Q for submitted answers still waiting for a review (provisional), reached through `path`
+    (e.g. "assignments" from a unit), or of Assignment rows themselves."""
+    prefix = f"{path}__" if path else ""
+    return Q(**{f"{prefix}status": Assignment.Status.SUBMITTED, f"{prefix}work_state": WorkState.PROVISIONAL})
+
+
 def counted_verifications():
     """A Q for the verification votes that count, over Verification rows of any family at once:
     `counted_work`, with provisional votes left out where their family's verification stage counts
