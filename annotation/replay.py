@@ -99,9 +99,14 @@ def rules(*, fixed=FIXED_OVERLAPS, until_decided=UNTIL_DECIDED, worker_aware=WOR
         for threshold in thresholds:
             if not 0.5 < threshold < 1:
                 raise ReplayError(f"A posterior threshold is between 0.5 and 1; {threshold} is not.")
-            found.append(Rule(f"{kind} {threshold:g}, up to {most}",
+            found.append(Rule(_weighed_name(kind, threshold, most),
                               WorkerAware(threshold, prior, enough=ENOUGH, by_truth=kind == BY_TRUTH), most))
     return found
+
+
+def _weighed_name(kind, threshold, most):
+    # Also how a matched threshold's row is told from one of those asked for (`replay`).
+    return f"{kind} {threshold:g}, up to {most}"
 
 
 def gold_of(answers, gold_share):
@@ -293,7 +298,7 @@ def threshold_buying(budget, rule, answers, weights, *, labels, shares):
 
     def at(thousandths):
         threshold = thousandths / 1000
-        return Rule(f"{rule.kind} {threshold:g}, up to {rule.maximum}",
+        return Rule(_weighed_name(rule.kind, threshold, rule.maximum),
                     _weighed(rule.rule, threshold, labels, shares), rule.maximum)
 
     def affordable(thousandths):
