@@ -167,11 +167,13 @@ class InstructionFamilyForm(forms.ModelForm):
 
 # A stage's settings in groups, on a family's page and on its own: sixteen settings in one table
 # row made the family's page several screens wide.
+# Groups only verification reads are shown for a verification stage alone (stage_settings.js).
 STAGE_SETTINGS = [(None, {"fields": [("stage", "launched_at"), ("overlap", "lease_minutes"), "counts_provisional"]}),
-                  ("Ask until decided", {"fields": [
+                  ("Ask until decided", {"classes": ["for-stage-verification"], "fields": [
                       "adaptive", ("agree_to_decide", "stopping"), ("posterior_threshold", "prior_accuracy")]}),
-                  ("Deciding a verification", {"fields": [("verification_rule", "aggregation"), (
-                      "model_min_answers", "model_min_posterior"), ("on_incorrect", "max_caption_rounds")]})]
+                  ("Deciding a verification", {"classes": ["for-stage-verification"], "fields": [(
+                      "verification_rule", "aggregation"), ("model_min_answers", "model_min_posterior"),
+                      ("on_incorrect", "max_caption_rounds")]})]
 
 
 class StageConfigInline(WorkerModelChoiceMixin, admin.StackedInline):
