@@ -43,13 +43,14 @@ from frontend.arrival import (
     known_participants,
     with_new_token,
 )
-from frontend.qualification_views import qualify_url, render_gold, submit_gold
+from frontend.qualification_views import qualify_url, submit_gold
 from frontend.rendering import (
     LAST_NOTICES,
     lease_for_page,
     page_or_404,
     problem_page,
     refusal,
+    render_gold,
     render_stage_page,
     with_notice,
 )

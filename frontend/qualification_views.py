@@ -10,7 +10,6 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.crypto import salted_hmac
 from django.views.decorators.csrf import csrf_exempt
 
 from annotation.crowdwork.standing import local_worker
@@ -28,7 +27,7 @@ from frontend import tokens
 from frontend.answer_forms import PageForm, TypedTextField, answer_of
 from frontend.arrival import IDLE_SECONDS, NewArrival, study_participant
 from frontend.page_parts import gold_material
-from frontend.rendering import NOTICES, problem_page, refusal
+from frontend.rendering import problem_page, refusal, render_gold
 from frontend.stage_pages import PAGES
 from mturk import identity, links
 from mturk.models import CrowdStudy
@@ -44,35 +43,6 @@ def stage_url(worker, stage):
     """Where a worker finds a stage's tasks on their own: only in-house annotators have such a page;
     platform workers come back through their platform's link."""
     return reverse("frontend:stage", args=[stage]) if worker.platform == Worker.Platform.LOCAL else ""
-
-
-def render_gold(request, page, item, grant, *, worker, study=None, session=None, mturk=False, done=0,
-                form=None, error="", status=200):
-    """A live gold item (annotation.crowdwork.next_step), rendered exactly as the stage's own task: same
-    template, same controls, same button, same form; `form` is a refused answer's."""
-    material = gold_material(item["content"])
-    context = page.context(material, form or page.form(shown=material))
-    context.update({
-        "notice": NOTICES.get(request.GET.get("after", "")) if form is None else "",
-        "can_give_back": True,
-        "page": page,
-        "preview": False,
-        "mturk": mturk,
-        "token": tokens.sign_gold(grant),
-        "study": study,
-        "done_in_study": done,
-        "session_token": tokens.sign_session(session) if session else "",
-        "worker_token": tokens.sign_worker(worker.pk),
-        "error": error,
-        "config": {
-            "draftKey": "task-" + salted_hmac("crowdbench.frontend.draft",
-                                              f"{worker.pk}:{item['id']}").hexdigest()[:16],
-            "preview": False,
-            "idleSeconds": IDLE_SECONDS,
-            "allowedImageHosts": settings.IMAGE_URL_ALLOWED_HOSTS,
-        },
-    })
-    return render(request, page.template, context, status=status)
 
 
 def submit_gold(request, grant, *, wants_json):
