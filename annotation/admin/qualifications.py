@@ -1,11 +1,9 @@
 """Qualification tests, gold items, attempts and answers, worker standing, and the audit log of
 every payment action."""
 
-import copy
-
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
+from django.utils.functional import cached_property
 
 from annotation.admin.audit import AuditTrailMixin
 from annotation.admin.paging import LargeTableAdminMixin
@@ -23,33 +21,27 @@ from mturk.models import AuditLog
 
 class GoldItemForm(forms.ModelForm):
     """A saved gold item left as it was is not written again, so it is not checked again: one saved
-    before a rule existed would otherwise block every edit of its qualification (it is checked as
-    soon as it is changed, and when its qualification's stage changes: StageQualificationForm)."""
+    before a rule existed would otherwise block every edit of its qualification. It is checked as
+    soon as it is changed, and when its qualification's stage changes: each item is then asked again
+    under the new stage, refused at its own fields with its own reason (fixable in the same save),
+    and written as the check leaves it (a verdict's spelling made the stage's)."""
+
+    @cached_property
+    def _stage_moved(self):
+        # The qualification as this save would make it: an inline's own link to its parent form's object.
+        qualification = getattr(self.fields.get("qualification"), "parent_instance", None)
+        if qualification is None or qualification.pk is None:
+            return False
+        saved = StageQualification.objects.filter(pk=qualification.pk).values_list("stage", flat=True).first()
+        return saved != qualification.stage
+
+    def has_changed(self):
+        return super().has_changed() or (self.instance.pk is not None and self._stage_moved)
 
     def _post_clean(self):
         if self.instance.pk is not None and not self.has_changed():
             return
         super()._post_clean()
-
-
-class StageQualificationForm(forms.ModelForm):
-    def clean(self):
-        cleaned = super().clean()
-        stage = cleaned.get("stage")
-        if self.instance.pk is not None and "stage" in self.changed_data and stage:
-            under = copy.copy(self.instance)
-            under.stage = stage
-            refused = []
-            for item in self.instance.gold_items.order_by("pk"):
-                item.qualification = under
-                try:
-                    item.clean()
-                except ValidationError:
-                    refused.append(f"#{item.pk}")
-            if refused:
-                self.add_error("stage", f"Gold item(s) {', '.join(refused)} do not fit this stage (a verification "
-                                        "item's answer is “correct” or “incorrect”): change them first.")
-        return cleaned
 
 
 class GoldItemInline(admin.StackedInline):
@@ -60,7 +52,6 @@ class GoldItemInline(admin.StackedInline):
 
 @admin.register(StageQualification)
 class StageQualificationAdmin(AuditTrailMixin, admin.ModelAdmin):
-    form = StageQualificationForm
     list_display = ["name", "stage", "test_size", "pass_score", "live_accuracy_bar", "gold_items_count",
                     "mturk_qualification_type_id"]
     readonly_fields = ["mturk_qualification_type_id", "mturk_environment"]
