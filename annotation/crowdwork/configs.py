@@ -14,7 +14,7 @@ from annotation.collection.waiting import settle_family
 from annotation.crowdwork.decisions import settle_again
 from annotation.crowdwork.lock_order import lock_unit_and_item
 from annotation.crowdwork.stopping import ask_what_is_needed
-from annotation.models import Aggregation, Assignment, Instance, Reference, Stage, WorkUnit
+from annotation.models import Aggregation, Assignment, Instance, Reference, Stage, StageConfig, WorkUnit
 from crowdbench.jobs import enqueue
 
 APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provisional", "adaptive",
@@ -23,9 +23,16 @@ APPLIED_FIELDS = ("overlap", "lease_minutes", "verification_rule", "counts_provi
 # What a worker model's decisions rest on: a change is fitted and decided again in its job.
 MODEL_FIELDS = {"aggregation", "model_min_answers", "model_min_posterior"}
 # What changes how many answers a unit asks (a weighed rule reads a worker's accuracy from the
-# worker model once it has `model_min_answers` of their answers).
+# worker model once it has `model_min_answers` of their answers, so it asks only under one).
 ASKING_FIELDS = {"overlap", "adaptive", "agree_to_decide", "stopping", "posterior_threshold", "prior_accuracy",
                  "model_min_answers"}
+
+
+def _asking(changed, config, before):
+    """The changed settings that change how many answers a unit asks, before or after the change."""
+    weighed = any(settings["adaptive"] and settings["stopping"] in StageConfig.WEIGHED_STOPPING
+                  for settings in (before, {"adaptive": config.adaptive, "stopping": config.stopping}))
+    return changed & ASKING_FIELDS - (set() if weighed else {"model_min_answers"})
 
 
 @dataclass
@@ -41,6 +48,7 @@ class Applied:
     pending_decisions: int = 0
     rule_changed: bool = False
     aggregation: str = ""
+    refitted: bool = False
 
     def message(self):
         parts = []
@@ -56,12 +64,18 @@ class Applied:
             parts.append(f"{self.units_reopened} task(s) back in the queue: their answers no longer suffice")
         if self.units_made:
             parts.append(f"{self.units_made} new task(s) made")
+        # A worker model fitted again revises a decision of its own the new fit disagrees with
+        # (annotation/collection/worker_model_job.py), so only without one do decisions stand.
+        kept = ("the worker model is fitted again, and a decision of its own that the new fit disagrees with is "
+                "revised where nothing published rests on it (each change is listed under Decision changes)"
+                if self.refitted else "those decided already keep their decision")
         if self.rule_changed or self.aggregation:
             rule = f"by {self.aggregation}" if self.aggregation else "by the new rule"
             parts.append(f"{self.pending_decisions} reference(s) still undecided will be decided {rule} as their "
-                         "answers come in; those decided already keep their decision" if self.pending_decisions else
-                         f"references will be decided {rule} as their answers come in; those decided already keep "
-                         "their decision")
+                         f"answers come in; {kept}" if self.pending_decisions else
+                         f"references will be decided {rule} as their answers come in; {kept}")
+        elif self.refitted:
+            parts.append(kept)
         said = "; ".join(parts) + "." if parts else "No open task needed changing."
         return said[0].upper() + said[1:]
 
@@ -74,11 +88,12 @@ def apply_stage_config(*, config, before):
     if not changed or config.stage == Stage.PAIRWISE:
         # A tournament says how many judge each battle (preferences/tournaments.py).
         return applied
+    asking = _asking(changed, config, before)
     now = timezone.now()
     with transaction.atomic():
         units = WorkUnit.objects.filter(family=config.family, stage=config.stage, status=WorkUnit.Status.OPEN,
                                         surplus=False)
-        if changed & ASKING_FIELDS and config.stage != Stage.INSTRUCTION_GENERATION:
+        if asking and config.stage != Stage.INSTRUCTION_GENERATION:
             if config.adaptive:
                 # Each open unit asks what its answers in need now, under the new rule.
                 for unit in units:
@@ -88,7 +103,7 @@ def apply_stage_config(*, config, before):
                     applied.units_resized += ask_what_is_needed(unit) != before_overlap
             else:
                 applied.units_resized = units.exclude(overlap=config.overlap).update(overlap=config.overlap)
-        if changed & (ASKING_FIELDS | {"counts_provisional"}):
+        if asking or "counts_provisional" in changed:
             for unit in units.select_related("family"):
                 completed, decided = settle_again(unit)
                 applied.units_completed += completed
@@ -101,16 +116,17 @@ def apply_stage_config(*, config, before):
             ).update(lease_expires_at=Least(F("lease_expires_at"), longest))
         # Every undecided item is asked again under the new settings, done units too: answers that
         # now suffice decide, units whose answers no longer suffice reopen, missing units are made.
-        settled = settle_family(config.family, rule_changed_of=config.stage if changed & ASKING_FIELDS else None)
+        settled = settle_family(config.family, rule_changed_of=config.stage if asking else None)
         applied.decided += settled.decided
         applied.units_reopened += settled.units_reopened
         applied.units_made += settled.units_made
-        if changed & (ASKING_FIELDS - {"overlap"} | {"verification_rule"}) and config.stage == Stage.VERIFICATION:
+        if (asking - {"overlap"} or "verification_rule" in changed) and config.stage == Stage.VERIFICATION:
             applied.rule_changed = True
         if "aggregation" in changed and config.stage == Stage.VERIFICATION:
             applied.aggregation = config.get_aggregation_display()
         if changed & MODEL_FIELDS and config.stage == Stage.VERIFICATION and config.aggregation != Aggregation.VOTES:
             enqueue(WORKER_MODEL_JOB)
+            applied.refitted = True
         if config.stage == Stage.VERIFICATION:
             applied.pending_decisions = Reference.objects.filter(
                 instance__family=config.family, verdict=Reference.Verdict.PENDING,

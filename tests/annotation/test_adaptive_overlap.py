@@ -274,3 +274,34 @@ def test_a_changed_rule_is_told_without_a_count_of_nothing_when_no_reference_wai
         "decision.")
     assert configs.Applied(rule_changed=True, pending_decisions=2).message().startswith(
         "2 reference(s) still undecided will be decided by the new rule")
+
+
+def changed(config, **settings):
+    before = {name: getattr(config, name) for name in configs.APPLIED_FIELDS}
+    for name, value in settings.items():
+        setattr(config, name, value)
+    config.save()
+    return configs.apply_stage_config(config=config, before=before)
+
+
+def test_a_worker_models_minimum_answers_asks_nothing_again_where_no_weighed_rule_reads_it(monkeypatch):
+    """A fixed overlap under Dawid-Skene reads `model_min_answers` in its job alone: its open units
+    keep what they ask, and the researcher is told the model is fitted again, whose own decisions
+    may be revised, never that every decision stands."""
+    monkeypatch.setattr(configs, "enqueue", lambda job: None)  # the job's own tests run it
+    instance, reference = reference_asked_until_decided(adaptive=False)
+    config = StageConfig.objects.get(family=instance.family, stage=Stage.VERIFICATION)
+    StageConfig.objects.filter(pk=config.pk).update(aggregation="dawid_skene", overlap=3)
+    config.refresh_from_db()
+    WorkUnit.objects.filter(reference=reference).update(overlap=2)  # as an overlap left by an earlier rule
+
+    applied = changed(config, model_min_answers=8)
+    assert (applied.rule_changed, applied.units_resized, applied.refitted) == (False, 0, True)
+    assert WorkUnit.objects.get(reference=reference).overlap == 2
+    assert "keep their decision" not in applied.message()
+    assert applied.message().startswith("The worker model is fitted again, and a decision of its own that the new "
+                                        "fit disagrees with is revised where nothing published rests on it")
+
+    weighed = changed(config, adaptive=True, stopping=StageConfig.Stopping.WORKER_ACCURACY)
+    assert weighed.rule_changed
+    assert changed(config, model_min_answers=9).rule_changed  # the weighed rule reads it: asked again
