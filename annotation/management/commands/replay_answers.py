@@ -21,7 +21,8 @@ def _until_decided(text):
 
 class Command(BaseCommand):
     help = ("Replay answers already collected (a CSV with the header item,worker,answer and optional truth and "
-            "order columns, or a family's counted verification answers) under fixed overlaps and ask until "
+            "order columns, or the names published sets give them, with the truth in the file or in one of its "
+            "own; or a family's counted verification answers) under fixed overlaps and ask until "
             "decided (by agreement, and weighed by each worker's accuracy, one accuracy or one on each truth, at "
             "several posterior thresholds), each "
             "decided by the votes and by a worker model: answers bought, accuracy against the truth where given, "
@@ -31,6 +32,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", nargs="?", help="the CSV file")
+        parser.add_argument("--truth", metavar="FILE",
+                            help="the items' truth from a CSV file of its own (item and truth columns), as "
+                                 "published crowd sets keep it")
+        parser.add_argument("--shuffle", type=int, metavar="SEED",
+                            help="each item's answers in a random order of their own, drawn with SEED, for a file "
+                                 "that records no order (a set listed worker by worker would otherwise have one "
+                                 "worker answer every item first)")
         parser.add_argument("--family", metavar="NAME",
                             help="instead of a file, this instruction family's counted verification answers")
         parser.add_argument("--model", default=Aggregation.DAWID_SKENE,
@@ -62,9 +70,12 @@ class Command(BaseCommand):
                                  "answer")
 
     def handle(self, *args, file, family, model, fixed, until_decided, weighed, by_truth, most, prior_accuracy,
-               gold_share, matching, **options):
+               gold_share, matching, truth, shuffle, **options):
         if (file is None) == (family is None):
             raise CommandError("Give a CSV file or --family NAME (one of them).")
+        if family is not None and (truth or shuffle is not None):
+            raise CommandError("--truth and --shuffle read a file's answers; a family's come in the order they were "
+                               "submitted, with no truth.")
         if not 0 <= gold_share <= 1:
             raise CommandError("--gold-share is a share of the items, between 0 and 1.")
         if any(overlap < 1 for overlap in [*fixed, most]):
@@ -75,16 +86,24 @@ class Command(BaseCommand):
             raise CommandError("--matching is a fixed overlap (at least one answer), or 0 for none.")
         if matching and matching not in fixed:
             raise CommandError(f"--matching {matching} needs fixed overlap {matching} among those replayed (--fixed).")
+        reading = file
         try:
             answers = self._campaign(family) if family is not None else self._file(file)
+            if truth:
+                reading = truth
+                with open(truth, "rb") as stream:
+                    answers = replay_input.with_truth(answers, stream)
+                reading = file
+            if shuffle is not None:
+                answers = replay_input.in_random_order(answers, shuffle)
             chosen = replay.rules(fixed=fixed, until_decided=until_decided, worker_aware=weighed, by_truth=by_truth,
                                   most=most, prior=prior_accuracy)
             result = replay.replay(answers, model=model, chosen=chosen, gold_share=gold_share,
                                    matching=matching or None)
         except OSError as error:
-            raise CommandError(f"Cannot read {file}: {error.strerror}.") from None
+            raise CommandError(f"Cannot read {reading}: {error.strerror}.") from None
         except replay_input.ReplayError as error:
-            raise CommandError(f"{file}: {error}" if file else str(error)) from None
+            raise CommandError(f"{reading}: {error}" if reading else str(error)) from None
         self.stdout.write(format_replay(result))
 
     def _file(self, file):
@@ -112,6 +131,8 @@ def format_replay(result):
         + (f"truth given for {truths:,} items." if truths else "no truth given, so no accuracy."),
         f"Agreement is with {model_name} fitted on every answer of the file.",
     ]
+    if answers.read_as:
+        lines.insert(0, "Read " + ", ".join(f"column “{name}” as {column}" for name, column in answers.read_as) + ".")
     if result.weighed_by:
         lines.append(f"Weighed rules weigh each answer by its worker's accuracy from {result.weighed_by}; "
                      "their votes are weighed the same way. “By truth” rules (a verification stage's “by "
