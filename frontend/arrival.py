@@ -7,7 +7,14 @@ from axes.helpers import get_client_ip_address
 from django.conf import settings
 from django.core import signing
 
-from mturk.participants import ARRIVAL_EXPIRED, ARRIVAL_FORGED, ArrivalKeyNeeded, ArrivalToken, admit_arrival
+from mturk.participants import (
+    ARRIVAL_ELSEWHERE,
+    ARRIVAL_EXPIRED,
+    ARRIVAL_FORGED,
+    ArrivalKeyNeeded,
+    ArrivalToken,
+    admit_arrival,
+)
 
 # Seconds without input after which the active-time clock stops (frontend/static/.../annotator.js).
 IDLE_SECONDS = 60
@@ -52,18 +59,20 @@ def bind_to_browser(request, worker_id):
 
 
 def remember_participants(get_response):
-    """Middleware: writes the participants cookie when a request bound a new one to the browser,
-    with the session cookie's attributes (Secure, SameSite for MTurk's and the platforms' pages)."""
+    """Middleware: writes the participants cookie when a request bound a new one to the browser, and
+    the arrivals cookie when it gave the browser an arrival token, with the session cookie's
+    attributes (Secure, SameSite for MTurk's and the platforms' pages)."""
 
     def middleware(request):
         response = get_response(request)
+        kept = {"domain": settings.SESSION_COOKIE_DOMAIN, "secure": settings.SESSION_COOKIE_SECURE, "httponly": True,
+                "samesite": settings.SESSION_COOKIE_SAMESITE}
         if getattr(request, "browser_participants_changed", False):
-            response.set_signed_cookie(
-                PARTICIPANTS_COOKIE, ",".join(map(str, request.browser_participants)),
-                salt=_PARTICIPANTS_SALT, max_age=settings.SESSION_COOKIE_AGE,
-                domain=settings.SESSION_COOKIE_DOMAIN, secure=settings.SESSION_COOKIE_SECURE,
-                httponly=True, samesite=settings.SESSION_COOKIE_SAMESITE,
-            )
+            response.set_signed_cookie(PARTICIPANTS_COOKIE, ",".join(map(str, request.browser_participants)),
+                                       salt=_PARTICIPANTS_SALT, max_age=settings.SESSION_COOKIE_AGE, **kept)
+        if getattr(request, "arrival_keys_changed", False):
+            response.set_signed_cookie(ARRIVALS_COOKIE, ",".join(request.arrival_keys), salt=_ARRIVALS_SALT,
+                                       max_age=settings.STUDY_ARRIVAL_TOKEN_MAX_AGE_SECONDS, **kept)
         return response
 
     return middleware
@@ -83,6 +92,21 @@ def client_address(request):
 # the participant id gets a token whose key is not the row's, and is refused as before.
 ARRIVAL_PARAMETER = "arrival"
 _ARRIVAL_SALT = "crowdbench.frontend.study-arrival"
+# The keys of the last arrival tokens given to this browser, in a signed cookie set by the redirect
+# that gives one: a token is good only in the browser it was given to. An address is easily passed
+# on (copied, shared, read over a shoulder), and with the token alone a second browser was let in
+# as the participant, their work and their completion code with them; the cookie stays behind.
+ARRIVALS_COOKIE = "crowdbench_arrivals"
+_ARRIVALS_SALT = "crowdbench.frontend.arrivals"
+_MAX_ARRIVALS = 5
+
+
+def _arrival_keys(request):
+    if not hasattr(request, "arrival_keys"):
+        signed = request.get_signed_cookie(ARRIVALS_COOKIE, default="", salt=_ARRIVALS_SALT,
+                                           max_age=settings.STUDY_ARRIVAL_TOKEN_MAX_AGE_SECONDS)
+        request.arrival_keys = [key for key in signed.split(",") if key]
+    return request.arrival_keys
 
 class NewArrival(Exception):
     """A new participant's first request: send the browser to `location`, which carries their key."""
@@ -92,9 +116,11 @@ class NewArrival(Exception):
         self.location = location
 
 
-def _arrival_token(arrival, study):
-    return signing.dumps({"s": study.pk, "p": arrival.participant_id, "k": secrets.token_urlsafe(16)},
-                         salt=_ARRIVAL_SALT)
+def _arrival_token(request, arrival, study):
+    key = secrets.token_urlsafe(16)
+    request.arrival_keys = [*_arrival_keys(request), key][-_MAX_ARRIVALS:]
+    request.arrival_keys_changed = True
+    return signing.dumps({"s": study.pk, "p": arrival.participant_id, "k": key}, salt=_ARRIVAL_SALT)
 
 
 def arrival_token(request):
@@ -111,12 +137,15 @@ def arrival_token(request):
         return ArrivalToken(problem=ARRIVAL_FORGED)
     if not isinstance(data, dict) or not isinstance(data.get("k"), str) or not data["k"]:
         return ArrivalToken(problem=ARRIVAL_FORGED)
-    return ArrivalToken(study_id=data.get("s"), participant_id=data.get("p"), key=data["k"])
+    named = {"study_id": data.get("s"), "participant_id": data.get("p")}
+    if data["k"] not in _arrival_keys(request):
+        return ArrivalToken(**named, problem=ARRIVAL_ELSEWHERE)
+    return ArrivalToken(**named, key=data["k"])
 
 
 def with_new_token(request, arrival, study):
     params = request.GET.copy()
-    params[ARRIVAL_PARAMETER] = _arrival_token(arrival, study)
+    params[ARRIVAL_PARAMETER] = _arrival_token(request, arrival, study)
     return f"{request.path}?{params.urlencode()}"
 
 

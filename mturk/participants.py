@@ -101,6 +101,10 @@ ARRIVAL_EXPIRED = (
     "your place in the study. Please continue in the browser where you started; if you cannot, "
     "message the researchers through your platform. Nothing was shown or recorded here."
 )
+ARRIVAL_ELSEWHERE = (
+    "This study page was opened in another browser, which holds your place in the study. Please continue "
+    "there; if you cannot, message the researchers through your platform. Nothing was shown or recorded here."
+)
 ARRIVAL_FORGED = (
     "This study link has been altered, so it cannot be opened here. Please open the study again "
     "from your platform; if this page comes back, message the researchers through your platform. "
@@ -121,10 +125,10 @@ class ArrivalToken:
     def key_for(self, study, arrival):
         """(the key, when the token was given for this study's participant, else ""; why a token
         carried here is no good, else "")."""
+        if self.study_id is not None and (self.study_id, self.participant_id) != (study.pk, arrival.participant_id):
+            return "", ARRIVAL_FORGED
         if self.problem or not self.key:
             return "", self.problem
-        if (self.study_id, self.participant_id) != (study.pk, arrival.participant_id):
-            return "", ARRIVAL_FORGED
         return self.key, ""
 
 

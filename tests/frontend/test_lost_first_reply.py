@@ -5,8 +5,9 @@ again lets them in as the same participant without asking the platform. A second
 the participant id, or with a token of its own, is refused as before, and a token too old or altered
 is refused with its reason.
 
-"The reply lost" is the browser never seeing the response: its cookies are dropped, and what it
-still has is the address it was loading.
+"The reply lost" is the browser never seeing the response: the cookies it set are not kept, and
+what the browser still has is the address it was loading and the cookies of the redirect before it.
+That address is good only in the browser it was given to: another browser loading it is refused.
 """
 
 import time
@@ -20,6 +21,7 @@ from django.test import Client
 from annotation.models import Assignment, Stage, Worker
 from frontend.arrival import ARRIVAL_EXPIRED, ARRIVAL_FORGED, ARRIVAL_PARAMETER, PARTICIPANTS_COOKIE
 from mturk.identity import STUDY_NOT_CONFIRMED
+from mturk.participants import ARRIVAL_ELSEWHERE
 from tests.frontend_support import caption_unit, prolific_link, study
 
 pytestmark = pytest.mark.django_db
@@ -41,8 +43,9 @@ def sent_on(browser, link=LINK):
     return response["Location"]
 
 
-def lose_the_reply(browser):
-    browser.cookies.clear()
+def lose_the_reply(browser, reply):
+    for name in reply.cookies:
+        browser.cookies.pop(name, None)
 
 
 def participants():
@@ -70,7 +73,7 @@ def test_a_first_reply_lost_is_retried_from_the_same_browser_as_the_same_partici
     location = sent_on(browser)
     first = browser.get(location)
     assert first.status_code == 200
-    lose_the_reply(browser)
+    lose_the_reply(browser, first)
 
     again = browser.get(location)
 
@@ -110,13 +113,36 @@ def test_a_second_browser_with_an_arrival_token_of_its_own_is_refused_as_before(
     assert Assignment.objects.count() == 1
 
 
+@pytest.mark.parametrize("when", ["while the first browser works", "after it finished"])
+def test_the_address_with_the_token_opened_in_another_browser_shows_nothing_of_the_participant(when, prolific):
+    browser = Client()
+    location = sent_on(browser)
+    task = browser.get(location)
+    assert task.status_code == 200
+    if when == "after it finished":
+        caption = "A cup of hot coffee with steam rising from it on a wooden table."
+        submitted = browser.post("/work/submit/", {"token": task.context["token"], "caption-0": caption})
+        assert submitted.status_code == 302
+        assert browser.post("/work/finish/", {"session": task.context["session_token"]}).status_code == 200
+
+    other = Client().get(location)  # copied out of the address bar, shared, read over a shoulder
+
+    assert other.status_code == 403
+    page = other.content.decode()
+    assert ARRIVAL_ELSEWHERE in page and "C0DE42" not in page
+    assert "assignment" not in (other.context or {})
+    assert Assignment.objects.count() == 1 and participants().count() == 1
+    assert prolific.requests  # the platform was asked, and does not confirm the claim
+
+
 def test_an_expired_arrival_token_is_refused_with_its_reason(monkeypatch):
     browser = Client()
     with monkeypatch.context() as an_hour_ago:
         an_hour_ago.setattr(signing, "time", SimpleNamespace(time=lambda: time.time() - 3600))
         location = sent_on(browser)
-        assert browser.get(location).status_code == 200
-    lose_the_reply(browser)
+        first = browser.get(location)
+        assert first.status_code == 200
+    lose_the_reply(browser, first)
 
     again = browser.get(location)
 
@@ -136,8 +162,9 @@ def with_token(location, token):
 def test_an_altered_arrival_token_is_refused_with_its_reason(altered):
     browser = Client()
     location = sent_on(browser)
-    assert browser.get(location).status_code == 200
-    lose_the_reply(browser)
+    first = browser.get(location)
+    assert first.status_code == 200
+    lose_the_reply(browser, first)
     token = parse_qs(urlsplit(location).query)[ARRIVAL_PARAMETER][0]
     if altered == "signature":
         forged = with_token(location, token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB"))
@@ -159,8 +186,8 @@ def test_an_expired_token_the_platform_confirms_still_lets_the_participant_in(mo
     with monkeypatch.context() as an_hour_ago:
         an_hour_ago.setattr(signing, "time", SimpleNamespace(time=lambda: time.time() - 3600))
         location = sent_on(browser)
-        browser.get(location)
-    lose_the_reply(browser)
+        first = browser.get(location)
+    lose_the_reply(browser, first)
 
     assert browser.get(location).status_code == 200
     assert participants().count() == 1
