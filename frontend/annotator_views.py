@@ -290,6 +290,9 @@ def submit(request):
                        "Please continue there.", wants_json=wants_json)
     page = page_or_404(assignment.unit.stage)
     form = page.form(request.POST, request.FILES)
+    # A task answered already (its page again by the Back button) keeps its first answer: the page
+    # after says so, where "Saved" would tell the worker their changed answer was stored.
+    answered_before = assignment.status == Assignment.Status.SUBMITTED
     try:
         label = page.store(answer=answer_of(form), assignment_id=assignment.pk, worker=worker)
     except AnnotationError as error:
@@ -308,7 +311,7 @@ def submit(request):
         if wants_json:
             return JsonResponse({"ok": True, "submission": label, "mturk": handback})
         return render(request, "annotator/mturk_handback.html", {"handback": handback})
-    next_url = with_notice(_next_unit_url(assignment, grant), "saved")
+    next_url = with_notice(_next_unit_url(assignment, grant), "kept" if answered_before else "saved")
     if wants_json:
         return JsonResponse({"ok": True, "submission": label, "next": next_url})
     return redirect(next_url)

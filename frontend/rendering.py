@@ -31,11 +31,13 @@ def problem_page(request, message, *, status=200, heading="This task is not avai
 # way the worker moved on (with or without JavaScript, without cookies inside MTurk's iframe).
 NOTICES = {
     "saved": "Saved. Your answer is stored; here is the next task.",
+    "kept": "You had already submitted that task, so your first answer is kept; here is the next task.",
     "given-back": "Task given back: it is free for someone else now. Here is the next one.",
 }
 # The same, on the page that says nothing is left: there is no next task to point to.
 LAST_NOTICES = {
     "saved": "Saved. Your answer is stored.",
+    "kept": "You had already submitted that task, so your first answer is kept.",
     "given-back": "Task given back: it is free for someone else now.",
 }
 

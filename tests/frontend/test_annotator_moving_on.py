@@ -92,6 +92,27 @@ def test_after_a_submit_the_next_page_says_saved():
     assert "Nothing waiting" in last and "Saved. Your answer is stored." in last and "next task" not in last
 
 
+def test_a_task_answered_again_from_its_old_page_keeps_its_first_answer_and_says_so():
+    """The Back button shows a submitted task's page again, token and all; a changed answer sent
+    from it is not stored over the first, and the page after says the first is kept, not "Saved"."""
+    caption_unit(), caption_unit()
+    ann = logged_in("ann")
+    page = ann.get(f"/work/{Stage.CAPTION}/")
+    token, assignment = page.context["token"], page.context["assignment"]
+    first = ann.post("/work/submit/", {"token": token, "caption-0": CAPTION}, follow=True)
+    assert "Saved. Your answer is stored" in first.content.decode()
+
+    changed = "Another caption entirely: a black espresso in a small glass on a metal counter."
+    again = ann.post("/work/submit/", {"token": token, "caption-0": changed}, follow=True)
+
+    shown = again.content.decode()
+    assert "You had already submitted that task, so your first answer is kept" in shown and "Saved." not in shown
+    assignment.refresh_from_db()
+    assert assignment.caption.texts == [CAPTION]
+    by_script = ann.post("/work/submit/", {"token": token, "caption-0": changed}, headers=JSON).json()
+    assert by_script["ok"] and "after=kept" in by_script["next"]
+
+
 def test_an_in_house_annotator_logs_out():
     caption_unit()
     ann = logged_in()

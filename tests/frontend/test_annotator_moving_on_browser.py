@@ -1,6 +1,6 @@
 # ruff: noqa: F811 -- the fixtures imported from test_frontend_browser are named as parameters.
 """Issue 9.9 in headless Chromium: give a task back, see "saved", log out, "Your work" at 390 px,
-and Swagger UI with no network beyond this site."""
+and Swagger UI with no network beyond this site; the Back button to a submitted task."""
 
 import os
 
@@ -127,4 +127,24 @@ def test_an_active_page_keeps_its_lease_and_an_idle_one_lets_it_lapse(page, live
     page.wait_for_timeout(5000)  # no input: no sign of life, and the lease lapses
     lease.refresh_from_db()
     assert lease.lease_expires_at < timezone.now()
+    assert page.errors == []
+
+
+def test_the_back_button_shows_the_submitted_answer_counted_and_a_resubmit_says_the_first_is_kept(page, live_server):
+    caption_unit(), caption_unit(), caption_unit()
+    log_in(page, live_server)
+    page.click("a:has-text('Start') >> nth=0")
+    page.fill("#caption-0", CAPTION)
+    page.click("[data-submit]")
+    page.locator("[data-notice]:has-text('Saved. Your answer is stored')").wait_for()
+
+    page.go_back()
+    page.wait_for_load_state("load")
+    assert page.input_value("#caption-0") == CAPTION  # Chromium puts the text back, and the counter counts it
+    counter = page.locator("[data-counter-for='caption-0']").inner_text()
+    assert counter.startswith(f"{len(CAPTION)} characters"), counter
+    page.fill("#caption-0", "A changed caption: a small espresso in a glass cup on a steel counter.")
+    page.click("[data-submit]")
+    page.locator("[data-notice]:has-text('your first answer is kept')").wait_for()
+    assert Assignment.objects.get(caption__isnull=False).caption.texts == [CAPTION]
     assert page.errors == []

@@ -439,6 +439,9 @@
       if (restored) { note.textContent = "Your earlier text was restored from this browser."; }
     }
     form.addEventListener("input", function () { syncCounters(); syncSlots(); saveDraft(); });
+    // A browser showing the page again (the Back button) refills its form after this script ran,
+    // firing no input event: count what it put back.
+    window.addEventListener("pageshow", function () { syncConditions(); syncCounters(); syncSlots(); });
     form.addEventListener("change", function (event) {
       syncConditions();
       syncSlots();
