@@ -27,6 +27,7 @@ from annotation.models import (
     Stage,
     StageConfig,
     Verification,
+    WorkerBlock,
     WorkerQualification,
     WorkUnit,
 )
@@ -238,8 +239,8 @@ def stated_accuracy_warning(tournament):
     real crowds right 64% and 69% of the time, battles decided at 0.9 with 0.8 stated were right 72%
     and 83% of the time). It is checked against the checked gold answers of the pairwise stage (its
     qualification test and the gold mixed into live work) by the workers who judged this
-    tournament, or before anybody has by the crowd that may judge it (workers qualified and not
-    paused, their failed attempts at the test left out): the warning stands while the stated
+    tournament, or before anybody has by the crowd that may judge it (workers qualified, not paused
+    and not blocked, their failed attempts at the test left out): the warning stands while the stated
     accuracy lies outside their 95% (Wilson) interval."""
     stated = tournament.judgement_accuracy
     if stated is None or not tournament.adaptive:
@@ -254,7 +255,8 @@ def stated_accuracy_warning(tournament):
         may_judge = WorkerQualification.objects.filter(worker=OuterRef("worker"),
                                                        qualification=OuterRef("item__qualification"),
                                                        status=WorkerQualification.Status.QUALIFIED)
-        checked = checked.filter(Exists(may_judge)).exclude(
+        blocked = WorkerBlock.objects.filter(worker=OuterRef("worker"), active=True)
+        checked = checked.filter(Exists(may_judge), ~Exists(blocked)).exclude(
             Q(source=GoldAnswer.Source.TEST, attempt__isnull=False)
             & ~Q(attempt__status=QualificationAttempt.Status.PASSED))
     answers = checked.count()

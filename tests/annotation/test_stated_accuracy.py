@@ -13,6 +13,7 @@ from annotation.models import (
     QualificationAttempt,
     Stage,
     StageQualification,
+    WorkerBlock,
     WorkerQualification,
 )
 from annotation.preferences.judgements import submit_pairwise_judgement
@@ -59,7 +60,7 @@ def test_a_crowd_right_less_often_than_stated_is_warned_of_with_its_own_figure(t
 
 
 def test_before_anybody_judged_only_the_gold_of_workers_who_may_judge_counts(tournament):
-    """Workers who failed the stage's test, or are paused, do not judge, and a failed attempt says
+    """Workers who failed the stage's test, are paused or blocked do not judge, and a failed attempt says
     nothing of the worker who passed a retake: their answers say nothing of the crowd that will."""
 
     def tested(*, right, wrong, status=WorkerQualification.Status.QUALIFIED, worker=None, attempt=None):
@@ -69,6 +70,9 @@ def test_before_anybody_judged_only_the_gold_of_workers_who_may_judge_counts(tou
     tested(right=33, wrong=7)  # 82.5%
     tested(right=2, wrong=38, status=None)
     tested(right=2, wrong=38, status=WorkerQualification.Status.PAUSED)
+    blocked = WorkerFactory()
+    WorkerBlock.objects.create(worker=blocked, reason="Answered at random.")
+    tested(right=2, wrong=38, worker=blocked)
     assert stated_accuracy_warning(tournament) == ""
     retaken = WorkerFactory()
 
