@@ -37,6 +37,7 @@ from annotation.exceptions import AnnotationError
 from annotation.models import (
     Snapshot,
 )
+from crowdbench import scoping
 from crowdbench.events import emit
 from crowdbench.jobs import enqueue
 
@@ -64,27 +65,34 @@ def request_snapshot(*, created_by=None, tournaments=(), note="", group=None, ba
     snapshot of a research group holds the verified instances of its families only."""
     tournaments = list(tournaments)
     check_scope(group=group, tournaments=tournaments)
-    for _ in range(5):
-        try:
-            with transaction.atomic():
-                snapshot = Snapshot(created_by=created_by, note=note, group=group)
-                assign_version(snapshot=snapshot)
-                snapshot.tournaments.set(tournaments)
-        except IntegrityError:
-            # Another request took the same version between our read and our insert.
-            continue
-        if background:
-            enqueue_build(snapshot=snapshot)
-        return snapshot
-    raise AnnotationError("Could not allocate a snapshot version; please try again.")
+    with transaction.atomic():
+        snapshot = Snapshot(created_by=created_by, note=note, group=group)
+        assign_version(snapshot=snapshot)
+        snapshot.tournaments.set(tournaments)
+    if background:
+        enqueue_build(snapshot=snapshot)
+    return snapshot
 
 
 def assign_version(*, snapshot):
-    """Number and save a new snapshot (1, 2, ...); the unique version settles any race."""
-    latest = Snapshot.objects.aggregate(latest=Max("version"))["latest"] or 0
-    snapshot.version = latest + 1
-    snapshot.save()
-    return snapshot
+    """Number and save a new snapshot (1, 2, ...): versions are unique across research groups, so
+    the next is read from every group's, not from those its maker sees (a group's first snapshot
+    after another group's failed on every try). The unique version settles a race: the number is
+    read again and the insert tried again, in a savepoint of its own."""
+    for _ in range(5):
+        with scoping.every_group("snapshot versions are numbered across research groups"):
+            latest = Snapshot.objects.aggregate(latest=Max("version"))["latest"] or 0
+        snapshot.version = latest + 1
+        try:
+            with transaction.atomic():
+                snapshot.save()
+        except IntegrityError:
+            with scoping.every_group("snapshot versions are numbered across research groups"):
+                if Snapshot.objects.filter(version=snapshot.version).exists():
+                    continue  # another request took the same version between our read and our insert
+            raise
+        return snapshot
+    raise AnnotationError("Could not allocate a snapshot version; please try again.")
 
 
 def enqueue_build(*, snapshot):
