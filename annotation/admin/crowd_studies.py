@@ -255,7 +255,7 @@ class CrowdStudyAdmin(GroupScopedAdminMixin, AuditTrailMixin, PayPermissionMixin
                               messages.SUCCESS if publication.sent else messages.WARNING)
         return None
 
-    @admin.action(description="Sync submitted work now")
+    @admin.action(description="Sync submitted work now", permissions=["change"])
     def sync(self, request, queryset):
         for study, counts in each_selected(self, request, queryset,
                                            lambda study: syncing.sync_study(study=study,

@@ -198,7 +198,7 @@ def _launch_action(stage):
             say_if_jobs_will_wait(modeladmin, request)
 
     action.__name__ = f"launch_{stage}"
-    action.short_description = f"Launch {Stage(stage).label.lower()}"
+    action.short_description, action.allowed_permissions = f"Launch {Stage(stage).label.lower()}", ("change",)
     return action
 
 
@@ -436,7 +436,7 @@ class StageConfigAdmin(WorkerModelChoiceMixin, GroupScopedAdminMixin, AuditTrail
     readonly_fields = ["launched_at"]
     actions = ["refit_worker_models"]
 
-    @admin.action(description="Refit the worker models now (decides references waiting for one)")
+    @admin.action(description="Refit the worker models now (deciding the references waiting)", permissions=["change"])
     def refit_worker_models(self, request, queryset):
         enqueue(WORKER_MODEL_JOB)
         self.message_user(request, "The worker models are being refitted on every counted verification answer; "

@@ -129,7 +129,7 @@ class InstanceAdmin(PageRowsAdminMixin, SearchFieldByFieldMixin, LargeTableAdmin
     def change_view(self, request, object_id, form_url="", extra_context=None):
         return super().change_view(request, object_id, form_url, self._model_note(extra_context))
 
-    @admin.action(description="Generate candidate references (background job)")
+    @admin.action(description="Generate candidate references (background job)", permissions=["change"])
     def generate_references(self, request, queryset):
         if not llm.reference_model_configured():
             self.message_user(request, "Nothing was queued: there is no reference model (see the note "

@@ -94,7 +94,7 @@ class JudgeRunAdmin(GroupScopedAdminMixin, AuditTrailMixin, admin.ModelAdmin):
     def progress(self, run):
         return run.progress
 
-    @admin.action(description="Run again (cached answers cost nothing)")
+    @admin.action(description="Run again (cached answers cost nothing)", permissions=["change"])
     def rerun(self, request, queryset):
         queued = len(each_selected(self, request, queryset, lambda run: run_again(run=run)))
         if queued:

@@ -110,11 +110,11 @@ class GoldAnswerAdmin(LargeTableAdminMixin, admin.ModelAdmin):
             qualifications.review_free_text_answer(answer=answer, correct=correct,
                                                    reviewer=request.user)
 
-    @admin.action(description="Mark correct (free-text review)")
+    @admin.action(description="Mark correct (free-text review)", permissions=["change"])
     def mark_correct(self, request, queryset):
         self._mark(request, queryset, True)
 
-    @admin.action(description="Mark incorrect (free-text review)")
+    @admin.action(description="Mark incorrect (free-text review)", permissions=["change"])
     def mark_incorrect(self, request, queryset):
         self._mark(request, queryset, False)
 
@@ -128,7 +128,7 @@ class WorkerQualificationAdmin(LargeTableAdminMixin, AuditTrailMixin, admin.Mode
                        "granted_at", "paused_at", "mturk_granted"]
     actions = ["resume"]
 
-    @admin.action(description="Resume paused workers")
+    @admin.action(description="Resume paused workers", permissions=["change"])
     def resume(self, request, queryset):
         for granted in queryset.filter(status=WorkerQualification.Status.PAUSED):
             qualifications.resume_worker(granted=granted, actor=request.user)

@@ -262,6 +262,7 @@ def adjudicate_action(modeladmin, request, queryset):
 
 adjudicate_action.short_description = "Adjudicate (where verifiers disagree)"
 adjudicate_action.__name__ = "adjudicate"
+adjudicate_action.allowed_permissions = ("change",)
 
 
 def page_votes(references):

@@ -151,7 +151,7 @@ def _judge_action(mode):
             say_if_jobs_will_wait(modeladmin, request)
 
     action.__name__ = f"run_judge_{mode}"
-    return admin.action(description=f"Run the LLM judge: {JudgeRun.Mode(mode).label}")(action)
+    return admin.action(description=f"Run the LLM judge: {JudgeRun.Mode(mode).label}", permissions=["change"])(action)
 
 
 @admin.register(Tournament)
@@ -238,7 +238,7 @@ class TournamentAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdminMixin
             '<a href="{}">leaderboard</a>', reverse("dashboard:leaderboard", args=[tournament.pk])
         )
 
-    @admin.action(description="Generate answers from the endpoint models (before the battles)")
+    @admin.action(description="Generate answers from the endpoint models (before the battles)", permissions=["change"])
     def generate_answers(self, request, queryset):
         started = each_selected(self, request, queryset,
                                 lambda tournament: answers.start_generation(tournament=tournament))
@@ -247,13 +247,13 @@ class TournamentAdmin(GroupScopedAdminMixin, AuditTrailMixin, WorkflowAdminMixin
         if started:
             say_if_jobs_will_wait(self, request)
 
-    @admin.action(description="Sample battles (with the tournament's seed)")
+    @admin.action(description="Sample battles (with the tournament's seed)", permissions=["change"])
     def sample(self, request, queryset):
         for tournament, count in each_selected(self, request, queryset,
                                                lambda tournament: tournaments.sample_battles(tournament=tournament)):
             self.message_user(request, f"{tournament}: {count} battles sampled.")
 
-    @admin.action(description="Launch: put the battles in the crowd work queue")
+    @admin.action(description="Launch: put the battles in the crowd work queue", permissions=["change"])
     def launch(self, request, queryset):
         for tournament, _ in each_selected(self, request, queryset,
                                            lambda tournament: tournaments.launch_tournament(tournament=tournament)):
