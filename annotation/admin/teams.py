@@ -1,9 +1,11 @@
 """Research groups in the admin, and the one rule every page of a group-owned model follows
 (annotation/teams.py): a member sees their groups' rows and changes them as their role allows."""
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
-from django.core.exceptions import FieldDoesNotExist
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 
 from annotation import teams
 from annotation.admin.audit import AuditTrailMixin
@@ -59,9 +61,11 @@ class GroupScopedAdminMixin:
             kwargs["queryset"] = teams.groups_to_own(request.user)
             # A member's new rows belong to one of their groups; outside groups, to none.
             kwargs["required"] = teams.is_member(request.user) and not request.user.is_superuser
+            if kwargs["required"]:
+                kwargs["help_text"] = "The research group that owns it: one of yours."
         elif teams.group_path(db_field.related_model):
-            # A judge call's run, a hit's study: only the ones this member may see.
-            kwargs["queryset"] = teams.scoped(db_field.related_model.objects.all(), request.user)
+            # A judge call's run, a hit's study: only the ones this member may change.
+            kwargs["queryset"] = self._choosable(db_field.related_model, request)
             if (_owned_through(self.model, db_field.name) and teams.is_member(request.user)
                     and not request.user.is_superuser):
                 # The row's group is reached through this field (a study's family): left empty, a
@@ -71,10 +75,25 @@ class GroupScopedAdminMixin:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
-        # A tournament's families, a snapshot's tournaments: only the ones this member may see.
+        # A tournament's families, a snapshot's tournaments: only the ones this member may change.
         if teams.group_path(db_field.related_model):
-            kwargs["queryset"] = teams.scoped(db_field.related_model.objects.all(), request.user)
+            kwargs["queryset"] = self._choosable(db_field.related_model, request)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def _choosable(self, related, request):
+        # A row written here may point only at rows its writer may change: seeing a group is not
+        # writing into it (a response to its instance) or drawing on it from another group (a
+        # tournament of its families), which a member of two groups, viewer of one, could do.
+        return teams.changeable(related.objects.all(), request.user, via=teams.group_path(related),
+                                roles=self.change_roles)
+
+    def save_form(self, request, form, change):
+        row = super().save_form(request, form, change)
+        # Every way a row is written from its page, added or changed, ends in a group its writer
+        # changes: the choices above narrow what is offered, this refuses what is posted.
+        if not teams.may_change(request.user, self._owner(row), roles=self.change_roles):
+            raise PermissionDenied("This row would belong to a research group you may not change.")
+        return row
 
     def get_list_filter(self, request):
         # Django's filter by a related row lists every row of that model (every group's family
@@ -112,10 +131,29 @@ def _related_only(model, entry):
     return (entry, ScopedRelatedFilter) if field.is_relation else entry
 
 
+class MembershipForm(forms.ModelForm):
+    # A member is named by their user name: an owner, who may not read the list of users, could not
+    # search it (the autocomplete answered 403), and a list of every user would show them all.
+    user = forms.ModelChoiceField(
+        queryset=get_user_model().objects.all(), to_field_name=get_user_model().USERNAME_FIELD,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+        help_text="Their user name, exactly.",
+        error_messages={"invalid_choice": "No user is named “%(value)s”."})
+
+    class Meta:
+        model = Membership
+        fields = ["user", "role"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.user_id is not None:
+            self.initial["user"] = self.instance.user.get_username()  # not their id
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
+    form = MembershipForm
     extra = 1
-    autocomplete_fields = ["user"]
 
 
 @admin.register(ResearchGroup)
