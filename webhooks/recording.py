@@ -27,17 +27,28 @@ _UNSCOPED = Q(family__isnull=True, tournament__isnull=True, study__isnull=True)
 def _reach(scope):
     """The endpoints an event about `scope` goes to: those of the scope, of what it belongs to
     (a study's family; a snapshot's tournaments and the families of its instances), and those
-    that asked for everything (the only ones told about a worker, who belongs to no family)."""
+    that asked for everything (the only ones told about a worker, who belongs to no family).
+
+    "Everything" is everything of no research group: such an endpoint belongs to no group, and its
+    deliveries are read by staff outside groups, who may not read a group's rows. An event about a
+    group's row goes to that group's endpoints alone, whoever's request or job emitted it."""
+    everything = _UNSCOPED if _group_of(scope) is None else Q(pk__in=[])
     if isinstance(scope, InstructionFamily):
-        return _UNSCOPED | Q(family=scope)
+        return everything | Q(family=scope)
     if isinstance(scope, Tournament):
-        return _UNSCOPED | Q(tournament=scope)
+        return everything | Q(tournament=scope)
     if isinstance(scope, CrowdStudy):
-        return _UNSCOPED | Q(study=scope) | (Q(family_id=scope.family_id) if scope.family_id else Q(pk__in=[]))
+        return everything | Q(study=scope) | (Q(family_id=scope.family_id) if scope.family_id else Q(pk__in=[]))
     if isinstance(scope, Snapshot):
         families = InstructionFamily.objects.filter(instances__pk__in=[int(pk) for pk in scope.instance_digests])
-        return _UNSCOPED | Q(tournament__in=scope.tournaments.all()) | Q(family__in=families)
-    return _UNSCOPED
+        return everything | Q(tournament__in=scope.tournaments.all()) | Q(family__in=families)
+    return everything
+
+
+def _group_of(scope):
+    if isinstance(scope, CrowdStudy):
+        return scope.family.group_id if scope.family_id else None
+    return getattr(scope, "group_id", None)
 
 
 def describe(scope):
