@@ -15,6 +15,7 @@ import openai
 from django.conf import settings
 
 from annotation.exceptions import AnnotationError
+from annotation.models.endpoints import key_variable_refused
 from crowdbench import outbound
 
 REFERENCE_KEY_MISSING = (
@@ -79,16 +80,24 @@ def judge_client():
 
 def endpoint_client(endpoint):
     """The client for a tournament's endpoint model (annotation/models/endpoints.py), its key read
-    from the environment variable the endpoint names."""
+    from the environment variable the endpoint names, when the operator lets endpoints read it."""
     return client(
-        api_key=os.environ.get(endpoint.api_key_env, ""), base_url=endpoint.base_url,
+        api_key=_endpoint_key(endpoint), base_url=endpoint.base_url,
         missing_key=endpoint_key_missing(endpoint), allowed_networks_setting="ENDPOINT_MODEL_ALLOWED_NETWORKS",
     )
 
 
+def _endpoint_key(endpoint):
+    # Read only where allowed, so a row saved before the rule sends nothing either.
+    return "" if key_variable_refused(endpoint.api_key_env) else os.environ.get(endpoint.api_key_env, "")
+
+
 def endpoint_key_missing(endpoint):
-    """The researcher's message when an endpoint's key is not set; None when it is."""
-    if os.environ.get(endpoint.api_key_env, ""):
+    """The researcher's message when an endpoint's key is not set, or may not be read; None when it is."""
+    refused = key_variable_refused(endpoint.api_key_env)
+    if refused:
+        return f"{endpoint.model_name}: {refused}"
+    if _endpoint_key(endpoint):
         return None
     return (
         f"{endpoint.model_name}: the environment variable {endpoint.api_key_env} that should hold "

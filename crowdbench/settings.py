@@ -445,3 +445,6 @@ WEBHOOK_RETRY_MAX_SECONDS = env.float("WEBHOOK_RETRY_MAX_SECONDS", default=900.0
 WEBHOOK_ALLOWED_NETWORKS = networks("WEBHOOK_ALLOWED_NETWORKS", env.list("WEBHOOK_ALLOWED_NETWORKS", default=[]))
 ENDPOINT_MODEL_ALLOWED_NETWORKS = networks("ENDPOINT_MODEL_ALLOWED_NETWORKS",
                                             env.list("ENDPOINT_MODEL_ALLOWED_NETWORKS", default=[]))
+# The environment variables an endpoint model may name for its key, whose value is sent to the
+# address a researcher types: the operator names them, or any (the secret key, a database URL) would go.
+ENDPOINT_MODEL_KEY_VARIABLES = env.list("ENDPOINT_MODEL_KEY_VARIABLES", default=[])

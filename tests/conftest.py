@@ -1,3 +1,4 @@
+import os
 import uuid
 from pathlib import Path
 
@@ -104,6 +105,22 @@ def fast_password_hashing():
     which took 0.5 to 2 s a user here; what is tested is who may sign in, not the hash's cost."""
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def endpoint_key_variables():
+    """The variables the tests' endpoint models name for their keys, as an operator names theirs
+    (ENDPOINT_MODEL_KEY_VARIABLES); a test of the refusal sets its own."""
+    names = ["CROWDBENCH_TEST_ENDPOINT_KEY", "MODEL_KEY", "ALPHA_KEY", "KEY"]
+    # In the environment too, for the Celery workers the integration tests start.
+    before = os.environ.get("ENDPOINT_MODEL_KEY_VARIABLES")
+    os.environ["ENDPOINT_MODEL_KEY_VARIABLES"] = ",".join(names)
+    with override_settings(ENDPOINT_MODEL_KEY_VARIABLES=names):
+        yield
+    if before is None:
+        os.environ.pop("ENDPOINT_MODEL_KEY_VARIABLES", None)
+    else:
+        os.environ["ENDPOINT_MODEL_KEY_VARIABLES"] = before
 
 
 @pytest.fixture(scope="session", autouse=True)

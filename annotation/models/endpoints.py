@@ -6,6 +6,7 @@ import uuid
 from decimal import Decimal
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -75,6 +76,16 @@ def base_url_problem(url):
     return None
 
 
+def key_variable_refused(name):
+    """Why an endpoint model may not name the environment variable `name` for its key, or None."""
+    allowed = settings.ENDPOINT_MODEL_KEY_VARIABLES
+    if name in allowed:
+        return None
+    return (f"{name} is not a variable endpoint models may read: its value is sent to the endpoint's address, so "
+            "the operator names the variables that hold endpoint keys (ENDPOINT_MODEL_KEY_VARIABLES: "
+            f"{', '.join(allowed) or 'none yet'}). Ask them to add the one holding your key.")
+
+
 class ModelEndpoint(models.Model):
     """A contestant whose answers the platform asks for, from an OpenAI-compatible endpoint.
 
@@ -123,6 +134,8 @@ class ModelEndpoint(models.Model):
         if not ENV_VAR_NAME.match(self.api_key_env or ""):
             errors["api_key_env"] = ("Give the NAME of an environment variable (capital letters, digits "
                                      "and underscores, e.g. VLLM_API_KEY), not the key itself.")
+        elif refused := key_variable_refused(self.api_key_env):
+            errors["api_key_env"] = refused
         problems = parameter_problems(self.parameters)
         if problems:
             errors["parameters"] = "; ".join(problems) + "."
