@@ -74,7 +74,8 @@ def perform_tournament_action(*, tournament, key, user):
         enqueue("tasks.run_judge", run.pk)
         return f"Judge run #{run.pk} ({run.engine}) queued.", True
     if key == "build_snapshot":
-        snapshot = snapshots.request_snapshot(created_by=user, tournaments=[tournament],
+        # The tournament's group's snapshot: a snapshot of no group holds no group's tournament.
+        snapshot = snapshots.request_snapshot(created_by=user, tournaments=[tournament], group=tournament.group,
                                               note=f"Built from the workflow of “{tournament.name}”.")
         return f"{snapshot} is being built in the background.", True
     raise AnnotationError(f"“{action.label}” is done on its own page.")
