@@ -126,11 +126,19 @@ class PublicAddressValidator:
         self.setting = setting
 
     def __call__(self, url):
-        parts = urlsplit(url or "")
         try:
+            parts = urlsplit(url or "")
             host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            return  # the URL validator says what is wrong with it
+            # Read as a request is built from it: a host name that is no internet name ("xn--zz")
+            # is refused here, not by every delivery after.
+            host = httpx.URL(url or "").host or host
+        except (ValueError, httpx.InvalidURL):
+            raise ValidationError("Enter a valid URL: its host or port cannot be read.", code="invalid") from None
+        if parts.port == 0:
+            raise ValidationError("Enter a valid URL: port 0 reaches nothing.", code="invalid")
+        if parts.username is not None or parts.password is not None:
+            raise ValidationError("Leave the user name and password out of the URL: they would be sent and logged "
+                                  "with every request.", code="credentials")
         if not host:
             return
         try:

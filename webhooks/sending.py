@@ -71,7 +71,9 @@ def _post(delivery):
                 http.stream("POST", endpoint.url, content=content, headers=headers) as response:
             # The body is never read: an internal service's answer must not reach the delivery log.
             delivery.response_status = response.status_code
-    except httpx.InvalidURL as error:
+    except (httpx.InvalidURL, UnicodeError) as error:
+        # A host name that is no internet name (an A-label idna refuses, "xn--zz") fails as httpx
+        # builds the request, with idna's own error: a failed attempt, never a job that fails forever.
         raise DeliveryError(f"Invalid URL: {error}") from error
     except httpx.HTTPError as error:
         refused = outbound.refusal(error)

@@ -150,3 +150,36 @@ def test_the_admin_refuses_to_register_an_internal_address_with_its_reason():
     page = response.content.decode()
     assert response.status_code == 200 and "points inside our network" in page and "link-local" in page
     assert not Endpoint.objects.exists()
+
+
+UNREADABLE_URLS = {
+    "an IPv6 address left open": "http://[::1",
+    "an A-label that is no name": "http://xn--zz.com/",
+    "another": "http://xn--a.com/",
+    "a port past 65535": "http://hooks.example.org:99999/",
+    "port 0": "http://hooks.example.org:0/",
+    "credentials": "https://user:secret@hooks.example.org/",
+}
+
+
+@pytest.mark.parametrize("kind", UNREADABLE_URLS)
+def test_a_url_whose_host_or_port_cannot_be_read_is_refused_with_a_message_on_the_api_and_the_form(kind):
+    url = UNREADABLE_URLS[kind]
+    user = get_user_model().objects.create_superuser("hooks", "hooks@example.org", "pw")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    refused = api.post("/api/webhook-endpoints/", {"url": url, "events": ["stage.launched"]}, format="json")
+    assert refused.status_code == 400, (kind, refused.content)
+    assert "url" in refused.json()
+    browser = Client()
+    browser.force_login(user)
+    form = browser.post(reverse("admin:webhooks_endpoint_add"), {"url": url, "events": ["stage.launched"],
+                                                                 "active": "on"})
+    assert form.status_code == 200, kind
+    assert not Endpoint.objects.exists()
+
+
+def test_an_endpoint_saved_before_the_check_fails_its_attempt_with_the_reason_and_is_not_retried_forever():
+    delivery = delivered_once("http://xn--zz.com/hooks")
+    assert delivery.status == Delivery.Status.PENDING and delivery.attempts == 1
+    assert delivery.last_error.startswith("Attempt 1: Invalid URL: ")
