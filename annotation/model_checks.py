@@ -1,8 +1,14 @@
 """A check constraint a person can break on a form says what is wrong in its own words, next to
 the field it reads: Django shows a broken constraint as "Constraint “name” is violated." above the
 form. Every model with a check constraint takes `CheckedFields`, and every check constraint has a
-`violation_error_message` (tests/project/test_constraint_messages.py holds each to it)."""
+`violation_error_message` (tests/project/test_constraint_messages.py holds each to it). Every
+JSON field is a `StorableJSONField`, whose value is checked as storable (`storable_json`;
+tests/project/test_json_fields.py).
+"""
 
+import math
+
+from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models, router
 
@@ -55,3 +61,55 @@ class CheckedFields:
                     errors.setdefault(_placed_at(constraint), []).append(error)
         if errors:
             raise ValidationError(errors)
+
+
+def storable_json(value):
+    """A JSON field's value as PostgreSQL's jsonb stores it and every page can show it: no NaN or
+    infinity (JSON has none; a form's parser takes them), no NUL character (jsonb refuses \\u0000)
+    and no lone surrogate (no UTF-8 encodes one), in any value or key, however deep. Typed into a
+    form, each was an error of the database, a 500."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValidationError("Numbers must be finite: NaN and infinity are not JSON.", code="json_number")
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValidationError("A text holds a NUL character (\\u0000), which cannot be stored.",
+                                      code="json_nul")
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValidationError("A text holds a lone surrogate (such as \\ud800), which is no character.",
+                                      code="json_surrogate") from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
+class StorableJSONFormField(forms.JSONField):
+    """A form's JSON box that never shows what it cannot store: a value `storable_json` refuses is
+    shown again as typed (Django's box wrote a lone surrogate back into the page, which no UTF-8
+    encodes: the page was a 500)."""
+
+    default_validators = [storable_json]
+
+    def bound_data(self, data, initial):
+        value = super().bound_data(data, initial)
+        try:
+            storable_json(value)
+        except ValidationError:
+            return forms.fields.InvalidJSONInput(data)
+        return value
+
+
+class StorableJSONField(models.JSONField):
+    """The project's JSON field: its value is checked as storable wherever a form or a serializer
+    validates it, and its form's box shows a refused value as typed."""
+
+    default_validators = [storable_json]
+
+    def formfield(self, **kwargs):
+        return super().formfield(**{"form_class": StorableJSONFormField, **kwargs})

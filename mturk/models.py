@@ -12,7 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from annotation.model_checks import CheckedFields
+from annotation.model_checks import CheckedFields, StorableJSONField
 from annotation.models import Assignment, InstructionFamily, Stage, Worker, WorkUnit
 
 
@@ -177,7 +177,7 @@ class Submission(models.Model):
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                     on_delete=models.SET_NULL, related_name="+")
-    platform_record = models.JSONField(default=dict, blank=True)
+    platform_record = StorableJSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -285,8 +285,8 @@ class AuditLog(models.Model):
     ok = models.BooleanField()
     sent_to_platform = models.BooleanField(
         default=True, help_text="Whether any request of this action reached the platform.")
-    request = models.JSONField(default=dict, blank=True)
-    response = models.JSONField(default=dict, blank=True)
+    request = StorableJSONField(default=dict, blank=True)
+    response = StorableJSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
@@ -305,7 +305,7 @@ class NotificationEvent(models.Model):
     """An MTurk notification already handled; they can arrive more than once."""
 
     event_doc_id = models.CharField(max_length=128, unique=True)
-    payload = models.JSONField()
+    payload = StorableJSONField()
     received_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

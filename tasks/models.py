@@ -7,6 +7,8 @@ so a failure has a reason to show and the sweep (tasks/outbox.py) does not queue
 
 from django.db import models
 
+from annotation.model_checks import StorableJSONField
+
 
 class Job(models.Model):
     class Status(models.TextChoices):
@@ -19,7 +21,7 @@ class Job(models.Model):
     key = models.CharField(max_length=200, unique=True,
                            help_text="The task's name and arguments: one row per piece of work.")
     task = models.CharField(max_length=100)
-    args = models.JSONField(default=list, blank=True)
+    args = StorableJSONField(default=list, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True, help_text="Why the latest attempt failed.")
     note = models.CharField(max_length=300, blank=True,

@@ -7,7 +7,7 @@ from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 
-from annotation.model_checks import CheckedFields
+from annotation.model_checks import CheckedFields, StorableJSONField
 from crowdbench.events import EVENTS
 from crowdbench.outbound import PublicAddressValidator
 
@@ -28,7 +28,7 @@ class Endpoint(CheckedFields, models.Model):
     secret = models.CharField(
         max_length=128, default=new_secret,
         help_text="Signs every delivery (HMAC-SHA256); give it to the receiver to check signatures.")
-    events = models.JSONField(default=list, help_text="The event types sent to this URL.")
+    events = StorableJSONField(default=list, help_text="The event types sent to this URL.")
     family = models.ForeignKey("annotation.InstructionFamily", null=True, blank=True, on_delete=models.CASCADE,
                                related_name="webhook_endpoints")
     tournament = models.ForeignKey("annotation.Tournament", null=True, blank=True, on_delete=models.CASCADE,
@@ -89,7 +89,7 @@ class Delivery(models.Model):
     event_id = models.UUIDField(help_text="The same for every consumer of one event; sent in a header.")
     event = models.CharField(max_length=40)
     scope = models.CharField(max_length=300, blank=True, help_text="What the event is about.")
-    payload = models.JSONField(help_text="The JSON body sent.")
+    payload = StorableJSONField(help_text="The JSON body sent.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.model_checks import CheckedFields
+from annotation.model_checks import CheckedFields, StorableJSONField
 from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
 from annotation.models.work import Aggregation, Assignment
@@ -27,7 +27,7 @@ class Caption(models.Model):
     """An instruction-conditioned caption: one text per image, in the instance's image order."""
 
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="captions")
-    texts = models.JSONField(help_text="One caption per image, in image order.")
+    texts = StorableJSONField(help_text="One caption per image, in image order.")
     author = models.ForeignKey(Worker, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="captions")
     assignment = models.OneToOneField(Assignment, null=True, blank=True, on_delete=models.PROTECT,
@@ -73,7 +73,7 @@ class Reference(models.Model):
     prompt = models.TextField(blank=True)
     prompt_sha256 = models.CharField(max_length=64, blank=True)
     text = models.TextField()
-    raw_output = models.JSONField(null=True, blank=True)
+    raw_output = StorableJSONField(null=True, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True, blank=True)
@@ -230,7 +230,7 @@ class Table2Count(KeptCount):
     verified = models.PositiveIntegerField(default=0)
     ended = models.PositiveIntegerField(default=0)
     # Reference.decided_by value ("" for not recorded) -> references it decided.
-    decided_by = models.JSONField(default=dict)
+    decided_by = StorableJSONField(default=dict)
 
     class Meta:
         indexes = kept_count_indexes("table2_count")
@@ -252,9 +252,9 @@ class WorkflowCount(KeptCount):
     changed, a model response added, deleted or renamed."""
 
     # Instance.status -> instances.
-    instances = models.JSONField(default=dict)
+    instances = StorableJSONField(default=dict)
     # Model name -> responses on verified instances, the verified reference's own left out.
-    responses = models.JSONField(default=dict)
+    responses = StorableJSONField(default=dict)
 
     class Meta:
         indexes = kept_count_indexes("workflow_count")

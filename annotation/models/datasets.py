@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.model_checks import CheckedFields
+from annotation.model_checks import CheckedFields, StorableJSONField
 from annotation.models.instances import Instance
 from annotation.models.preferences import Tournament
 
@@ -47,10 +47,10 @@ class Snapshot(CheckedFields, models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     content_sha256 = models.CharField(max_length=64, blank=True,
                                       help_text="sha256 over the data files' names and hashes, in name order.")
-    manifest = models.JSONField(default=dict, blank=True)
-    files = models.JSONField(default=list, blank=True,
+    manifest = StorableJSONField(default=dict, blank=True)
+    files = StorableJSONField(default=list, blank=True,
                              help_text="[{name, path, sha256, bytes, rows}] in name order.")
-    instance_digests = models.JSONField(default=dict, blank=True,
+    instance_digests = StorableJSONField(default=dict, blank=True,
                                         help_text="Instance id -> sha256 of its exported row, for diffs.")
 
     objects = SnapshotManager()
@@ -102,8 +102,8 @@ class ImportedSheet(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=20, choices=Kind.choices)
     source_dataset = models.CharField(max_length=200, blank=True)
-    columns = models.JSONField(default=list, help_text="The header, as written.")
-    boolean_words = models.JSONField(
+    columns = StorableJSONField(default=list, help_text="The header, as written.")
+    boolean_words = StorableJSONField(
         default=list, help_text="Per column, how the file spells [true, false]; empty for others.")
     line_terminator = models.CharField(max_length=2, default="\n")
     ends_with_newline = models.BooleanField(default=True)
@@ -124,7 +124,7 @@ class ImportedRow(models.Model):
     sheet = models.ForeignKey(ImportedSheet, on_delete=models.CASCADE, related_name="rows")
     number = models.PositiveIntegerField(help_text="The row as a spreadsheet numbers it (header: 1).")
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="imported_rows")
-    cells = models.JSONField(default=list)
+    cells = StorableJSONField(default=list)
 
     class Meta:
         ordering = ["sheet_id", "number"]

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from annotation.model_checks import StorableJSONField
 from annotation.models.instances import Instance
 from annotation.models.preferences import REFERENCE_MODEL_NAME, Tournament
 from crowdbench.outbound import PublicAddressValidator
@@ -102,7 +103,7 @@ class ModelEndpoint(models.Model):
         max_length=128, verbose_name="API key environment variable",
         help_text="The NAME of the environment variable holding the key (e.g. OPENAI_API_KEY), "
                   "set for the web server and the worker; never the key itself.")
-    parameters = models.JSONField(
+    parameters = StorableJSONField(
         default=dict, blank=True,
         help_text='Generation parameters sent with every request, e.g. {"temperature": 0.2, "max_tokens": 512}.')
     input_price_per_million = models.DecimalField(
@@ -175,8 +176,8 @@ class EndpointCall(models.Model):
     idempotency_key = models.CharField(max_length=64, unique=True, default=new_idempotency_key)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
-    parameters = models.JSONField(default=dict, blank=True)
-    response = models.JSONField(null=True, blank=True)
+    parameters = StorableJSONField(default=dict, blank=True)
+    response = StorableJSONField(null=True, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)

@@ -4,7 +4,7 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.image_urls import image_url_allowed
-from annotation.model_checks import CheckedFields
+from annotation.model_checks import CheckedFields, StorableJSONField
 from crowdbench.scoped_models import UniqueInEveryScope
 
 
@@ -59,7 +59,7 @@ class InstructionFamily(CheckedFields, UniqueInEveryScope):
 
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
-    skill_tags = models.JSONField(default=list, blank=True,
+    skill_tags = StorableJSONField(default=list, blank=True,
                                   help_text='A JSON list, e.g. ["recognition", "reasoning"].')
     is_multi_image = models.BooleanField(default=False)
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.NEW)

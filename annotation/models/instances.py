@@ -5,6 +5,7 @@ from django.db.models import Aggregate, Count, JSONField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, JSONObject
 from django.db.models.lookups import GreaterThan
 
+from annotation.model_checks import StorableJSONField
 from annotation.models.families import ImageAsset, InstructionFamily
 from annotation.models.workers import Worker
 
@@ -37,7 +38,7 @@ class Instance(models.Model):
     # reference_output as published, else the candidate verified correct. Battles, the
     # reference-backed judge and the exports read it.
     reference_output = models.TextField(blank=True)
-    public_images_metadata = models.JSONField(default=dict, blank=True)
+    public_images_metadata = StorableJSONField(default=dict, blank=True)
     imported_from = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -2,6 +2,7 @@
 
 from django.db import models
 
+from annotation.model_checks import StorableJSONField
 from annotation.models.preferences import Battle, Tournament, counted_battles
 
 
@@ -33,7 +34,7 @@ class JudgeRun(models.Model):
                                       help_text="Fingerprint of the prompt texts of the run's mode.")
     concurrency = models.PositiveSmallIntegerField(default=0, help_text="0: JUDGE_CONCURRENCY.")
     use_batch_api = models.BooleanField(default=False)
-    batch_ids = models.JSONField(default=list, blank=True)
+    batch_ids = StorableJSONField(default=list, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     total_calls = models.PositiveIntegerField(default=0)
     done_calls = models.PositiveIntegerField(default=0)
@@ -77,8 +78,8 @@ class JudgeCall(models.Model):
     """
 
     request_sha256 = models.CharField(max_length=64, unique=True)
-    request = models.JSONField()
-    response = models.JSONField()
+    request = StorableJSONField()
+    response = StorableJSONField()
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     # Null: the price of the model is unknown (OPENAI_PRICES names none), never a free call.

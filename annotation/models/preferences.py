@@ -5,7 +5,7 @@ from django.db import models
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Upper
 
-from annotation.model_checks import CheckedFields
+from annotation.model_checks import CheckedFields, StorableJSONField
 from annotation.models.benchmark import benchmark_instances
 from annotation.models.families import InstructionFamily
 from annotation.models.instances import Instance
@@ -36,7 +36,7 @@ class ModelResponse(models.Model):
     model_name = models.CharField(max_length=200)
     text = models.TextField()
     imported_from = models.CharField(max_length=500, blank=True)
-    parameters = models.JSONField(default=dict, blank=True,
+    parameters = StorableJSONField(default=dict, blank=True,
                                   help_text="Generation parameters, for an answer asked of an endpoint.")
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -111,7 +111,7 @@ class Tournament(CheckedFields, UniqueInEveryScope):
                               related_name="+",
                               help_text="The research group that owns it; empty: staff outside groups.")
     image_kind = models.CharField(max_length=10, choices=ImageKind.choices, default=ImageKind.ALL)
-    model_names = models.JSONField(default=list, blank=True,
+    model_names = StorableJSONField(default=list, blank=True,
                                    help_text='A JSON list of model names; empty: every model.')
     include_reference = models.BooleanField(
         default=True, help_text="The verified reference takes part as a model.")
@@ -194,6 +194,13 @@ class Tournament(CheckedFields, UniqueInEveryScope):
                                                          "0.5 and 1 (0.8: four judgements in five prefer the "
                                                          "better response); leave it empty for the "
                                                          "Beta-Binomial posterior."})
+        names = self.model_names
+        if not isinstance(names, list) or not all(isinstance(name, str) and name.strip() and name.isprintable()
+                                                  for name in names):
+            raise ValidationError({"model_names": "A JSON list of model names, each a text of printable characters, "
+                                                  'e.g. ["llava-1.5", "otter"]; [] for every model.'})
+        if len(set(names)) != len(names):
+            raise ValidationError({"model_names": "A model is named twice."})
         if self.with_rubric and not self.rubric.strip():
             raise ValidationError({"rubric": "A tournament that asks for rubric scores needs a rubric: write "
                                              "the default score rubric here (what is judged, and what "
@@ -312,9 +319,9 @@ class HumanJudgement(models.Model):
                                       related_name="human_judgement")
     shown_left = models.CharField(max_length=1, choices=ShownLeft.choices)
     choice = models.CharField(max_length=5, choices=Side.choices)
-    criteria = models.JSONField(default=dict, blank=True,
+    criteria = StorableJSONField(default=dict, blank=True,
                                 help_text='CHIRP criteria, e.g. {"detail": "left"}.')
-    rubric_scores = models.JSONField(default=dict, blank=True,
+    rubric_scores = StorableJSONField(default=dict, blank=True,
                                      help_text='1-5 per shown side, e.g. {"left": 4, "right": 2}.')
     active_seconds = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

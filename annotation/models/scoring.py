@@ -2,6 +2,7 @@
 
 from django.db import models
 
+from annotation.model_checks import StorableJSONField
 from annotation.models.preferences import Tournament
 
 
@@ -17,7 +18,7 @@ class LeaderboardResult(models.Model):
     criterion = models.CharField(max_length=40)
     rounds = models.PositiveIntegerField()
     data_key = models.CharField(max_length=64)
-    result = models.JSONField()
+    result = StorableJSONField()
     computed_at = models.DateTimeField(auto_now_add=True)
     seconds = models.FloatField(help_text="How long the computation took.")
     judgements = models.PositiveIntegerField(default=0, help_text="Human and judge judgements it was computed from.")

@@ -10,7 +10,7 @@ workers within one model, never across models.
 
 from django.db import models
 
-from annotation.model_checks import CheckedFields
+from annotation.model_checks import CheckedFields, StorableJSONField
 from annotation.models.families import InstructionFamily
 from annotation.models.work import Stage
 from annotation.models.workers import Worker
@@ -35,7 +35,7 @@ class WorkerReliability(models.Model):
     model = models.CharField(max_length=20, choices=WorkerModel.choices)
     reliability = models.FloatField()
     answers = models.PositiveIntegerField(help_text="Counted answers the fit used.")
-    by_truth = models.JSONField(
+    by_truth = StorableJSONField(
         default=dict, blank=True,
         help_text="Dawid-Skene only: how often the worker is right on items whose truth is each label "
                   "(the diagonal of their confusion matrix), by label.")

@@ -16,7 +16,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from annotation.model_checks import CheckedFields
+from annotation.model_checks import CheckedFields, StorableJSONField
 from annotation.models.work import Stage
 from annotation.models.workers import Worker
 
@@ -87,13 +87,14 @@ class GoldItem(CheckedFields, models.Model):
     qualification = models.ForeignKey(StageQualification, on_delete=models.CASCADE,
                                       related_name="gold_items")
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.CHOICE)
-    content = models.JSONField(
+    content = StorableJSONField(
         help_text='What the worker sees, e.g. {"instruction": ..., "image_url": ..., '
                   '"caption": ..., "response": ...}.')
     question = models.TextField()
-    options = models.JSONField(default=list, blank=True,
+    options = StorableJSONField(default=list, blank=True,
                                help_text='Choices as a JSON list, e.g. ["correct", "incorrect"].')
-    answer = models.JSONField(null=True, blank=True, help_text="The right choice (choice items).")
+    answer = StorableJSONField(null=True, blank=True,
+                              help_text="The right choice (choice items).")
     explanation = models.TextField(blank=True, help_text="Shown to the worker after they answer.")
     in_test = models.BooleanField(default=True)
     in_live_work = models.BooleanField(default=True)
@@ -152,7 +153,8 @@ class QualificationAttempt(models.Model):
     qualification = models.ForeignKey(StageQualification, on_delete=models.PROTECT,
                                       related_name="attempts")
     worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="qualification_attempts")
-    item_ids = models.JSONField(help_text="The gold items of this attempt, in the order shown.")
+    item_ids = StorableJSONField(
+                                help_text="The gold items of this attempt, in the order shown.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTED)
     score = models.DecimalField(max_digits=4, decimal_places=3, null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
@@ -181,7 +183,7 @@ class GoldAnswer(models.Model):
     attempt = models.ForeignKey(QualificationAttempt, null=True, blank=True, on_delete=models.CASCADE,
                                 related_name="answers")
     source = models.CharField(max_length=4, choices=Source.choices)
-    answer = models.JSONField()
+    answer = StorableJSONField()
     correct = models.BooleanField(null=True, blank=True, help_text="Empty until reviewed (free text).")
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                     on_delete=models.SET_NULL, related_name="+")
