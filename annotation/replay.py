@@ -50,6 +50,9 @@ ENOUGH = 5
 # Which items a share of the truth takes as gold, drawn alike in every replay of a file.
 GOLD_SEED = 41
 MOST = 5
+# The largest overlap a replay takes: published crowd sets hold at most a few dozen answers an item,
+# and a replay's time grows with the overlap asked (a million never ended).
+LARGEST_OVERLAP = 1000
 
 
 # --- rules ----------------------------------------------------------------------------------------

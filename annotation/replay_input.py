@@ -5,6 +5,7 @@ where a published set keeps it apart; or a family's counted verification answers
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -29,6 +30,7 @@ NAMES = {
 }
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 LINE_BREAK = re.compile(r"[\r\n]")
+ORDER_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 class ReplayError(AnnotationError):
@@ -190,12 +192,11 @@ def _row(cells, line, columns, width, filled):
             raise ReplayError(f"Row {line}, column “{name}”: empty; {filled[name]}")
         row[name] = value
     if "order" in row:
-        try:
-            row["order"] = float(row["order"])
-        except ValueError:
-            raise ReplayError(f"Row {line}, column “order”: “{row['order']}” is not a number.") from None
-        if row["order"] != row["order"]:
-            raise ReplayError(f"Row {line}, column “order”: “nan” is not a number.")
+        said = row["order"]
+        # ASCII digits only: float() also reads "inf", "1e309" and other scripts' digits ("١").
+        if not ORDER_NUMBER.fullmatch(said) or not math.isfinite(float(said)):
+            raise ReplayError(f"Row {line}, column “order”: “{said}” is not a number.")
+        row["order"] = float(said)
     return row
 
 

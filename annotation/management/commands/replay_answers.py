@@ -80,6 +80,9 @@ class Command(BaseCommand):
             raise CommandError("--gold-share is a share of the items, between 0 and 1.")
         if any(overlap < 1 for overlap in [*fixed, most]):
             raise CommandError("A fixed overlap, and the most a weighed rule asks, is at least one answer.")
+        if any(overlap > replay.LARGEST_OVERLAP for overlap in [*fixed, most]):
+            raise CommandError(f"A fixed overlap, and the most a weighed rule asks, is at most "
+                               f"{replay.LARGEST_OVERLAP:,} answers.")
         if matching is None:
             matching = 3 if 3 in fixed else 0
         if matching < 0:
