@@ -77,12 +77,12 @@ MIDDLEWARE = [
     "frontend.arrival.remember_participants",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "crowdbench.middleware.ContentSecurityPolicyMiddleware",
+    "crowdbench.middleware.AdminParametersMiddleware",
     # Last, so that it turns a lockout flagged anywhere below into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
 
-# The audit trail (annotation/audit.py) names a changed foreign key by its row ("Vision lab"), not its id.
-AUDITLOG_USE_FK_STRING_REPRESENTATION = True
+AUDITLOG_USE_FK_STRING_REPRESENTATION = True  # the audit trail names a changed foreign key by its row
 
 # django-axes watches every password check (admin, /work/login/, API tokens through
 # annotation/api/authentication.py) and refuses further ones after AXES_FAILURE_LIMIT failures.

@@ -14,10 +14,11 @@ from annotation.admin import (
     queue,
     review,
     scoring,
+    sign_in_attempts,
     snapshots,
     teams,
     tokens,
 )
 
 __all__ = ["crowd_studies", "families", "images", "instances", "judging", "platform_submissions", "qualifications",
-           "queue", "review", "scoring", "snapshots", "teams", "tokens"]
+           "queue", "review", "scoring", "sign_in_attempts", "snapshots", "teams", "tokens"]
