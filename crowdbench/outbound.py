@@ -35,8 +35,14 @@ def allowed_networks(setting):
 
 def _kind(address):
     """What makes `address` internal ("loopback", ...), or None for a public unicast address."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        # An IPv4 address carried inside an IPv6 one (mapped, 6to4, Teredo's client) is judged as
+        # itself: 2002:7f00:1:: is 127.0.0.1 for a host with a 6to4 relay.
+        embedded = address.ipv4_mapped or address.sixtofour or (address.teredo or (None, None))[1]
+        if embedded is not None:
+            inner = _kind(embedded)
+            if inner is not None:
+                return inner
     # The narrowest name first: the private ranges include loopback and link-local.
     for kind in ("loopback", "link_local", "multicast", "unspecified", "reserved", "private"):
         if getattr(address, f"is_{kind}"):

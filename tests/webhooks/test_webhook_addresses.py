@@ -35,6 +35,7 @@ def internal_urls(port):
         "decimal loopback": f"http://2130706433:{port}/hooks",
         "IPv6 loopback": f"http://[::1]:{port}/hooks",
         "IPv4-mapped IPv6 loopback": f"http://[::ffff:127.0.0.1]:{port}/hooks",
+        "6to4 loopback": f"http://[2002:7f00:1::]:{port}/hooks",
         "unspecified": f"http://0.0.0.0:{port}/hooks",
         "cloud metadata": "http://169.254.169.254/latest/meta-data/",
         "private": "http://10.0.0.1/",
