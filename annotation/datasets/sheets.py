@@ -262,10 +262,18 @@ def _check_json_value(value):
             stack.extend(item.values())
 
 
+# Control characters but tab and line breaks: a family named "a\x1b[31mb" recolours a terminal
+# that prints it, and no published sheet holds one.
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def check_text(value):
-    """Text the database can store: no NUL (PostgreSQL refuses it), no lone surrogate (not UTF-8)."""
+    """Text the database can store and a page or a terminal shows as text: no NUL (PostgreSQL
+    refuses it), no other control character but tab and line breaks, no lone surrogate (not UTF-8)."""
     if "\x00" in value:
         raise CellError("holds a NUL character")
+    if control := _CONTROL.search(value):
+        raise CellError(f"holds an invisible control character (U+{ord(control.group()):04X})")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

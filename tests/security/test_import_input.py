@@ -42,6 +42,8 @@ HOSTILE_JSON_CELLS = [
     ("public_images_metadata", '{"a":' * 20_000 + "1" + "}" * 20_000, "nests deeper than 32"),
     ("public_images_metadata", "{" + "1" * 5000 + "}", "not valid JSON"),
     ("instruction", "What is this?\x00", "NUL"),
+    ("instruction_category", "Art\x1b[31m knowledge", "invisible control character (U+001B)"),
+    ("instruction", "What is this?\x07", "invisible control character (U+0007)"),
     # Stray escaped quotes: one linear scan, not one scan per quote.
     ("public_images_metadata", '"' + '\\"' * 60_000, "not valid JSON"),
 ]
