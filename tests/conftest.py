@@ -59,13 +59,14 @@ TransactionTestCase._fixture_teardown = _empty_every_table
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    """The modules holding slow tests (a browser, a Celery worker, a whole published file) are
+    """The modules holding slow tests (a browser, a Celery worker, a whole published file, a long
+    property test: marked `slow`) are
     handed out first: pytest-xdist hands out whole modules, in the order it first meets them, and
     one of them given out last kept a worker busy minutes after the other had run out of work.
     Each module's tests are kept together in the order pytest-django gave them (database tests by
     kind), as a pytest-xdist worker runs them anyway: one module after another."""
     slow_modules = {item.module.__name__ for item in items
-                    if item.get_closest_marker("browser") or item.get_closest_marker("integration")}
+                    if any(item.get_closest_marker(mark) for mark in ("browser", "integration", "slow"))}
     first_seen = {}
     for index, item in enumerate(items):
         first_seen.setdefault(item.module.__name__, index)

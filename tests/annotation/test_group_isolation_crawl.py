@@ -50,7 +50,7 @@ from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.scoring_factories import verified_instance
 from webhooks.models import Delivery, Endpoint
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 Role = Membership.Role
 
 # Planted in every text of group A's rows; matched case-blind, so a title-cased or upper-cased

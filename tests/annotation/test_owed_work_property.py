@@ -69,7 +69,8 @@ from tests.kept_counts_support import (
 )
 from tests.scoring_factories import create_tournament, verified_instance, with_responses
 
-pytestmark = pytest.mark.django_db
+# Minutes of random histories: handed out first, so no worker waits on it at the end.
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 COLLECTION_STAGES = (Stage.INSTRUCTION_GENERATION, Stage.CAPTION, Stage.VERIFICATION)
 ALL_STAGES = (*COLLECTION_STAGES, Stage.PAIRWISE)

@@ -23,6 +23,7 @@ from tests.factories import FamilyFactory, WorkerFactory, launch
 from tests.paths import PROJECT
 
 REAL_SET = PROJECT / "tests" / "crowd_data" / "rzhetsky2009_e2_sample.csv"
+pytestmark = pytest.mark.slow  # minutes of replays in all: handed out first
 
 
 ITEMS = 150

@@ -49,9 +49,10 @@ def test_a_set_published_as_answers_and_truth_apart_replays_as_the_replays_own_f
                     [(row["item"], row["worker"], row["answer"]) for row in rows])
     truth = write(tmp_path / "truth.csv", ["question", "truth"],
                   sorted({(row["item"], row["truth"]) for row in rows}))
-    expected = replayed(own, "--weighed", "0.9", "--by-truth")
+    rules = ["--fixed", "1", "3", "5", "--weighed", "0.9", "--by-truth", "--matching", "0"]
+    expected = replayed(own, *rules)
 
-    published = replayed(answers, "--truth", truth, "--weighed", "0.9", "--by-truth")
+    published = replayed(answers, "--truth", truth, *rules)
     assert published.splitlines()[0] == "Read column “question” as item."
     assert published.splitlines()[1:] == expected.splitlines()
     assert f"truth given for {ITEMS} items." in published
@@ -92,7 +93,8 @@ def test_shuffled_each_items_answers_come_in_a_seeded_order_of_their_own(crowd, 
     firsts = once.frame.groupby("task", sort=False)["worker"].first()
     file_firsts = answers.frame.groupby("task", sort=False)["worker"].first()
     assert (firsts != file_firsts).any()
-    assert "each item's answers in a random order of their own (seed 41)" in replayed(path, "--shuffle", "41")
+    assert "each item's answers in a random order of their own (seed 41)" in replayed(
+        path, "--shuffle", "41", "--fixed", "1", "--until-decided", "--weighed", "--by-truth", "--matching", "0")
 
 
 BAD_PAIRS = [
