@@ -16,7 +16,6 @@ from annotation import worker_models
 from annotation.exceptions import AnnotationError
 
 REQUIRED = ("item", "worker", "answer")
-OPTIONAL = ("truth", "order")
 # The names published crowd data gives each column besides the replay's own, so a set is read as it
 # is published: Zheng et al.'s truth-inference sets (question,worker,answer and question,truth),
 # crowd-kit's (worker,task,label), Toloka's exports (performer). Compared lower-cased, with spaces

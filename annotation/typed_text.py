@@ -16,8 +16,9 @@ CAPTION_MAX_CHARS = 5_000
 COMMENT_MAX_CHARS = 2_000
 ANSWER_MAX_CHARS = 2_000
 
-# C0 and C1 control characters and DEL; tab and line breaks are allowed where text has lines.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# C0 and C1 control characters and DEL; tab and line breaks are allowed where text has lines
+# (an imported sheet's cells too: annotation/datasets/sheets.py).
+CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _LINE_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -25,7 +26,7 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 def clean_typed_text(value, *, what, max_chars, multiline=True):
     """The text without surrounding blanks, or AnnotationError naming `what` and the problem."""
     value = str(value or "").strip()
-    control = (_CONTROLS if multiline else _LINE_CONTROLS).search(value)
+    control = (CONTROLS if multiline else _LINE_CONTROLS).search(value)
     if control:
         raise AnnotationError(
             f"{what} contains an invisible control character (U+{ord(control.group()):04X}) that "

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotation.exceptions import AnnotationError
+from annotation.typed_text import CONTROLS
 
 MAX_REPORTED_ERRORS = 20
 # csv's own default field limit, kept as our limit per cell; the reader itself accepts far longer
@@ -262,17 +263,13 @@ def _check_json_value(value):
             stack.extend(item.values())
 
 
-# Control characters but tab and line breaks: a family named "a\x1b[31mb" recolours a terminal
-# that prints it, and no published sheet holds one.
-_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
 def check_text(value):
     """Text the database can store and a page or a terminal shows as text: no NUL (PostgreSQL
     refuses it), no other control character but tab and line breaks, no lone surrogate (not UTF-8)."""
     if "\x00" in value:
         raise CellError("holds a NUL character")
-    if control := _CONTROL.search(value):
+    # A family named "a\x1b[31mb" recolours a terminal that prints it; no published sheet holds one.
+    if control := CONTROLS.search(value):
         raise CellError(f"holds an invisible control character (U+{ord(control.group()):04X})")
     try:
         value.encode("utf-8")
